@@ -1,0 +1,377 @@
+/**
+ * The elector: runs the pure rules of election.ts against an intent log and
+ * a monotonic clock, appends claims and renews, and reports role changes.
+ *
+ * Invariants enforced here alone:
+ * - `holding()` / `epoch()` are evaluated against the clock at the moment of
+ *   use, never a flag refreshed on ticks; events are notifications only.
+ * - Sending a release ends holding at once (send times are forgotten before
+ *   the op is appended): a prototype that counted itself holder until its
+ *   release was confirmed overlapped its successor.
+ * - A suspended machine (wall clock jumped ahead of the monotonic clock,
+ *   which stops during suspend on Linux) forgets its send times, so it holds
+ *   nothing until a fresh renew is confirmed.
+ * - The tick never waits on replication: reads are local, a refresh still in
+ *   flight is not awaited twice, and holding() uses the last confirmed
+ *   record (a stale one can only make us hold LESS: it never shows a newer
+ *   renew of ours than the real confirmed state).
+ * - Every lost tenure is followed by a new campaign: nothing stops the loop
+ *   but close().
+ */
+import ReadyResource from 'ready-resource'
+import { systemClock, type Clock } from './clock.js'
+import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
+import { decide, holdDeadline, holdingEpoch, type Decision } from './election.js'
+import type { LeaseRecord } from './lease-state.js'
+import { SIGNER_LEASE, type LeaseOp } from './ops.js'
+import type { ReadMode } from './intent-log.js'
+
+/** What the elector needs from the intent log (a fake in unit tests). */
+export interface LeaseLog {
+  readonly self: string
+  lease(name: string, mode: ReadMode): Promise<LeaseRecord | null>
+  append(op: LeaseOp): Promise<string>
+  on(event: 'update', listener: () => void): unknown
+  off(event: 'update', listener: () => void): unknown
+}
+
+export type DemotionReason = 'deadline' | 'taken-over' | 'released' | 'suspended' | 'closed'
+
+export interface ElectorEvents {
+  elected: [{ epoch: number }]
+  demoted: [{ epoch: number; reason: DemotionReason }]
+  'holder-changed': [{ holder: string | null; epoch: number }]
+  warning: [Error]
+  error: [unknown]
+}
+
+export interface ElectorOptions {
+  name?: string
+  clock?: Clock
+  config?: Partial<ElectionConfig>
+  /** false: no timers; the caller drives the loop with step() (manual-clock tests). */
+  timers?: boolean
+}
+
+export interface ElectorStatus {
+  role: 'holder' | 'standby'
+  /** The epoch we hold, or null. */
+  epoch: number | null
+  /** The confirmed record. */
+  confirmed: LeaseRecord | null
+  /** The tip record. */
+  tip: LeaseRecord | null
+  /** Holder: ms until our window closes. Standby: ms until we may claim a held record (0 if free). */
+  expiresInMs: number | null
+}
+
+const MAX_SENT = 64
+
+// Typed events for the class below (declaration merging is the only way to type EventEmitter overloads here).
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export interface Elector {
+  on<K extends keyof ElectorEvents>(event: K, listener: (...args: ElectorEvents[K]) => void): this
+  once<K extends keyof ElectorEvents>(event: K, listener: (...args: ElectorEvents[K]) => void): this
+  off<K extends keyof ElectorEvents>(event: K, listener: (...args: ElectorEvents[K]) => void): this
+  emit<K extends keyof ElectorEvents>(event: K, ...args: ElectorEvents[K]): boolean
+}
+
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export class Elector extends ReadyResource {
+  readonly name: string
+  readonly config: ElectionConfig
+  private readonly log: LeaseLog
+  private readonly clock: Clock
+  private readonly timers: boolean
+
+  private tip: LeaseRecord | null = null
+  private confirmed: LeaseRecord | null = null
+  private observed: { opId: string | null; at: number }
+  /** Local send time of our recent claims and renews, by op id. */
+  private readonly sent = new Map<string, number>()
+  private lastSentAt: number | null = null
+  private lastClaimAt: number | null = null
+  private standDownUntil: number | null = null
+  private cause: DemotionReason | null = null
+  private role: { epoch: number } | null = null
+  private lastMono: number
+  private lastWall: number
+
+  private acting: Promise<void> | null = null
+  private refreshing: Promise<void> | null = null
+  private cycling = false
+  private again = false
+  private tickTimer: NodeJS.Timeout | null = null
+  private deadlineTimer: NodeJS.Timeout | null = null
+  private readonly onupdate = (): void => this.kick()
+
+  constructor(log: LeaseLog, opts: ElectorOptions = {}) {
+    super()
+    this.log = log
+    this.name = opts.name ?? SIGNER_LEASE
+    this.clock = opts.clock ?? systemClock
+    this.config = electionConfig(opts.config)
+    validateElectionConfig(this.config)
+    this.timers = opts.timers !== false
+    this.lastMono = this.clock.now()
+    this.lastWall = this.clock.wall()
+    this.observed = { opId: null, at: this.lastMono }
+  }
+
+  override async _open(): Promise<void> {
+    this.log.on('update', this.onupdate)
+    await this.refresh()
+    if (this.timers) this.kick()
+  }
+
+  override async _close(): Promise<void> {
+    this.log.off('update', this.onupdate)
+    if (this.tickTimer) clearTimeout(this.tickTimer)
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer)
+    this.tickTimer = this.deadlineTimer = null
+    if (this.acting) await this.acting
+    if (this.role !== null) {
+      const epoch = this.role.epoch
+      this.role = null
+      this.emit('demoted', { epoch, reason: 'closed' })
+    }
+  }
+
+  /** Whether this device holds the lease right now. Check before every piece of work. */
+  holding(): boolean {
+    return this.epoch() !== null
+  }
+
+  /** The epoch (fencing token) we hold right now, or null. */
+  epoch(): number | null {
+    if (this.closing !== null) return null
+    this.checkSuspend()
+    return holdingEpoch({ self: this.log.self, now: this.clock.now(), confirmed: this.confirmed, sentAt: (id) => this.sent.get(id) }, this.config)
+  }
+
+  /** The monotonic instant our hold ends, or null when not holding. */
+  deadline(): number | null {
+    if (this.epoch() === null) return null
+    return holdDeadline({ self: this.log.self, confirmed: this.confirmed, sentAt: (id) => this.sent.get(id) }, this.config)
+  }
+
+  status(): ElectorStatus {
+    const now = this.clock.now()
+    const epoch = this.epoch()
+    let expiresInMs: number | null = null
+    if (epoch !== null) expiresInMs = Math.max(0, (this.deadline() ?? now) - now)
+    else if (this.tip !== null && this.tip.holder !== null) expiresInMs = Math.max(0, this.observed.at + this.config.leaseMs - now)
+    else if (this.tip !== null || this.confirmed !== null) expiresInMs = 0
+    return { role: epoch === null ? 'standby' : 'holder', epoch, confirmed: this.confirmed, tip: this.tip, expiresInMs }
+  }
+
+  /**
+   * Step down gracefully: holding ends now, a release op is appended, and we
+   * stand back for leaseMs so a standby can claim the free record at once.
+   */
+  async release(): Promise<'released' | 'not-held'> {
+    while (this.acting) await this.acting
+    let done!: () => void
+    this.acting = new Promise<void>((resolve) => (done = resolve))
+    try {
+      await this.refresh()
+      const tip = this.tip
+      if (tip === null || tip.holder !== this.log.self) return 'not-held'
+      this.forgetSendTimes('released')
+      this.standDownUntil = this.clock.now() + this.config.leaseMs
+      this.evaluate()
+      await this.log.append({ type: 'release', name: this.name, epoch: tip.epoch, owner: null, ts: Math.round(this.clock.wall()) })
+      return 'released'
+    } finally {
+      this.acting = null
+      done()
+      this.kick()
+    }
+  }
+
+  /** One full round without timers: refresh, role check, decide, act. For tests with a manual clock. */
+  async step(): Promise<Decision> {
+    if (this.acting) await this.acting
+    await this.refresh()
+    this.evaluate()
+    const decision = this.decision()
+    if (decision.action !== 'wait') {
+      this.acting = this.act(decision)
+      await this.acting
+      this.acting = null
+      await this.refresh()
+      this.evaluate()
+    }
+    return decision
+  }
+
+  private decision(): Decision {
+    return decide(
+      {
+        self: this.log.self,
+        now: this.clock.now(),
+        tip: this.tip,
+        observedAt: this.observed.at,
+        lastSentAt: this.lastSentAt,
+        lastClaimAt: this.lastClaimAt,
+        standDownUntil: this.standDownUntil
+      },
+      this.config
+    )
+  }
+
+  private kick(): void {
+    if (!this.timers || this.closing !== null || !this.opened) return
+    if (this.cycling) {
+      this.again = true
+      return
+    }
+    this.cycling = true
+    this.cycle()
+      .catch((err: unknown) => this.emit('error', err))
+      .finally(() => {
+        this.cycling = false
+        if (this.again) {
+          this.again = false
+          this.kick()
+        }
+      })
+  }
+
+  private async cycle(): Promise<void> {
+    if (this.tickTimer) clearTimeout(this.tickTimer)
+    this.tickTimer = null
+    if (this.closing !== null) return
+    await this.refresh()
+    this.evaluate()
+    if (this.acting === null) {
+      const decision = this.decision()
+      if (decision.action !== 'wait') {
+        this.acting = this.act(decision).finally(() => {
+          this.acting = null
+          this.kick()
+        })
+      }
+    }
+    if (this.closing === null) {
+      this.tickTimer = setTimeout(() => this.kick(), this.config.retryMs)
+    }
+  }
+
+  private async act(decision: Decision): Promise<void> {
+    const at = this.clock.now()
+    const ts = Math.round(this.clock.wall())
+    let op: LeaseOp
+    if (decision.action === 'claim') {
+      this.lastClaimAt = at
+      op = { type: 'claim', name: this.name, seen: decision.seen, epoch: decision.epoch, ts }
+    } else if (decision.action === 'renew') {
+      op = { type: 'renew', name: this.name, epoch: decision.epoch, owner: null, ts }
+    } else {
+      return
+    }
+    this.lastSentAt = at
+    try {
+      const id = await this.log.append(op)
+      // A release or suspend since we sent voids this send time.
+      if (this.lastSentAt === at) this.remember(id, at)
+    } catch (err) {
+      if (this.closing !== null) return
+      this.emit('warning', err instanceof Error ? err : new Error(String(err)))
+    }
+  }
+
+  private remember(id: string, at: number): void {
+    this.sent.set(id, at)
+    if (this.sent.size > MAX_SENT) {
+      const oldest = this.sent.keys().next().value
+      if (oldest !== undefined) this.sent.delete(oldest)
+    }
+  }
+
+  private forgetSendTimes(cause: DemotionReason): void {
+    this.sent.clear()
+    this.lastSentAt = null
+    this.cause = cause
+  }
+
+  private async refresh(): Promise<void> {
+    if (this.refreshing) return this.refreshing
+    this.refreshing = this.read().finally(() => {
+      this.refreshing = null
+    })
+    return this.refreshing
+  }
+
+  private async read(): Promise<void> {
+    let tip: LeaseRecord | null
+    let confirmed: LeaseRecord | null
+    try {
+      tip = await this.log.lease(this.name, 'tip')
+      confirmed = await this.log.lease(this.name, 'confirmed')
+    } catch (err) {
+      // Storage sessions are replaced on reboots; a failed read keeps the
+      // previous snapshot (which can only under-state our hold).
+      if (this.closing !== null) return
+      if (isCoded(err)) {
+        this.emit('warning', err)
+        return
+      }
+      throw err
+    }
+    const now = this.clock.now()
+    const tipId = tip?.opId ?? null
+    if (tipId !== this.observed.opId) this.observed = { opId: tipId, at: now }
+    const before = this.confirmed
+    this.tip = tip
+    this.confirmed = confirmed
+    if (confirmed !== null && (before === null || before.holder !== confirmed.holder || before.epoch !== confirmed.epoch)) {
+      this.emit('holder-changed', { holder: confirmed.holder, epoch: confirmed.epoch })
+    }
+  }
+
+  /** Emit role changes and arm a timer for our deadline. */
+  private evaluate(): void {
+    const epoch = this.epoch()
+    if (this.role !== null && this.role.epoch !== epoch) {
+      const old = this.role.epoch
+      this.role = null
+      this.emit('demoted', { epoch: old, reason: this.demotionReason() })
+    }
+    if (epoch !== null && this.role === null) {
+      this.role = { epoch }
+      this.cause = null
+      this.emit('elected', { epoch })
+    }
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer)
+    this.deadlineTimer = null
+    const deadline = this.role !== null ? this.deadline() : null
+    if (this.timers && deadline !== null && this.closing === null) {
+      this.deadlineTimer = setTimeout(() => this.evaluate(), Math.max(0, deadline - this.clock.now()) + 1)
+    }
+  }
+
+  private demotionReason(): DemotionReason {
+    if (this.cause !== null) return this.cause
+    if (this.confirmed === null || this.confirmed.holder !== this.log.self) return 'taken-over'
+    return 'deadline'
+  }
+
+  private checkSuspend(): void {
+    const mono = this.clock.now()
+    const wall = this.clock.wall()
+    const gap = wall - this.lastWall - (mono - this.lastMono)
+    this.lastMono = mono
+    this.lastWall = wall
+    if (gap > this.config.suspendToleranceMs) {
+      // The monotonic clock stopped while the wall clock ran on: we slept.
+      // Our windows are measured on a clock that missed that time.
+      this.forgetSendTimes('suspended')
+      this.observed = { opId: this.observed.opId, at: mono }
+    }
+  }
+}
+
+function isCoded(err: unknown): err is Error & { code: string } {
+  return err instanceof Error && typeof (err as { code?: unknown }).code === 'string'
+}

@@ -1,0 +1,27 @@
+/**
+ * The one error class of autolease. Errors are for broken contracts (bad
+ * config, bad arguments, a closed resource); expected outcomes such as a lost
+ * claim are union values, never errors. Tests assert on `code`.
+ */
+export type ErrorCode =
+  | 'INVALID_CONFIG'
+  | 'INVALID_ARGUMENT'
+  | 'NOT_WRITABLE'
+  | 'CLOSED'
+  | 'TIMEOUT'
+  | 'STORAGE_BUSY'
+  | 'PROTOCOL'
+
+export class AutoleaseError extends Error {
+  readonly code: ErrorCode
+
+  constructor(code: ErrorCode, message: string) {
+    super(message)
+    this.name = 'AutoleaseError'
+    this.code = code
+  }
+}
+
+export function isAutoleaseError(err: unknown, code?: ErrorCode): err is AutoleaseError {
+  return err instanceof AutoleaseError && (code === undefined || err.code === code)
+}

@@ -1,0 +1,245 @@
+/**
+ * The intent log: one autobase per group, in its own corestore namespace,
+ * with a hyperbee view built by apply. The only module that imports
+ * autobase or hyperbee.
+ *
+ * Two reads:
+ * - tip: everything applied locally, including ops not yet ordered for
+ *   good. Used to build claims and to notice changes early; never to act.
+ * - confirmed: the view at the indexed length, i.e. the prefix a majority
+ *   of indexers acknowledged, whose order can no longer change. We confirm
+ *   on INDEXED rather than SIGNED: indexed already is the majority decision
+ *   (each ack is a signed append by an indexer we verified), while the
+ *   quorum multisig only lags it by another round (~200 ms measured) and
+ *   serves peers that fast-forward without the acks. A minority partition
+ *   can advance neither.
+ *
+ * Reads never wait on the network (`wait: false`): a stalled peer must not
+ * freeze the elector's tick.
+ *
+ * Indexers ack as soon as they apply a new op, so a claim is confirmed in a
+ * few round trips instead of after autobase's 10 s default ack interval;
+ * the background ack timer (ackIntervalMs) covers convergence after races.
+ */
+import { createHash } from 'node:crypto'
+import Autobase from 'autobase'
+import type { ViewStore } from 'autobase'
+import Hyperbee from 'hyperbee'
+import type Corestore from 'corestore'
+import type { ReplicationStream } from 'corestore'
+import type { Duplex } from 'node:stream'
+import ReadyResource from 'ready-resource'
+import b4a from 'b4a'
+import { apply, type View } from './apply.js'
+import { encodeOp, type Op } from './ops.js'
+import type { LeaseRecord } from './lease-state.js'
+import {
+  APPLIED_KEY,
+  LEASE_PREFIX,
+  REJECTED_PREFIX,
+  WRITER_PREFIX,
+  leaseKey,
+  outcomeKey,
+  prefixEnd,
+  tenurePrefix,
+  type OpOutcome,
+  type TenureEntry,
+  type WriterEntry
+} from './view-layout.js'
+import { AutoleaseError } from './errors.js'
+
+export interface IntentLogOptions {
+  /** The group's key; omit to create a new group with this device as founder. */
+  key?: Uint8Array | string | null
+  ackIntervalMs?: number
+  namespace?: string
+}
+
+export type ReadMode = 'tip' | 'confirmed'
+
+export class IntentLog extends ReadyResource {
+  readonly base: Autobase<View>
+  private readonly store: Corestore
+  private lastApplied = -1
+  private acking = false
+
+  constructor(store: Corestore, opts: IntentLogOptions = {}) {
+    super()
+    // One namespace per autobase: two bases sharing one can spin (autobase #374).
+    this.store = store.namespace(opts.namespace ?? 'autolease')
+    this.base = new Autobase<View>(this.store, opts.key ?? null, {
+      open: (viewStore: ViewStore) =>
+        new Hyperbee<unknown>(viewStore.get('view'), { extension: false, keyEncoding: 'utf-8', valueEncoding: 'json' }),
+      apply,
+      close: (view: View) => view.close(),
+      ackInterval: opts.ackIntervalMs ?? 500
+    })
+    this.base.on('update', () => this.onupdate())
+    // Without a listener an error inside autobase (a bug in apply) would
+    // crash the process from a background promise; surface it instead.
+    this.base.on('error', (err: Error) => this.emit('error', err))
+  }
+
+  override async _open(): Promise<void> {
+    await this.base.ready()
+  }
+
+  override async _close(): Promise<void> {
+    await this.base.close()
+  }
+
+  /** The group's identity: stable across indexer changes (view keys are not). */
+  get key(): Uint8Array {
+    return this.base.key
+  }
+
+  get discoveryKey(): Uint8Array {
+    return this.base.discoveryKey
+  }
+
+  /** This device's writer key, hex: the identity apply authorizes. */
+  get self(): string {
+    return b4a.toString(this.base.local.key ?? new Uint8Array(32), 'hex')
+  }
+
+  get writable(): boolean {
+    return this.base.writable
+  }
+
+  get isIndexer(): boolean {
+    return this.base.isIndexer
+  }
+
+  replicate(stream: boolean | Duplex): ReplicationStream {
+    return this.base.replicate(stream)
+  }
+
+  /** Append an op; resolves with its id (writer key : length) once it is in the local log and applied at the tip. */
+  async append(op: Op): Promise<string> {
+    if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
+    if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
+    const length = (await this.base.append(encodeOp(op))) as number
+    return `${this.self}:${length}`
+  }
+
+  /** Length of the view inside the confirmed (indexed) prefix. */
+  async confirmedViewLength(): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      const system = this.base.system
+      if (system === null) return 0
+      try {
+        const info = await system.getIndexedInfo(this.base.indexedLength)
+        return info.views[0]?.length ?? 0
+      } catch (err) {
+        // base.system is replaced on indexer changes and reboots; retry on the new one.
+        if (attempt < 3 && (err as { code?: string }).code === 'SESSION_CLOSED' && this.closing === null) continue
+        throw err
+      }
+    }
+  }
+
+  /** Run fn against a snapshot of the view: the tip, or the confirmed prefix. */
+  async read<T>(mode: ReadMode, fn: (view: View) => Promise<T>): Promise<T> {
+    const view = this.base.view
+    if (mode === 'tip') return fn(view)
+    const length = await this.confirmedViewLength()
+    // An empty hyperbee has no header block: nothing is confirmed yet.
+    if (length <= 1) return fn(EMPTY_VIEW)
+    const snap = view.checkout(length)
+    try {
+      return await fn(snap)
+    } finally {
+      await snap.close()
+    }
+  }
+
+  lease(name: string, mode: ReadMode): Promise<LeaseRecord | null> {
+    return this.read(mode, (v) => get<LeaseRecord>(v, leaseKey(name)))
+  }
+
+  leases(mode: ReadMode): Promise<LeaseRecord[]> {
+    return this.read(mode, (v) => range<LeaseRecord>(v, LEASE_PREFIX))
+  }
+
+  tenures(name: string, mode: ReadMode): Promise<TenureEntry[]> {
+    return this.read(mode, (v) => range<TenureEntry>(v, tenurePrefix(name)))
+  }
+
+  writers(mode: ReadMode = 'tip'): Promise<WriterEntry[]> {
+    return this.read(mode, (v) => range<WriterEntry>(v, WRITER_PREFIX))
+  }
+
+  outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null> {
+    return this.read(mode, (v) => get<OpOutcome>(v, outcomeKey(opId)))
+  }
+
+  /** Rejected ops by reason, as counted by apply. */
+  rejected(mode: ReadMode = 'tip'): Promise<Record<string, number>> {
+    return this.read(mode, async (v) => {
+      const out: Record<string, number> = {}
+      for await (const e of v.createReadStream({ gte: REJECTED_PREFIX, lt: prefixEnd(REJECTED_PREFIX) }, { wait: false })) {
+        out[e.key.slice(REJECTED_PREFIX.length)] = e.value as number
+      }
+      return out
+    })
+  }
+
+  applied(mode: ReadMode = 'tip'): Promise<number> {
+    return this.read(mode, async (v) => (await get<number>(v, APPLIED_KEY)) ?? 0)
+  }
+
+  /** sha256 over every view entry (key and value) of the snapshot: equal hashes = identical views. */
+  viewHash(mode: ReadMode = 'tip'): Promise<string> {
+    return this.read(mode, async (v) => {
+      const h = createHash('sha256')
+      for await (const e of v.createReadStream({}, { wait: false })) {
+        h.update(e.key).update('\u0000').update(JSON.stringify(e.value)).update('\u0001')
+      }
+      return h.digest('hex')
+    })
+  }
+
+  /** Append an ack now if this device is an indexer (confirmation without waiting for the timer). */
+  async ack(): Promise<void> {
+    if (this.closing !== null || !this.base.ackable) return
+    await this.base.ack()
+  }
+
+  private onupdate(): void {
+    this.emit('update')
+    if (this.acking || this.closing !== null || !this.base.ackable) return
+    this.acking = true
+    this.ackIfChanged()
+      .catch((err: unknown) => {
+        if (this.closing === null) this.emit('error', err)
+      })
+      .finally(() => {
+        this.acking = false
+      })
+  }
+
+  // Ack only when a real op (not an ack) was applied: acking on acks would
+  // make indexers answer each other forever.
+  private async ackIfChanged(): Promise<void> {
+    const applied = await this.applied('tip')
+    if (applied === this.lastApplied) return
+    this.lastApplied = applied
+    if (this.closing === null) await this.base.ack()
+  }
+}
+
+const EMPTY_VIEW = {
+  get: async () => null,
+  createReadStream: () => (async function* () {})()
+} as unknown as View
+
+async function get<T>(view: View, key: string): Promise<T | null> {
+  const entry = await view.get(key, { wait: false })
+  return entry === null ? null : (entry.value as T)
+}
+
+async function range<T>(view: View, prefix: string): Promise<T[]> {
+  const out: T[] = []
+  for await (const e of view.createReadStream({ gte: prefix, lt: prefixEnd(prefix) }, { wait: false })) out.push(e.value as T)
+  return out
+}

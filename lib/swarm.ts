@@ -1,0 +1,71 @@
+/**
+ * Networking: the only module that imports hyperswarm/hyperdht. Joins the
+ * group's discovery key and replicates the intent log over every
+ * connection.
+ *
+ * On this machine a DHT bound to all interfaces never saw incoming
+ * connections on loopback (STACK-NOTES), so when a local bootstrap is given
+ * we build the DHT ourselves bound to `host` (default 127.0.0.1 for local
+ * bootstraps). With no bootstrap the public DHT is used.
+ */
+import Hyperswarm from 'hyperswarm'
+import type { SwarmConnection } from 'hyperswarm'
+import HyperDHT from 'hyperdht'
+import ReadyResource from 'ready-resource'
+import { AutoleaseError } from './errors.js'
+
+export interface SwarmOptions {
+  /** DHT bootstrap nodes as HOST:PORT; empty = the public DHT. */
+  bootstrap?: string[]
+  /** Address the DHT binds. Defaults to 127.0.0.1 when every bootstrap is on loopback. */
+  host?: string
+}
+
+export interface Replicator {
+  readonly discoveryKey: Uint8Array
+  replicate(stream: SwarmConnection): unknown
+}
+
+export function parseHostPort(value: string): { host: string; port: number } {
+  const m = /^([^:\s]+):(\d{1,5})$/.exec(value.trim())
+  const port = m ? Number(m[2]) : NaN
+  if (!m || !m[1] || !(port > 0 && port < 65536)) {
+    throw new AutoleaseError('INVALID_ARGUMENT', `bootstrap must be HOST:PORT, got "${value}"`)
+  }
+  return { host: m[1], port }
+}
+
+export class Swarm extends ReadyResource {
+  readonly swarm: Hyperswarm
+  private readonly dht: HyperDHT | null
+  private readonly replicator: Replicator
+
+  constructor(replicator: Replicator, opts: SwarmOptions = {}) {
+    super()
+    this.replicator = replicator
+    const bootstrap = (opts.bootstrap ?? []).map(parseHostPort)
+    const loopback = bootstrap.length > 0 && bootstrap.every((b) => b.host === '127.0.0.1' || b.host === 'localhost')
+    const host = opts.host ?? (loopback ? '127.0.0.1' : undefined)
+    this.dht = bootstrap.length > 0 || host ? new HyperDHT({ ...(bootstrap.length ? { bootstrap } : {}), ...(host ? { host } : {}) }) : null
+    this.swarm = new Hyperswarm(this.dht ? { dht: this.dht } : {})
+    this.swarm.on('connection', (conn: SwarmConnection) => {
+      // A peer that vanishes mid-stream must not crash the daemon.
+      conn.on('error', () => {})
+      this.replicator.replicate(conn)
+    })
+  }
+
+  get peers(): number {
+    return this.swarm.connections.size
+  }
+
+  override async _open(): Promise<void> {
+    const discovery = this.swarm.join(this.replicator.discoveryKey, { server: true, client: true })
+    await discovery.flushed()
+  }
+
+  override async _close(): Promise<void> {
+    await this.swarm.destroy()
+    if (this.dht) await this.dht.destroy()
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * The view's key layout and entry shapes: shared by apply (the only writer)
+ * and the intent log (reads). Lease names are URI-encoded inside keys so a
+ * name such as `owner/repo#42` cannot collide with another name's range.
+ */
+import type { LeaseRecord, TenureEnd, TenureStart } from './lease-state.js'
+import type { DecodeFailure } from './ops.js'
+import type { RejectReason } from './lease-state.js'
+
+export type RejectionReason =
+  | DecodeFailure
+  | RejectReason
+  | 'unauthorized'
+  | 'not-removable'
+  | 'writer-removed'
+  | 'unknown-writer'
+
+export interface TenureEntry {
+  name: string
+  epoch: number
+  holder: string
+  owner: string | null
+  began: TenureStart
+  beganOp: string
+  beganTs: number
+  ended: TenureEnd | null
+  endedOp: string | null
+  endedTs: number | null
+}
+
+export interface WriterEntry {
+  key: string
+  indexer: boolean
+  removed: boolean
+  addedOp: string | null
+  removedOp: string | null
+}
+
+/** The result of a named-lease op, kept so the requesting device can report it once confirmed. */
+export interface OpOutcome {
+  opId: string
+  name: string
+  result: 'claimed' | 'reacquired' | 'renewed' | 'released' | 'rejected'
+  reason: RejectReason | null
+  /** The record after the op (or as it stood, when rejected). */
+  record: LeaseRecord | null
+}
+
+export const FOUNDER_KEY = 'meta/founder'
+export const APPLIED_KEY = 'stats/applied'
+export const REJECTED_PREFIX = 'stats/rejected/'
+export const LEASE_PREFIX = 'lease/'
+export const TENURE_PREFIX = 'tenure/'
+export const WRITER_PREFIX = 'writer/'
+export const OUTCOME_PREFIX = 'outcome/'
+
+export const leaseKey = (name: string): string => LEASE_PREFIX + encodeURIComponent(name)
+export const tenurePrefix = (name: string): string => TENURE_PREFIX + encodeURIComponent(name) + '/'
+export const tenureKey = (name: string, epoch: number): string => tenurePrefix(name) + String(epoch).padStart(16, '0')
+export const writerKey = (hex: string): string => WRITER_PREFIX + hex
+export const rejectedKey = (reason: RejectionReason): string => REJECTED_PREFIX + reason
+export const outcomeKey = (opId: string): string => {
+  const [author, length] = opId.split(':')
+  return OUTCOME_PREFIX + String(author) + '/' + String(length).padStart(15, '0')
+}
+
+/** The end of a prefix range: every key that starts with `prefix` sorts below it. */
+export const prefixEnd = (prefix: string): string => prefix + '\uffff'

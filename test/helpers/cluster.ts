@@ -1,0 +1,150 @@
+/**
+ * Several devices in one process: an intent log, an elector and a temp
+ * corestore each, replicated through a Mesh. Everything is closed and the
+ * temp dirs removed by the test's teardown.
+ */
+import Corestore from 'corestore'
+import tmp from 'test-tmp'
+import type { Assertion } from 'brittle'
+import { IntentLog } from '../../lib/intent-log.js'
+import { Elector } from '../../lib/elector.js'
+import type { ElectionConfig } from '../../lib/config.js'
+import type { Clock } from '../../lib/clock.js'
+import { Mesh } from './mesh.js'
+
+export interface Device {
+  index: number
+  dir: string
+  store: Corestore
+  log: IntentLog
+  elector: Elector | null
+  /** elected/demoted lines, like the daemon's log. */
+  events: Array<{ msg: 'elected' | 'demoted'; epoch: number; time: number; reason?: string }>
+}
+
+export interface ClusterOptions {
+  size?: number
+  config?: Partial<ElectionConfig>
+  /** Start electors (default true). */
+  elect?: boolean
+  clocks?: Array<Clock | undefined>
+}
+
+export class Cluster {
+  readonly devices: Device[] = []
+  readonly mesh = new Mesh()
+  readonly config: Partial<ElectionConfig>
+
+  private constructor(config: Partial<ElectionConfig>) {
+    this.config = config
+  }
+
+  static async create(t: Assertion, opts: ClusterOptions = {}): Promise<Cluster> {
+    const cluster = new Cluster(opts.config ?? { leaseMs: 2000 })
+    t.teardown(() => cluster.destroy(), { order: -Infinity })
+    const size = opts.size ?? 3
+    for (let i = 0; i < size; i++) {
+      const dir = await tmp(t)
+      const store = new Corestore(dir)
+      const first = cluster.devices[0]
+      const log = new IntentLog(store, { key: first ? first.log.key : null, ackIntervalMs: cluster.ackIntervalMs() })
+      await log.ready()
+      cluster.devices.push({ index: i, dir, store, log, elector: null, events: [] })
+      cluster.mesh.add(log)
+    }
+    const founder = cluster.devices[0]!
+    for (const d of cluster.devices.slice(1)) await founder.log.append({ type: 'add-writer', key: d.log.self, indexer: true })
+    await waitFor(() => cluster.devices.every((d) => d.log.writable && d.log.isIndexer), 10_000, 'all devices writable indexers')
+    if (opts.elect !== false) {
+      for (const d of cluster.devices) await cluster.startElector(d, opts.clocks?.[d.index])
+    }
+    return cluster
+  }
+
+  ackIntervalMs(): number {
+    return this.config.ackIntervalMs ?? 100
+  }
+
+  async startElector(d: Device, clock?: Clock): Promise<Elector> {
+    const elector = new Elector(d.log, { config: { ...this.config }, ...(clock ? { clock } : {}) })
+    elector.on('elected', ({ epoch }) => d.events.push({ msg: 'elected', epoch, time: Date.now() }))
+    elector.on('demoted', ({ epoch, reason }) => d.events.push({ msg: 'demoted', epoch, time: Date.now(), reason }))
+    elector.on('warning', () => {})
+    d.elector = elector
+    await elector.ready()
+    return elector
+  }
+
+  /** Indexes of devices that hold right now. */
+  holders(): number[] {
+    return this.devices.filter((d) => d.elector !== null && d.elector.holding()).map((d) => d.index)
+  }
+
+  async waitForHolder(timeoutMs = 15_000, among?: number[]): Promise<Device> {
+    let found: Device | null = null
+    await waitFor(
+      () => {
+        const h = this.holders().filter((i) => among === undefined || among.includes(i))
+        found = h.length === 1 ? this.devices[h[0]!]! : null
+        return found !== null
+      },
+      timeoutMs,
+      'a single holder'
+    )
+    return found!
+  }
+
+  /** Close a device for good (a crash, from the others' point of view). */
+  async kill(i: number): Promise<void> {
+    const d = this.devices[i]!
+    this.mesh.remove(i)
+    if (d.elector) await d.elector.close()
+    await d.log.close()
+    await d.store.close()
+  }
+
+  async destroy(): Promise<void> {
+    this.mesh.destroy()
+    for (const d of this.devices) {
+      if (d.elector) await d.elector.close()
+      await d.log.close()
+      await d.store.close()
+    }
+  }
+}
+
+/**
+ * Samples every device's holding() every few ms and records the longest
+ * stretch in which more than one device held at once (must be zero).
+ */
+export class OverlapMonitor {
+  samples = 0
+  overlaps = 0
+  maxHolders = 0
+  private timer: NodeJS.Timeout
+
+  constructor(cluster: Cluster, everyMs = 3) {
+    this.timer = setInterval(() => {
+      const n = cluster.holders().length
+      this.samples++
+      if (n > 1) this.overlaps++
+      if (n > this.maxHolders) this.maxHolders = n
+    }, everyMs)
+  }
+
+  stop(): void {
+    clearInterval(this.timer)
+  }
+}
+
+export async function waitFor(fn: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const start = Date.now()
+  while (!(await fn())) {
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}

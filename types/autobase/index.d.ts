@@ -1,0 +1,88 @@
+declare module 'autobase' {
+  import type { Duplex } from 'node:stream'
+  import type { EventEmitter } from 'node:events'
+  import type Corestore from 'corestore'
+  import type { Hypercore, ReplicationStream } from 'corestore'
+
+  /** One linearized node handed to apply. `from` is the author's writer core. */
+  export interface ApplyNode {
+    readonly indexed: boolean
+    readonly optimistic: boolean
+    readonly from: { readonly key: Uint8Array }
+    /** Length of the author's core after this node: (author key, length) names the node. */
+    readonly length: number
+    readonly value: Uint8Array
+  }
+
+  /** The side effects apply may have on the base itself. */
+  export interface ApplyHost {
+    addWriter(key: Uint8Array, opts?: { indexer?: boolean }): Promise<void>
+    removeWriter(key: Uint8Array): Promise<void>
+    removeable(key: Uint8Array): boolean
+    interrupt(reason?: unknown): void
+  }
+
+  export interface ViewStore {
+    get(name: string | { name: string }): Hypercore
+  }
+
+  export interface IndexedInfo {
+    version: number
+    members: number
+    indexers: Array<{ key: Uint8Array; length: number }>
+    views: Array<{ key: Uint8Array; length: number }>
+  }
+
+  export interface SystemWriterInfo {
+    key: Uint8Array
+    length: number
+    isIndexer: boolean
+    isRemoved: boolean
+  }
+
+  export interface SystemView {
+    readonly indexers: Array<{ key: Uint8Array; length: number }>
+    readonly members: number
+    getIndexedInfo(length?: number): Promise<IndexedInfo>
+    get(key: Uint8Array, opts?: { wait?: boolean }): Promise<SystemWriterInfo | null>
+    list(): AsyncIterable<SystemWriterInfo>
+  }
+
+  export interface AutobaseHandlers<V> {
+    open(store: ViewStore, host: ApplyHost): V
+    apply(nodes: ApplyNode[], view: V, host: ApplyHost): Promise<void>
+    close?(view: V): Promise<void>
+    valueEncoding?: 'binary'
+    ackInterval?: number
+    ackThreshold?: number
+    fastForward?: boolean
+  }
+
+  export default class Autobase<V> extends EventEmitter {
+    constructor(store: Corestore, bootstrap: Uint8Array | string | null, handlers: AutobaseHandlers<V>)
+    readonly key: Uint8Array
+    readonly discoveryKey: Uint8Array
+    readonly local: Hypercore
+    readonly view: V
+    /** The system core: its length counts every linearized node. */
+    readonly core: Hypercore
+    readonly system: SystemView | null
+    readonly writable: boolean
+    readonly isIndexer: boolean
+    readonly ackable: boolean
+    readonly indexedLength: number
+    readonly signedLength: number
+    readonly length: number
+    readonly opened: boolean
+    readonly closed: boolean
+    readonly closing: Promise<void> | null
+    ready(): Promise<void>
+    close(): Promise<void>
+    append(value: Uint8Array | null): Promise<unknown>
+    update(): Promise<void>
+    ack(bg?: boolean): Promise<void>
+    hash(): Promise<Uint8Array>
+    replicate(isInitiator: boolean | Duplex, opts?: object): ReplicationStream
+    getIndexedInfo(): Promise<IndexedInfo>
+  }
+}

@@ -1,0 +1,35 @@
+declare module 'corestore' {
+  import type { Duplex } from 'node:stream'
+
+  /** A hypercore as autolease uses it: read-only inspection of lengths and hashes. */
+  export interface Hypercore {
+    readonly key: Uint8Array | null
+    readonly discoveryKey: Uint8Array | null
+    readonly length: number
+    readonly signedLength: number
+    readonly byteLength: number
+    readonly opened: boolean
+    readonly closed: boolean
+    ready(): Promise<void>
+    close(): Promise<void>
+    treeHash(length?: number): Promise<Uint8Array>
+    on(event: 'truncate', listener: (ancestors: number, forkId: number) => void): this
+    on(event: 'append', listener: () => void): this
+    off(event: string, listener: (...args: never[]) => void): this
+  }
+
+  export interface ReplicationStream extends Duplex {
+    readonly noiseStream?: unknown
+  }
+
+  export default class Corestore {
+    constructor(storage: string, opts?: { primaryKey?: Uint8Array; readOnly?: boolean })
+    readonly opened: boolean
+    readonly closed: boolean
+    ready(): Promise<void>
+    close(): Promise<void>
+    namespace(name: string): Corestore
+    session(): Corestore
+    replicate(isInitiator: boolean | Duplex, opts?: object): ReplicationStream
+  }
+}

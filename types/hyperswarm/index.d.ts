@@ -1,0 +1,31 @@
+declare module 'hyperswarm' {
+  import type { Duplex } from 'node:stream'
+  import type { EventEmitter } from 'node:events'
+  import type HyperDHT from 'hyperdht'
+
+  export interface PeerInfo {
+    readonly publicKey: Uint8Array
+  }
+
+  export interface SwarmConnection extends Duplex {
+    readonly remotePublicKey: Uint8Array
+  }
+
+  export interface Discovery {
+    flushed(): Promise<void>
+    destroy(): Promise<void>
+  }
+
+  export default class Hyperswarm extends EventEmitter {
+    constructor(opts?: { dht?: HyperDHT; bootstrap?: Array<{ host: string; port: number }>; keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array } })
+    readonly keyPair: { publicKey: Uint8Array; secretKey: Uint8Array }
+    readonly connections: Set<SwarmConnection>
+    readonly dht: HyperDHT
+    join(topic: Uint8Array, opts?: { server?: boolean; client?: boolean }): Discovery
+    leave(topic: Uint8Array): Promise<void>
+    flush(): Promise<void>
+    destroy(): Promise<void>
+    on(event: 'connection', listener: (conn: SwarmConnection, info: PeerInfo) => void): this
+    on(event: string, listener: (...args: never[]) => void): this
+  }
+}
