@@ -1,20 +1,150 @@
+/**
+ * Three devices in one process, replicated in memory, with partitions.
+ * Every scenario runs an overlap monitor that samples each device's
+ * holding() every few ms: at no sample may two devices hold at once.
+ */
 import test from 'brittle'
-import { Cluster, OverlapMonitor, sleep } from './helpers/cluster.js'
+import { Cluster, OverlapMonitor, sleep, waitFor, type Device } from './helpers/cluster.js'
 import { SIGNER_LEASE } from '../lib/ops.js'
 
-test('three devices elect exactly one confirmed holder', async (t) => {
-  const cluster = await Cluster.create(t)
+const LEASE_MS = 2000
+
+async function confirmedEpoch(d: Device): Promise<number> {
+  return (await d.log.lease(SIGNER_LEASE, 'confirmed'))?.epoch ?? 0
+}
+
+test('(a) three devices elect exactly one confirmed holder and keep it', async (t) => {
+  const cluster = await Cluster.create(t, { config: { leaseMs: LEASE_MS } })
   const mon = new OverlapMonitor(cluster)
   const start = Date.now()
   const holder = await cluster.waitForHolder()
   t.comment(`first confirmed holder after ${Date.now() - start} ms`)
-  await sleep(3 * 2000)
+  await sleep(3 * LEASE_MS)
   mon.stop()
   t.alike(cluster.holders(), [holder.index], 'the same single holder after 3 lease periods')
   t.is(mon.overlaps, 0, `no overlap in ${mon.samples} samples`)
   const rec = await holder.log.lease(SIGNER_LEASE, 'confirmed')
-  t.is(rec?.epoch, 1, 'epoch 1')
+  t.is(rec?.epoch, 1, 'still epoch 1: renewals keep the tenure')
   t.is(rec?.holder, holder.log.self)
-  const growth = await holder.log.applied()
-  t.comment(`ops applied over ~6 s idle: ${growth}`)
+  for (const d of cluster.devices) t.is((await d.log.lease(SIGNER_LEASE, 'confirmed'))?.holder, holder.log.self, `device ${d.index} agrees on the holder`)
+})
+
+test('(b) the holder is closed: a standby is confirmed at epoch+1', async (t) => {
+  const cluster = await Cluster.create(t, { config: { leaseMs: LEASE_MS } })
+  const mon = new OverlapMonitor(cluster)
+  const holder = await cluster.waitForHolder()
+  const epoch = await confirmedEpoch(holder)
+  const killedAt = Date.now()
+  await cluster.kill(holder.index)
+  const next = await cluster.waitForHolder(15_000)
+  const failoverMs = Date.now() - killedAt
+  mon.stop()
+  t.not(next.index, holder.index)
+  t.is(await confirmedEpoch(next), epoch + 1, 'the new tenure is epoch+1')
+  t.ok(failoverMs >= LEASE_MS * 0.5, `no takeover before the lease could expire (${failoverMs} ms)`)
+  t.comment(`failover ${failoverMs} ms (${(failoverMs / LEASE_MS).toFixed(2)} x leaseMs)`)
+  t.is(mon.overlaps, 0, `no overlap in ${mon.samples} samples`)
+  const history = await next.log.tenures(SIGNER_LEASE, 'confirmed')
+  t.alike(
+    history.map((h) => [h.epoch, h.began, h.ended]),
+    [
+      [epoch, 'claimed', 'taken-over'],
+      [epoch + 1, 'taken-over', null]
+    ],
+    'the tenure history says who held when and how it ended'
+  )
+})
+
+test('(c) graceful release: a standby is confirmed without waiting leaseMs', async (t) => {
+  const cluster = await Cluster.create(t, { config: { leaseMs: LEASE_MS } })
+  const mon = new OverlapMonitor(cluster)
+  const holder = await cluster.waitForHolder()
+  const epoch = await confirmedEpoch(holder)
+  const releasedAt = Date.now()
+  t.is(await holder.elector!.release(), 'released')
+  t.absent(holder.elector!.holding(), 'holding ends the moment the release is sent')
+  const others = cluster.devices.filter((d) => d !== holder).map((d) => d.index)
+  const next = await cluster.waitForHolder(LEASE_MS * 3, others)
+  const handoffMs = Date.now() - releasedAt
+  mon.stop()
+  t.ok(handoffMs < LEASE_MS, `handoff in ${handoffMs} ms, less than leaseMs`)
+  t.is(await confirmedEpoch(next), epoch + 1)
+  t.is(mon.overlaps, 0, `no overlap in ${mon.samples} samples`)
+  const tenures = await next.log.tenures(SIGNER_LEASE, 'confirmed')
+  t.is(tenures[0]?.ended, 'released', 'the first tenure ended by release')
+  t.ok(holder.events.some((e) => e.msg === 'demoted' && e.reason === 'released'), 'the old holder logged its demotion')
+})
+
+test('(d) an isolated standby claims alone, is never confirmed, and is rejected after heal', async (t) => {
+  const cluster = await Cluster.create(t, { config: { leaseMs: LEASE_MS } })
+  const mon = new OverlapMonitor(cluster)
+  const holder = await cluster.waitForHolder()
+  const epoch = await confirmedEpoch(holder)
+  const standby = cluster.devices.find((d) => d !== holder)!
+  cluster.mesh.isolate(standby.index)
+  // Past leaseMs without seeing a renew, the standby claims at its tip.
+  await waitFor(async () => (await standby.log.lease(SIGNER_LEASE, 'tip'))?.holder === standby.log.self, LEASE_MS * 4, 'the isolated standby to claim at its tip')
+  await sleep(LEASE_MS)
+  t.absent(standby.elector!.holding(), 'a minority never holds')
+  t.is((await standby.log.lease(SIGNER_LEASE, 'confirmed'))?.holder, holder.log.self, "its claim is not in its confirmed view")
+  t.is(standby.events.filter((e) => e.msg === 'elected').length, 0, 'it never logged elected')
+  cluster.mesh.heal()
+  await waitFor(async () => (await standby.log.lease(SIGNER_LEASE, 'tip'))?.holder === holder.log.self, LEASE_MS * 5, 'the standby to see the holder again after heal')
+  await waitFor(async () => (await standby.log.lease(SIGNER_LEASE, 'confirmed'))?.holder === holder.log.self && (await standby.log.rejected('confirmed'))['stale-record'] !== undefined, LEASE_MS * 5, 'the stale claim to be rejected in the confirmed view')
+  mon.stop()
+  t.is(await confirmedEpoch(holder), epoch, 'the holder and its epoch are unchanged')
+  t.alike(cluster.holders(), [holder.index])
+  const rejected = await holder.log.rejected('confirmed')
+  t.ok((rejected['stale-record'] ?? 0) >= 1, `the stale claim was rejected and counted (${JSON.stringify(rejected)})`)
+  t.is(mon.overlaps, 0, `no overlap in ${mon.samples} samples`)
+})
+
+test('(e) an isolated holder demotes by its deadline; the majority elects epoch+1; its renewals are rejected after heal', async (t) => {
+  const cluster = await Cluster.create(t, { config: { leaseMs: LEASE_MS } })
+  const mon = new OverlapMonitor(cluster)
+  const holder = await cluster.waitForHolder()
+  const epoch = await confirmedEpoch(holder)
+  const renewDeadlineMs = holder.elector!.config.renewDeadlineMs
+  const deadline = holder.elector!.deadline()!
+  const isolatedAt = performance.now()
+  cluster.mesh.isolate(holder.index)
+  await waitFor(() => !holder.elector!.holding(), LEASE_MS * 3, 'the isolated holder to stop holding')
+  const stoppedAt = performance.now()
+  t.ok(stoppedAt - isolatedAt <= renewDeadlineMs + 100, `stopped ${Math.round(stoppedAt - isolatedAt)} ms after isolation (renewDeadlineMs ${renewDeadlineMs})`)
+  t.ok(stoppedAt >= deadline - 5 || stoppedAt - isolatedAt <= renewDeadlineMs + 100, 'it held at most until its deadline')
+  const majority = cluster.devices.filter((d) => d !== holder).map((d) => d.index)
+  const next = await cluster.waitForHolder(LEASE_MS * 5, majority)
+  t.is(await confirmedEpoch(next), epoch + 1, 'the majority elected epoch+1')
+  await sleep(LEASE_MS) // the isolated holder keeps renewing into its own tip
+  cluster.mesh.heal()
+  await waitFor(async () => (await holder.log.lease(SIGNER_LEASE, 'confirmed'))?.epoch === epoch + 1, LEASE_MS * 5, 'the old holder to confirm the new tenure')
+  await sleep(LEASE_MS)
+  mon.stop()
+  t.alike(cluster.holders(), [next.index], 'the new holder keeps the lease after heal')
+  const rejected = await next.log.rejected('confirmed')
+  t.ok((rejected['held-by-other'] ?? 0) + (rejected['stale-epoch'] ?? 0) >= 1, `the old holder's late renewals were rejected (${JSON.stringify(rejected)})`)
+  t.ok(holder.events.some((e) => e.msg === 'demoted' && e.reason === 'deadline'), 'the old holder demoted by deadline')
+  t.is(mon.overlaps, 0, `no overlap in ${mon.samples} samples`)
+})
+
+test('(g) a holder restarted on the same storage renews its confirmed tenure and never reuses an epoch', async (t) => {
+  const cluster = await Cluster.create(t, { config: { leaseMs: LEASE_MS } })
+  const mon = new OverlapMonitor(cluster)
+  const holder = await cluster.waitForHolder()
+  const epoch = await confirmedEpoch(holder)
+  const restarted = await cluster.restart(holder.index)
+  t.absent(restarted.elector!.holding(), 'right after restart it does not hold: it no longer knows when it sent its last renew')
+  const again = await cluster.waitForHolder(LEASE_MS * 5)
+  await sleep(LEASE_MS)
+  mon.stop()
+  const now = await confirmedEpoch(again)
+  if (again.index === holder.index) {
+    t.is(now, epoch, 'it renewed its still-confirmed tenure (same epoch)')
+  } else {
+    t.is(now, epoch + 1, 'it was fenced: another device took over at epoch+1')
+  }
+  const tenures = await again.log.tenures(SIGNER_LEASE, 'confirmed')
+  const epochs = tenures.map((x) => x.epoch)
+  t.alike(epochs, [...new Set(epochs)].sort((a, b) => a - b), `epochs unique and increasing: ${epochs.join(',')}`)
+  t.is(mon.overlaps, 0, `no overlap in ${mon.samples} samples`)
 })

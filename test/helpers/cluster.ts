@@ -103,6 +103,22 @@ export class Cluster {
     await d.store.close()
   }
 
+  /** Close device i and reopen it on the same storage, with a fresh elector (a process restart). */
+  async restart(i: number): Promise<Device> {
+    const d = this.devices[i]!
+    if (d.elector) await d.elector.close()
+    await d.log.close()
+    await d.store.close()
+    const store = new Corestore(d.dir)
+    const log = new IntentLog(store, { key: this.devices[0]!.log.key, ackIntervalMs: this.ackIntervalMs() })
+    await log.ready()
+    const next: Device = { ...d, store, log, elector: null }
+    this.devices[i] = next
+    this.mesh.replace(i, log)
+    await this.startElector(next)
+    return next
+  }
+
   async destroy(): Promise<void> {
     this.mesh.destroy()
     for (const d of this.devices) {

@@ -46,6 +46,14 @@ export class Mesh {
     this.apply()
   }
 
+  /** Put a reopened log in slot i (a restart on the same storage) and reconnect it. */
+  replace(i: number, log: IntentLog): void {
+    this.remove(i)
+    this.logs[i] = log
+    for (let j = 0; j < this.logs.length; j++) if (j !== i) this.cut.delete(pair(i, j))
+    this.apply()
+  }
+
   /** Drop peer i from the mesh for good (it was closed). */
   remove(i: number): void {
     for (let j = 0; j < this.logs.length; j++) if (j !== i) this.cut.add(pair(i, j))
