@@ -2,7 +2,7 @@
 import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'bench/results/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', '.scratch/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

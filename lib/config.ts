@@ -44,7 +44,7 @@ export function electionConfig(input: Partial<ElectionConfig> = {}): ElectionCon
 export function validateElectionConfig(cfg: ElectionConfig): void {
   for (const [name, value] of Object.entries(cfg)) {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-      throw new AutoleaseError('INVALID_CONFIG', `${name} must be a positive integer (ms), got ${String(value)}`)
+      throw new AutoleaseError('INVALID_CONFIG', `${name} must be a positive integer (ms), got ${typeof value === 'number' ? value : typeof value}`)
     }
   }
   if (!(cfg.leaseMs > cfg.renewDeadlineMs)) {

@@ -93,10 +93,13 @@ export class Elector extends ReadyResource {
   private lastClaimAt: number | null = null
   private standDownUntil: number | null = null
   private cause: DemotionReason | null = null
+  /** Set synchronously by release(): holding ends before anything is awaited. */
+  private releasing = false
   private role: { epoch: number } | null = null
   private lastMono: number
   private lastWall: number
 
+  private running = false
   private acting: Promise<void> | null = null
   private refreshing: Promise<void> | null = null
   private cycling = false
@@ -121,10 +124,13 @@ export class Elector extends ReadyResource {
   override async _open(): Promise<void> {
     this.log.on('update', this.onupdate)
     await this.refresh()
+    // `opened` only turns true after _open returns, so the loop keys off its own flag.
+    this.running = true
     if (this.timers) this.kick()
   }
 
   override async _close(): Promise<void> {
+    this.running = false
     this.log.off('update', this.onupdate)
     if (this.tickTimer) clearTimeout(this.tickTimer)
     if (this.deadlineTimer) clearTimeout(this.deadlineTimer)
@@ -144,7 +150,7 @@ export class Elector extends ReadyResource {
 
   /** The epoch (fencing token) we hold right now, or null. */
   epoch(): number | null {
-    if (this.closing !== null) return null
+    if (this.closing !== null || this.releasing) return null
     this.checkSuspend()
     return holdingEpoch({ self: this.log.self, now: this.clock.now(), confirmed: this.confirmed, sentAt: (id) => this.sent.get(id) }, this.config)
   }
@@ -170,21 +176,28 @@ export class Elector extends ReadyResource {
    * stand back for leaseMs so a standby can claim the free record at once.
    */
   async release(): Promise<'released' | 'not-held'> {
-    while (this.acting) await this.acting
-    let done!: () => void
-    this.acting = new Promise<void>((resolve) => (done = resolve))
+    this.releasing = true
+    this.cause = 'released'
+    this.evaluate()
     try {
-      await this.refresh()
-      const tip = this.tip
-      if (tip === null || tip.holder !== this.log.self) return 'not-held'
-      this.forgetSendTimes('released')
-      this.standDownUntil = this.clock.now() + this.config.leaseMs
-      this.evaluate()
-      await this.log.append({ type: 'release', name: this.name, epoch: tip.epoch, owner: null, ts: Math.round(this.clock.wall()) })
-      return 'released'
+      while (this.acting) await this.acting
+      let done!: () => void
+      this.acting = new Promise<void>((resolve) => (done = resolve))
+      try {
+        await this.refresh()
+        const tip = this.tip
+        if (tip === null || tip.holder !== this.log.self) return 'not-held'
+        this.forgetSendTimes('released')
+        this.standDownUntil = this.clock.now() + this.config.leaseMs
+        await this.log.append({ type: 'release', name: this.name, epoch: tip.epoch, owner: null, ts: Math.round(this.clock.wall()) })
+        return 'released'
+      } finally {
+        this.acting = null
+        done()
+      }
     } finally {
-      this.acting = null
-      done()
+      this.releasing = false
+      this.evaluate()
       this.kick()
     }
   }
@@ -221,7 +234,7 @@ export class Elector extends ReadyResource {
   }
 
   private kick(): void {
-    if (!this.timers || this.closing !== null || !this.opened) return
+    if (!this.timers || this.closing !== null || !this.running) return
     if (this.cycling) {
       this.again = true
       return
@@ -242,7 +255,9 @@ export class Elector extends ReadyResource {
     if (this.tickTimer) clearTimeout(this.tickTimer)
     this.tickTimer = null
     if (this.closing !== null) return
-    await this.refresh()
+    // A read waiting on a peer (after a fast-forward) must not freeze the
+    // tick: decide on the last snapshot and pick the fresh one up next time.
+    await Promise.race([this.refresh(), new Promise((resolve) => setTimeout(resolve, this.config.retryMs).unref())])
     this.evaluate()
     if (this.acting === null) {
       const decision = this.decision()

@@ -9,6 +9,8 @@ export type ErrorCode =
   | 'NOT_WRITABLE'
   | 'CLOSED'
   | 'TIMEOUT'
+  | 'READ_FAILED'
+  | 'NOT_RUNNING'
   | 'STORAGE_BUSY'
   | 'PROTOCOL'
 

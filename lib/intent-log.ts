@@ -14,8 +14,9 @@
  *   serves peers that fast-forward without the acks. A minority partition
  *   can advance neither.
  *
- * Reads never wait on the network (`wait: false`): a stalled peer must not
- * freeze the elector's tick.
+ * Reads never wait on the network (`wait: false`): with fast-forward off
+ * (see the constructor) every view block is applied, hence stored, locally,
+ * and a stalled peer cannot freeze a read or the elector's tick.
  *
  * Indexers ack as soon as they apply a new op, so a claim is confirmed in a
  * few round trips instead of after autobase's 10 s default ack interval;
@@ -57,23 +58,40 @@ export interface IntentLogOptions {
 
 export type ReadMode = 'tip' | 'confirmed'
 
+export const NAMESPACE = 'autolease'
+
 export class IntentLog extends ReadyResource {
+  /** This device's writer key for a storage, without opening the base (pairing sends it before joining). */
+  static async localKey(store: Corestore, namespace = NAMESPACE): Promise<Uint8Array> {
+    return Autobase.getLocalKey(store.namespace(namespace))
+  }
+
   readonly base: Autobase<View>
   private readonly store: Corestore
   private lastApplied = -1
   private acking = false
+  private readonly stallCheckMs: number
+  private stallTimer: NodeJS.Timeout | null = null
+  private stalled = { indexed: -1, checks: 0 }
+  private nudging = false
 
   constructor(store: Corestore, opts: IntentLogOptions = {}) {
     super()
     // One namespace per autobase: two bases sharing one can spin (autobase #374).
-    this.store = store.namespace(opts.namespace ?? 'autolease')
+    this.store = store.namespace(opts.namespace ?? NAMESPACE)
     this.base = new Autobase<View>(this.store, opts.key ?? null, {
       open: (viewStore: ViewStore) =>
         new Hyperbee<unknown>(viewStore.get('view'), { extension: false, keyEncoding: 'utf-8', valueEncoding: 'json' }),
       apply,
       close: (view: View) => view.close(),
-      ackInterval: opts.ackIntervalMs ?? 500
+      ackInterval: opts.ackIntervalMs ?? 500,
+      // Fast-forward adopts the quorum's view and fetches its blocks lazily;
+      // apply then reads view blocks from peers, and a device that is cut
+      // off afterwards could not even append locally (measured: appends hung
+      // until reconnect). Every device applies every op itself instead.
+      fastForward: false
     })
+    this.stallCheckMs = Math.max(250, (opts.ackIntervalMs ?? 500) * 5)
     this.base.on('update', () => this.onupdate())
     // Without a listener an error inside autobase (a bug in apply) would
     // crash the process from a background promise; surface it instead.
@@ -82,9 +100,12 @@ export class IntentLog extends ReadyResource {
 
   override async _open(): Promise<void> {
     await this.base.ready()
+    this.stallTimer = setInterval(() => this.checkStall(), this.stallCheckMs)
+    this.stallTimer.unref()
   }
 
   override async _close(): Promise<void> {
+    if (this.stallTimer) clearInterval(this.stallTimer)
     await this.base.close()
   }
 
@@ -138,12 +159,31 @@ export class IntentLog extends ReadyResource {
     }
   }
 
-  /** Run fn against a snapshot of the view: the tip, or the confirmed prefix. */
+  /**
+   * Run fn against a snapshot of the view: the tip, or the confirmed prefix.
+   * A tip read can race a reorder (autobase truncates the tip and re-applies
+   * it under the snapshot): it then fails with a storage code, or even a
+   * TypeError from a half-rewritten node, and is retried with backoff. The
+   * confirmed prefix is never rewritten, so only its storage codes retry.
+   */
   async read<T>(mode: ReadMode, fn: (view: View) => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.readOnce(mode, fn)
+      } catch (err) {
+        const code = (err as { code?: string }).code
+        const transient = (code !== undefined && RETRYABLE.has(code)) || (mode === 'tip' && err instanceof TypeError)
+        if (!transient || this.closing !== null) throw err
+        if (attempt >= 8) throw new AutoleaseError('READ_FAILED', `${mode} read kept racing a reorder: ${(err as Error).message}`)
+        await new Promise((resolve) => setTimeout(resolve, 2 ** attempt))
+      }
+    }
+  }
+
+  private async readOnce<T>(mode: ReadMode, fn: (view: View) => Promise<T>): Promise<T> {
     const view = this.base.view
-    if (mode === 'tip') return fn(view)
-    const length = await this.confirmedViewLength()
-    // An empty hyperbee has no header block: nothing is confirmed yet.
+    const length = mode === 'tip' ? view.core.length : await this.confirmedViewLength()
+    // An empty hyperbee has no header block: nothing is there (or confirmed) yet.
     if (length <= 1) return fn(EMPTY_VIEW)
     const snap = view.checkout(length)
     try {
@@ -177,7 +217,7 @@ export class IntentLog extends ReadyResource {
   rejected(mode: ReadMode = 'tip'): Promise<Record<string, number>> {
     return this.read(mode, async (v) => {
       const out: Record<string, number> = {}
-      for await (const e of v.createReadStream({ gte: REJECTED_PREFIX, lt: prefixEnd(REJECTED_PREFIX) }, { wait: false })) {
+      for await (const e of v.createReadStream({ gte: REJECTED_PREFIX, lt: prefixEnd(REJECTED_PREFIX) }, READ_OPTS)) {
         out[e.key.slice(REJECTED_PREFIX.length)] = e.value as number
       }
       return out
@@ -192,10 +232,27 @@ export class IntentLog extends ReadyResource {
   viewHash(mode: ReadMode = 'tip'): Promise<string> {
     return this.read(mode, async (v) => {
       const h = createHash('sha256')
-      for await (const e of v.createReadStream({}, { wait: false })) {
+      for await (const e of v.createReadStream({}, READ_OPTS)) {
         h.update(e.key).update('\u0000').update(JSON.stringify(e.value)).update('\u0001')
       }
       return h.digest('hex')
+    })
+  }
+
+  /**
+   * sha256 over the raw blocks of the view core up to the snapshot's length:
+   * equal hashes = byte-identical views, not just equal contents.
+   */
+  viewBlocksHash(mode: ReadMode = 'tip'): Promise<{ length: number; hash: string }> {
+    return this.read(mode, async (v) => {
+      const h = createHash('sha256')
+      const length = v.version <= 1 ? 0 : v.version
+      for (let i = 0; i < length; i++) {
+        const block = await v.core.get(i, READ_OPTS)
+        if (block === null) throw Object.assign(new Error(`view block ${i} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
+        h.update(block)
+      }
+      return { length, hash: h.digest('hex') }
     })
   }
 
@@ -205,13 +262,47 @@ export class IntentLog extends ReadyResource {
     await this.base.ack()
   }
 
+  /**
+   * Indexing watchdog. Autobase's linearizer acks only when it thinks an ack
+   * helps (and never while any indexer's core is announced longer than what
+   * we hold of it). After a race we measured an idle group whose tail stayed
+   * unindexed for good (1 run in 15), so a release or a named-lease op at
+   * the end of activity would never be confirmed. If the indexed length has not moved for two checks while the tip is
+   * ahead, an indexer appends a forced ack (a null node referencing its
+   * heads), which is what the majority needs to move the index on.
+   */
+  private checkStall(): void {
+    const { indexedLength, length } = this.base
+    if (indexedLength >= length || indexedLength !== this.stalled.indexed) {
+      this.stalled = { indexed: indexedLength, checks: 0 }
+      return
+    }
+    if (++this.stalled.checks < 2 || this.nudging || this.closing !== null) return
+    this.nudging = true
+    this.stalled.checks = 0
+    this.nudge()
+      .catch((err: unknown) => {
+        if (this.closing === null) this.emit('warning', err)
+      })
+      .finally(() => {
+        this.nudging = false
+      })
+  }
+
+  private async nudge(): Promise<void> {
+    // No base.update() first: it can wait for exactly the blocks that will never come.
+    if (this.base.ackable && this.base.indexedLength < this.base.length) await this.base.append(null)
+  }
+
   private onupdate(): void {
     this.emit('update')
     if (this.acking || this.closing !== null || !this.base.ackable) return
     this.acking = true
     this.ackIfChanged()
       .catch((err: unknown) => {
-        if (this.closing === null) this.emit('error', err)
+        // A read that lost a race with a long reorder: the next update acks.
+        const code = (err as { code?: string }).code
+        if (this.closing === null && !(code !== undefined && (RETRYABLE.has(code) || code === 'READ_FAILED'))) this.emit('error', err)
       })
       .finally(() => {
         this.acking = false
@@ -228,18 +319,21 @@ export class IntentLog extends ReadyResource {
   }
 }
 
+const RETRYABLE = new Set(['BLOCK_NOT_AVAILABLE', 'SESSION_CLOSED', 'SNAPSHOT_NOT_AVAILABLE', 'REQUEST_TIMEOUT'])
+const READ_OPTS = { wait: false }
+
 const EMPTY_VIEW = {
   get: async () => null,
   createReadStream: () => (async function* () {})()
 } as unknown as View
 
 async function get<T>(view: View, key: string): Promise<T | null> {
-  const entry = await view.get(key, { wait: false })
+  const entry = await view.get(key, READ_OPTS)
   return entry === null ? null : (entry.value as T)
 }
 
 async function range<T>(view: View, prefix: string): Promise<T[]> {
   const out: T[] = []
-  for await (const e of view.createReadStream({ gte: prefix, lt: prefixEnd(prefix) }, { wait: false })) out.push(e.value as T)
+  for await (const e of view.createReadStream({ gte: prefix, lt: prefixEnd(prefix) }, READ_OPTS)) out.push(e.value as T)
   return out
 }

@@ -113,7 +113,7 @@ export function isWriterKeyHex(value: unknown): value is string {
 
 function validate(raw: unknown): Decoded {
   if (!isPlainObject(raw)) return fail('malformed', 'not an object')
-  if (raw.v !== OP_VERSION) return fail('unknown-version', `version ${String(raw.v)}`)
+  if (raw.v !== OP_VERSION) return fail('unknown-version', `version ${describe(raw.v)}`)
   switch (raw.type) {
     case 'claim': {
       const { name, seen, epoch, ts } = raw
@@ -153,8 +153,13 @@ function validate(raw: unknown): Decoded {
       return ok({ type: 'remove-writer', key })
     }
     default:
-      return fail('unknown-type', `type ${String(raw.type)}`)
+      return fail('unknown-type', `type ${describe(raw.type)}`)
   }
+}
+
+/** A printable detail for any decoded JSON value. Never String(): `{"toString":0}` makes it throw. */
+function describe(v: unknown): string {
+  return typeof v === 'number' || typeof v === 'boolean' ? `${v}` : typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) : v === null ? 'null' : typeof v
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {

@@ -59,6 +59,8 @@ declare module 'autobase' {
   }
 
   export default class Autobase<V> extends EventEmitter {
+    /** The key this store's local writer core will have. */
+    static getLocalKey(store: Corestore): Promise<Uint8Array>
     constructor(store: Corestore, bootstrap: Uint8Array | string | null, handlers: AutobaseHandlers<V>)
     readonly key: Uint8Array
     readonly discoveryKey: Uint8Array
@@ -78,7 +80,7 @@ declare module 'autobase' {
     readonly closing: Promise<void> | null
     ready(): Promise<void>
     close(): Promise<void>
-    append(value: Uint8Array | null): Promise<unknown>
+    append(value: Uint8Array | Uint8Array[] | null): Promise<unknown>
     update(): Promise<void>
     ack(bg?: boolean): Promise<void>
     hash(): Promise<Uint8Array>

@@ -13,6 +13,8 @@ declare module 'corestore' {
     ready(): Promise<void>
     close(): Promise<void>
     treeHash(length?: number): Promise<Uint8Array>
+    /** A raw block; null when `wait: false` and the block is not stored locally. */
+    get(index: number, opts?: { wait?: boolean; timeout?: number }): Promise<Uint8Array | null>
     on(event: 'truncate', listener: (ancestors: number, forkId: number) => void): this
     on(event: 'append', listener: () => void): this
     off(event: string, listener: (...args: never[]) => void): this

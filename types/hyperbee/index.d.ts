@@ -10,6 +10,8 @@ declare module 'hyperbee' {
   export interface GetOptions {
     /** false: never wait for a block to arrive from a peer */
     wait?: boolean
+    /** ms to wait for a block from a peer before failing with REQUEST_TIMEOUT */
+    timeout?: number
     update?: boolean
   }
 

@@ -1,0 +1,595 @@
+#!/usr/bin/env node
+/**
+ * The autolease CLI. Parsing is strict (commander): an unknown flag, a
+ * missing argument or a bad value prints ONE line on stderr and exits 2.
+ * Every other failure is one line too (`autolease: ...`); set
+ * AUTOLEASE_DEBUG=1 for stack traces.
+ *
+ * Exit codes (docs/cli.md):
+ *   0 ok
+ *   1 failure (network, timeout, daemon error)
+ *   2 bad usage (unknown flag, bad value, invalid invite text)
+ *   3 no daemon is running on that storage
+ *   4 storage busy (another process uses the directory)
+ *   5 lease refused (held by another holder, not held, stale epoch)
+ *   6 invite refused (expired, already used, rejected)
+ *   7 no such lease, or the prefix is ambiguous
+ */
+import { Command, CommanderError, InvalidArgumentError } from 'commander'
+import { userInfo } from 'node:os'
+import { join } from 'node:path'
+import Corestore from 'corestore'
+import createTestnet from 'hyperdht/testnet.js'
+import { Daemon } from '../lib/daemon.js'
+import { createLogger } from '../lib/logger.js'
+import { call, watch, RemoteError } from '../lib/control-client.js'
+import { StorageLock, readGroupFile, writeGroupFile, encodeKey, storagePaths } from '../lib/storage-lock.js'
+import { IntentLog } from '../lib/intent-log.js'
+import { decodeInvite, joinGroup } from '../lib/pairing.js'
+import { Runner, type HoldState } from '../lib/runner.js'
+import { parseHostPort } from '../lib/swarm.js'
+import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
+import { runDemo } from '../lib/demo.js'
+import type { Json } from '../lib/control-server.js'
+
+const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7 } as const
+
+/** An intended exit with a one-line message. */
+class Exit extends Error {
+  readonly exitCode: number
+  constructor(exitCode: number, message: string) {
+    super(message)
+    this.exitCode = exitCode
+  }
+}
+
+// ---- value parsers: a bad value is a usage error (exit 2) ----
+
+function positiveInt(name: string) {
+  return (value: string): number => {
+    const n = Number(value)
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive integer`)
+    return n
+  }
+}
+
+function port(value: string): number {
+  const n = Number(value)
+  if (!/^\d+$/.test(value) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)')
+  return n
+}
+
+function seconds(value: string): number {
+  const n = Number(value)
+  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 366 * 24 * 3600) throw new InvalidArgumentError('must be a positive number of seconds')
+  return n
+}
+
+function hostPort(value: string, previous: string[] = []): string[] {
+  try {
+    parseHostPort(value)
+  } catch {
+    throw new InvalidArgumentError('must be HOST:PORT')
+  }
+  return [...previous, value]
+}
+
+function defaultOwner(): string {
+  try {
+    return userInfo().username || 'default'
+  } catch {
+    return 'default'
+  }
+}
+
+interface NetFlags {
+  bootstrap?: string[]
+  host?: string
+}
+
+function net(f: NetFlags): { bootstrap?: string[]; host?: string } {
+  return { ...(f.bootstrap?.length ? { bootstrap: f.bootstrap } : {}), ...(f.host ? { host: f.host } : {}) }
+}
+
+function socketOf(storage: string): string {
+  return storagePaths(storage).socket
+}
+
+// ---- output helpers ----
+
+function out(line: string): void {
+  process.stdout.write(line + '\n')
+}
+
+function short(hex: string | null | undefined): string {
+  return hex ? hex.slice(0, 8) : '-'
+}
+
+function inSeconds(ms: number | null): string {
+  if (ms === null) return '-'
+  return `${(ms / 1000).toFixed(1)}s`
+}
+
+interface Record_ {
+  name: string
+  holder: string | null
+  owner: string | null
+  epoch: number
+  expiresAt: number | null
+}
+
+function describeHeld(r: Record_): string {
+  const exp = r.expiresAt === null ? 'no expiry' : `expires in ${inSeconds(r.expiresAt - Date.now())}`
+  return `held by ${r.owner ?? '?'} on device ${short(r.holder)}, token ${r.epoch}, ${exp}`
+}
+
+type Outcome = {
+  result: string
+  reason?: string | null
+  query?: string
+  matches?: string[]
+  name?: string
+  record?: Record_ | null
+  confirmLatencyMs?: number
+}
+
+/** Print a lease op outcome; return the exit code. */
+function printOutcome(o: Outcome, asJson: boolean): number {
+  if (asJson) out(JSON.stringify(o))
+  const r = o.record ?? null
+  switch (o.result) {
+    case 'claimed':
+    case 'reacquired':
+    case 'renewed': {
+      const exp = r?.expiresAt == null ? 'no expiry' : `expires in ${inSeconds(r.expiresAt - Date.now())}`
+      if (!asJson) out(`${o.result} ${o.name ?? r?.name}: token ${r?.epoch}, ${exp}`)
+      return EXIT.OK
+    }
+    case 'released':
+      if (!asJson) out(`released ${o.name ?? r?.name}`)
+      return EXIT.OK
+    case 'rejected':
+      if (!asJson) {
+        if (o.reason === 'held-by-other' && r) out(`not yours: ${r.name} is ${describeHeld(r)}`)
+        else if (o.reason === 'not-held') out(`not held: ${o.name ?? r?.name ?? ''} has no live holder`)
+        else out(`rejected: ${o.reason ?? 'unknown reason'}`)
+      }
+      return EXIT.REFUSED
+    case 'none':
+      if (!asJson) process.stderr.write(`autolease: no lease matches "${o.query}"\n`)
+      return EXIT.NOT_FOUND
+    case 'ambiguous':
+      if (!asJson) process.stderr.write(`autolease: "${o.query}" is ambiguous: ${(o.matches ?? []).join(', ')}\n`)
+      return EXIT.NOT_FOUND
+    default:
+      return EXIT.FAILURE
+  }
+}
+
+// ---- commands ----
+
+async function cmdInit(f: { storage: string }): Promise<number> {
+  const lock = StorageLock.acquire(f.storage)
+  try {
+    const existing = readGroupFile(lock.paths)
+    if (existing) throw new Exit(EXIT.FAILURE, `${lock.paths.dir} already holds group ${existing.key}`)
+    const store = new Corestore(lock.paths.corestore)
+    const log = new IntentLog(store)
+    try {
+      await log.ready()
+      const key = encodeKey(log.key)
+      writeGroupFile(lock.paths, { key })
+      out(key)
+    } finally {
+      await log.close()
+      await store.close()
+    }
+  } finally {
+    lock.release()
+  }
+  return EXIT.OK
+}
+
+async function cmdStart(f: { storage: string; leaseMs?: number; metricsPort?: number } & NetFlags): Promise<number> {
+  const logger = createLogger()
+  const daemon = new Daemon({
+    storage: f.storage,
+    ...net(f),
+    ...(f.leaseMs ? { leaseMs: f.leaseMs } : {}),
+    metricsPort: f.metricsPort ?? null,
+    logger
+  })
+  let stopping: Promise<void> | null = null
+  const stop = (signal: string): void => {
+    if (stopping) return
+    logger.info({ signal }, 'stopping')
+    stopping = daemon.stop().then(
+      () => {
+        logger.info('stopped')
+        process.exit(EXIT.OK)
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'stop failed')
+        process.exit(EXIT.FAILURE)
+      }
+    )
+  }
+  process.once('SIGINT', () => stop('SIGINT'))
+  process.once('SIGTERM', () => stop('SIGTERM'))
+  await daemon.ready()
+  return new Promise<number>(() => {}) // runs until a signal
+}
+
+async function cmdJoin(invite: string, f: { storage: string; indexer: boolean; timeout?: number } & NetFlags): Promise<number> {
+  try {
+    decodeInvite(invite)
+  } catch (err) {
+    throw new Exit(EXIT.USAGE, (err as Error).message)
+  }
+  const lock = StorageLock.acquire(f.storage)
+  try {
+    const existing = readGroupFile(lock.paths)
+    if (existing) throw new Exit(EXIT.FAILURE, `${lock.paths.dir} already holds group ${existing.key}`)
+    const res = await joinGroup({
+      corestore: lock.paths.corestore,
+      invite,
+      indexer: f.indexer,
+      ...net(f),
+      ...(f.timeout ? { timeoutMs: f.timeout * 1000 } : {})
+    })
+    if (res.result === 'refused') {
+      const why = { expired: 'the invite has expired', used: 'the invite was already used by another device', rejected: 'the group refused this device' }[res.reason]
+      throw new Exit(EXIT.INVITE_REFUSED, `invite refused: ${why}`)
+    }
+    writeGroupFile(lock.paths, { key: encodeKey(res.key) })
+    out(`joined group ${encodeKey(res.key)} as ${res.self} (${res.indexer ? 'indexer' : 'writer'})`)
+  } finally {
+    lock.release()
+  }
+  return EXIT.OK
+}
+
+async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number> {
+  const s = (await call(socketOf(f.storage), 'status')) as {
+    key: string
+    self: string
+    role: string
+    lease: { holder: string | null; epoch: number; confirmed: boolean; expiresInMs: number | null }
+    writers: string[]
+    indexers: string[]
+    peers: number
+  }
+  if (f.json) {
+    out(JSON.stringify(s))
+    return EXIT.OK
+  }
+  out(`group     ${s.key}`)
+  out(`device    ${s.self}`)
+  out(`role      ${s.role}`)
+  out(`holder    ${s.lease.holder ?? 'none'}${s.lease.holder === s.self ? ' (this device)' : ''}`)
+  out(`epoch     ${s.lease.epoch}${s.lease.confirmed ? '' : ' (a newer record is pending)'}`)
+  out(`expires   ${inSeconds(s.lease.expiresInMs)}`)
+  out(`writers   ${s.writers.length} (${s.indexers.length} indexers)`)
+  out(`peers     ${s.peers}`)
+  return EXIT.OK
+}
+
+/** A daemon call; a lease op waits up to `timeout` s (default 30) for its outcome to be confirmed. */
+async function cmdSimple(method: string, f: { storage: string; timeout?: number }, params: Record<string, Json> = {}): Promise<Json> {
+  const timeoutMs = Math.round((f.timeout ?? 30) * 1000)
+  return call(socketOf(f.storage), method, { ...params, timeoutMs }, timeoutMs + 5_000)
+}
+
+async function cmdRelease(f: { storage: string }): Promise<number> {
+  const r = (await call(socketOf(f.storage), 'release', {}, 60_000)) as { result: string }
+  if (r.result === 'released') {
+    out('released: this device stepped down')
+    return EXIT.OK
+  }
+  out('not held: this device does not hold the signer lease')
+  return EXIT.REFUSED
+}
+
+async function cmdInvite(f: { storage: string; ttl?: number }): Promise<number> {
+  const r = (await call(socketOf(f.storage), 'invite', f.ttl ? { ttlMs: f.ttl * 1000 } : {})) as { invite: string; expiresAt: number }
+  out(r.invite)
+  return EXIT.OK
+}
+
+async function cmdDevices(f: { storage: string; json?: boolean }): Promise<number> {
+  const list = (await call(socketOf(f.storage), 'devices')) as Array<{ key: string; indexer: boolean; removed: boolean; self: boolean; confirmed: boolean }>
+  if (f.json) {
+    out(JSON.stringify(list))
+    return EXIT.OK
+  }
+  out('DEVICE                                                            ROLE      STATE')
+  for (const d of list) {
+    const role = d.indexer ? 'indexer' : 'writer'
+    const state = (d.removed ? 'removed' : 'active') + (d.confirmed ? '' : ' (pending)') + (d.self ? ' (this device)' : '')
+    out(`${d.key}  ${role.padEnd(8)}  ${state}`)
+  }
+  return EXIT.OK
+}
+
+async function cmdRemove(key: string, f: { storage: string }): Promise<number> {
+  const r = (await call(socketOf(f.storage), 'remove-device', { key }, 60_000)) as { result: string; key: string }
+  out(`${r.result === 'removed' ? 'removed' : 'already removed'}: ${r.key}`)
+  return EXIT.OK
+}
+
+async function cmdHistory(f: { storage: string; json?: boolean }): Promise<number> {
+  const list = (await call(socketOf(f.storage), 'history')) as Array<{
+    epoch: number
+    holder: string
+    began: string
+    beganTs: number
+    ended: string | null
+    endedTs: number | null
+  }>
+  if (f.json) {
+    out(JSON.stringify(list))
+    return EXIT.OK
+  }
+  out('EPOCH  HOLDER    BEGAN                     HOW          ENDED                     HOW')
+  for (const t of list) {
+    const ended = t.endedTs === null ? '-' : new Date(t.endedTs).toISOString()
+    out(
+      `${String(t.epoch).padEnd(5)}  ${short(t.holder)}  ${new Date(t.beganTs).toISOString()}  ${t.began.padEnd(11)}  ${ended.padEnd(24)}  ${t.ended ?? '(current)'}`
+    )
+  }
+  return EXIT.OK
+}
+
+async function cmdWatch(f: { storage: string; json?: boolean }): Promise<number> {
+  const handle = await watch(socketOf(f.storage), 'watch', {}, (e) => {
+    const ev = e as { holder: string | null; epoch: number; time: number }
+    if (f.json) out(JSON.stringify(ev))
+    else out(`${new Date(ev.time).toISOString()}  ${ev.holder === null ? 'no holder' : `holder ${ev.holder}`}  epoch ${ev.epoch}`)
+  })
+  const onsignal = (): void => handle.stop()
+  process.once('SIGINT', onsignal)
+  process.once('SIGTERM', onsignal)
+  await handle.closed
+  return EXIT.OK
+}
+
+async function cmdRun(command: string, args: string[], f: { storage: string; lease?: string; quiet?: boolean }): Promise<number> {
+  if (f.lease !== undefined) throw new Exit(EXIT.USAGE, '--lease (run under a named lease) is not implemented yet; run without it to follow the signer lease')
+  const note = (msg: string): void => {
+    if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
+  }
+  let runner: Runner | null = null
+  let pending: HoldState[] = []
+  const handle = await watch(socketOf(f.storage), 'hold', {}, (e) => {
+    const ev = e as unknown as HoldState & { leaseMs: number; renewDeadlineMs: number }
+    if (runner === null) {
+      // SIGTERM a quarter of the renew slack before the deadline, SIGKILL a third of that before it.
+      const slack = ev.renewDeadlineMs - ev.leaseMs / 2
+      const termLeadMs = Math.max(60, Math.floor(slack / 4))
+      runner = new Runner({ command, args, termLeadMs, killLeadMs: Math.max(20, Math.floor(termLeadMs / 3)) })
+      runner.on('started', ({ pid, epoch }) => note(`started pid ${pid} at epoch ${epoch}`))
+      runner.on('stopping', ({ pid, signal, why }) => note(`${signal} to pid ${pid}: ${why}`))
+      runner.on('stopped', ({ pid, code, signal }) => note(`pid ${pid} exited (code ${String(code)}, signal ${String(signal)})`))
+      for (const p of pending) runner.update(p)
+      pending = []
+    }
+    runner.update(ev)
+  })
+  const done = new Promise<number>((resolve) => {
+    const wire = (): void => {
+      if (runner === null) {
+        setTimeout(wire, 10)
+        return
+      }
+      runner.once('done', ({ code, why }) => {
+        note(why)
+        resolve(code)
+      })
+    }
+    wire()
+  })
+  handle.closed.then(
+    () => runner?.lost(),
+    () => runner?.lost()
+  )
+  const onsignal = (): void => {
+    handle.stop()
+    void (runner ? runner.stop() : Promise.resolve()).then(() => process.exit(EXIT.OK))
+  }
+  process.once('SIGINT', onsignal)
+  process.once('SIGTERM', onsignal)
+  return done
+}
+
+async function cmdTestnet(f: { port?: number; host?: string }): Promise<number> {
+  const host = f.host ?? '127.0.0.1'
+  const testnet = await createTestnet(3, { host, ...(f.port ? { port: f.port } : {}) })
+  const first = testnet.bootstrap[0]!
+  out(`${first.host}:${first.port}`)
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve)
+    process.once('SIGTERM', resolve)
+  })
+  await testnet.destroy()
+  return EXIT.OK
+}
+
+// ---- the parser ----
+
+/** The exit code of the action that ran (commander discards action results). */
+let actionCode: number = EXIT.OK
+
+function act<A extends unknown[]>(fn: (...args: A) => Promise<number>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    actionCode = await fn(...args)
+  }
+}
+
+function build(): Command {
+  const program = new Command('autolease')
+  program
+    .description('Peer-to-peer lease and signer election daemon (no server anywhere)')
+    .exitOverride()
+    .showSuggestionAfterError(false)
+    .enablePositionalOptions()
+    .configureOutput({
+      // Commander's own errors: one line, no help dump.
+      outputError: (str, write) => write('autolease: ' + (str.trim().split('\n')[0] ?? '').replace(/^error: /, '') + '\n')
+    })
+
+  const storage = (c: Command): Command => c.requiredOption('--storage <dir>', 'storage directory of this device')
+  const network = (c: Command): Command =>
+    c
+      .option('--bootstrap <host:port>', 'DHT bootstrap node (repeatable); default: the public DHT', hostPort)
+      .option('--host <address>', 'address the DHT binds (127.0.0.1 for a local testnet)')
+
+  storage(program.command('init').description('create a group; this device is its first indexer; prints the group key')).action(
+    act((f: { storage: string }) => cmdInit(f))
+  )
+
+  network(storage(program.command('start').description('run the daemon in the foreground (JSON log lines on stdout)')))
+    .option('--lease-ms <n>', 'signer lease duration in ms', positiveInt('--lease-ms'))
+    .option('--metrics-port <n>', 'serve Prometheus metrics on 127.0.0.1:N/metrics', port)
+    .action(act((f: { storage: string; leaseMs?: number; metricsPort?: number } & NetFlags) => cmdStart(f)))
+
+  storage(program.command('invite').description('print a one-line, single-use invite from the running daemon'))
+    .option('--ttl <seconds>', 'invite lifetime in seconds (default 600)', seconds)
+    .action(act((f: { storage: string; ttl?: number }) => cmdInvite(f)))
+
+  network(storage(program.command('join').description('pair with a group by invite; exits 0 once this device is a writer')))
+    .argument('<invite>', 'the invite printed by `autolease invite`')
+    .option('--no-indexer', 'join as a plain writer, not an indexer')
+    .option('--timeout <seconds>', 'give up after this long (default 60)', seconds)
+    .action(act((invite: string, f: { storage: string; indexer: boolean; timeout?: number } & NetFlags) => cmdJoin(invite, f)))
+
+  storage(program.command('status').description('this device and the signer lease'))
+    .option('--json', 'one JSON object')
+    .action(act((f: { storage: string; json?: boolean }) => cmdStatus(f)))
+
+  storage(program.command('devices').description('writers and indexers of the group'))
+    .option('--json', 'JSON output')
+    .action(act((f: { storage: string; json?: boolean }) => cmdDevices(f)))
+
+  storage(program.command('remove-device').description('revoke a (lost) device: its later ops are rejected'))
+    .argument('<key>', 'the device key (hex, as `devices` shows it)')
+    .action(act((key: string, f: { storage: string }) => cmdRemove(key, f)))
+
+  storage(program.command('watch').description('one line per change of the confirmed holder'))
+    .option('--json', 'JSON lines')
+    .action(act((f: { storage: string; json?: boolean }) => cmdWatch(f)))
+
+  storage(program.command('history').description("the signer lease's tenures, from this device's replica"))
+    .option('--json', 'JSON output')
+    .action(act((f: { storage: string; json?: boolean }) => cmdHistory(f)))
+
+  storage(program.command('release').description('this device steps down gracefully')).action(act((f: { storage: string }) => cmdRelease(f)))
+
+  storage(program.command('run').description('run CMD only while this device holds the signer lease'))
+    .option('--lease <name>', 'follow a named lease instead (not implemented yet)')
+    .option('--quiet', 'no progress lines on stderr')
+    .argument('<cmd>', 'the command')
+    .argument('[args...]', 'its arguments (put -- before CMD)')
+    .passThroughOptions()
+    .action(act((cmd: string, args: string[], f: { storage: string; lease?: string; quiet?: boolean }) => cmdRun(cmd, args, f)))
+
+  const lease = program.command('lease').description('named work leases')
+  const owner = (c: Command): Command => c.option('--holder <name>', 'who holds it on this device (default: your user name)')
+  owner(storage(lease.command('acquire').description('claim NAME (idempotent for the same holder)')))
+    .argument('<name>', 'lease name, e.g. owner/repo#42')
+    .option('--ttl <seconds>', 'expire after this long (default: open-ended)', seconds)
+    .option('--timeout <seconds>', 'wait this long for the outcome to be confirmed (default 30)', seconds)
+    .option('--json', 'JSON output')
+    .action(act(async (name: string, f: { storage: string; holder?: string; ttl?: number; timeout?: number; json?: boolean }) => {
+      const params: Record<string, Json> = { name, owner: f.holder ?? defaultOwner() }
+      if (f.ttl) params.ttlMs = Math.round(f.ttl * 1000)
+      return printOutcome((await cmdSimple('lease.acquire', f, params)) as Outcome, f.json === true)
+    }))
+  for (const op of ['renew', 'release'] as const) {
+    owner(storage(lease.command(op).description(`${op} a lease you hold (name or unique prefix)`)))
+      .argument('<name>', 'lease name or unique prefix')
+      .option('--timeout <seconds>', 'wait this long for the outcome to be confirmed (default 30)', seconds)
+      .option('--json', 'JSON output')
+      .action(act(async (name: string, f: { storage: string; holder?: string; timeout?: number; json?: boolean }) =>
+        printOutcome((await cmdSimple(`lease.${op}`, f, { name, owner: f.holder ?? defaultOwner() })) as Outcome, f.json === true)
+      ))
+  }
+  storage(lease.command('list').description('live named leases'))
+    .option('--json', 'JSON output')
+    .action(act(async (f: { storage: string; json?: boolean }) => {
+      const list = (await cmdSimple('lease.list', f)) as unknown as Record_[]
+      if (f.json) out(JSON.stringify(list))
+      else for (const r of list) out(`${r.name}  ${describeHeld(r)}`)
+      return EXIT.OK
+    }))
+  storage(lease.command('show').description('one lease by name or unique prefix'))
+    .argument('<name>', 'lease name or unique prefix')
+    .option('--json', 'JSON output')
+    .action(act(async (name: string, f: { storage: string; json?: boolean }) => {
+      const r = (await cmdSimple('lease.show', f, { name })) as Outcome
+      if (r.result !== 'one' || !r.record) return printOutcome(r, f.json === true)
+      if (f.json) out(JSON.stringify(r.record))
+      else out(`${r.record.name}  ${r.record.holder === null ? `free, token ${r.record.epoch}` : describeHeld(r.record)}`)
+      return EXIT.OK
+    }))
+
+  program
+    .command('testnet')
+    .description('run a local DHT bootstrap node and print HOST:PORT (offline groups, tests, demo)')
+    .option('--port <n>', 'port to bind (default: any free port)', port)
+    .option('--host <address>', 'address to bind (default 127.0.0.1)')
+    .action(act((f: { port?: number; host?: string }) => cmdTestnet(f)))
+
+  program
+    .command('demo')
+    .description('offline demo: local DHT, three daemons, invite pairing, SIGKILL of the holder, failover')
+    .option('--keep', 'leave the daemons and the DHT running at the end')
+    .action(act((f: { keep?: boolean }) => runDemo({ keep: f.keep === true, bin: process.argv[1] ?? join(process.cwd(), 'dist/bin/autolease.js') })))
+
+  return program
+}
+
+async function main(): Promise<number> {
+  const program = build()
+  try {
+    await program.parseAsync(process.argv)
+    return actionCode
+  } catch (err) {
+    return report(err)
+  }
+}
+
+function report(err: unknown): number {
+  if (err instanceof CommanderError) {
+    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return EXIT.OK
+    if (err.code === 'commander.executeSubCommandAsync') return EXIT.FAILURE
+    return EXIT.USAGE // commander already printed its one line
+  }
+  if (process.env.AUTOLEASE_DEBUG) console.error(err)
+  const message = err instanceof Error ? err.message : String(err)
+  const line = (m: string): void => void process.stderr.write(`autolease: ${m.split('\n')[0]}\n`)
+  if (err instanceof Exit) {
+    line(message)
+    return err.exitCode
+  }
+  if (isAutoleaseError(err) || err instanceof RemoteError) {
+    line(message)
+    const code = (err as AutoleaseError | RemoteError).code
+    if (code === 'CLOSED') return EXIT.NOT_RUNNING
+    if (code === 'STORAGE_BUSY') return EXIT.BUSY
+    if (code === 'INVALID_ARGUMENT') return EXIT.USAGE
+    return EXIT.FAILURE
+  }
+  line(message)
+  return EXIT.FAILURE
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code
+    // Networked commands may leave handles (DHT sockets) briefly; do not hang after the answer.
+    setTimeout(() => process.exit(code), 200).unref()
+  },
+  (err: unknown) => {
+    process.exitCode = report(err)
+  }
+)

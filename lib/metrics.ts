@@ -1,0 +1,101 @@
+/**
+ * Prometheus metrics on `--metrics-port` (GET /metrics), served on the
+ * given host (default 127.0.0.1: metrics are not for the whole network
+ * unless the operator says so).
+ *
+ * Gauges are sampled at scrape time from the live objects, so a scrape
+ * shows holding() as evaluated at that moment, never a cached flag.
+ */
+import { createServer, type Server } from 'node:http'
+import ReadyResource from 'ready-resource'
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+
+export interface MetricsSource {
+  holding(): boolean
+  /** Epoch of the confirmed signer record (0 if none). */
+  epoch(): number
+  peers(): number
+  rejected(): Promise<Record<string, number>>
+}
+
+export class Metrics extends ReadyResource {
+  readonly registry = new Registry()
+  readonly transitions: Counter<'role'>
+  readonly confirmLatency: Histogram<'op'>
+  private readonly server: Server
+  private readonly port: number
+  private readonly host: string
+
+  constructor(source: MetricsSource, opts: { port: number; host?: string }) {
+    super()
+    this.port = opts.port
+    this.host = opts.host ?? '127.0.0.1'
+    const registers = [this.registry]
+    new Gauge({
+      name: 'autolease_holder',
+      help: '1 while this device holds the signer lease, else 0',
+      registers,
+      collect() {
+        this.set(source.holding() ? 1 : 0)
+      }
+    })
+    new Gauge({
+      name: 'autolease_epoch',
+      help: 'Epoch of the confirmed signer lease record',
+      registers,
+      collect() {
+        this.set(source.epoch())
+      }
+    })
+    new Gauge({
+      name: 'autolease_peers',
+      help: 'Open swarm connections',
+      registers,
+      collect() {
+        this.set(source.peers())
+      }
+    })
+    new Gauge({
+      name: 'autolease_rejected_ops',
+      help: 'Ops rejected by apply in the confirmed view, by reason',
+      labelNames: ['reason'],
+      registers,
+      async collect() {
+        for (const [reason, n] of Object.entries(await source.rejected())) this.set({ reason }, n)
+      }
+    })
+    this.transitions = new Counter({ name: 'autolease_role_transitions_total', help: 'Role changes of this device', labelNames: ['role'], registers })
+    this.confirmLatency = new Histogram({
+      name: 'autolease_confirm_latency_seconds',
+      help: 'Time from appending an op to seeing it confirmed',
+      labelNames: ['op'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
+      registers
+    })
+    this.server = createServer((req, res) => {
+      if (req.url !== '/metrics') {
+        res.writeHead(404).end()
+        return
+      }
+      this.registry.metrics().then(
+        (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
+        (err: unknown) => res.writeHead(500).end(String(err))
+      )
+    })
+  }
+
+  override async _open(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject)
+      this.server.listen(this.port, this.host, () => {
+        this.server.off('error', reject)
+        resolve()
+      })
+    })
+  }
+
+  override async _close(): Promise<void> {
+    this.server.closeAllConnections()
+    await new Promise<void>((resolve) => this.server.close(() => resolve()))
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * Adding a device to a group by invite, over blind-pairing.
+ *
+ * Host side (a running indexer daemon): `createInvite` makes a one-line
+ * invite (z32) that expires; a candidate presenting it sends its writer key
+ * (and whether it wants to be an indexer), sealed to the invite; the host
+ * appends `add-writer` for that key and answers with the group key.
+ * Joiner side (`joinGroup`): pairs, opens the group, and returns once this
+ * device is a writer.
+ *
+ * Invariants enforced here alone:
+ * - An invite admits exactly one device: the first writer key that presents
+ *   it. The same device may present it again (lost reply, retry); any other
+ *   key gets "invite used". An expired invite is refused by both sides.
+ * - Only an indexer can invite: apply ignores writer ops from others.
+ * - A removed device cannot come back with an invite (apply keeps it
+ *   removed; the host refuses it up front so the joiner gets a clear error).
+ *
+ * Not guaranteed: invites live in the inviting daemon's memory; a restarted
+ * daemon forgets its open invites (they then can never be used: fail-safe).
+ */
+import BlindPairing from 'blind-pairing'
+import type { MemberRequest, Member } from 'blind-pairing'
+import type Hyperswarm from 'hyperswarm'
+import Corestore from 'corestore'
+import ReadyResource from 'ready-resource'
+import b4a from 'b4a'
+import z32 from 'z32'
+import { IntentLog } from './intent-log.js'
+import { Swarm } from './swarm.js'
+import { AutoleaseError } from './errors.js'
+
+const FLAG_INDEXER = 1
+const STATUS_REJECTED = 1
+const STATUS_USED = 2
+const STATUS_EXPIRED = 3
+
+export const DEFAULT_INVITE_TTL_MS = 10 * 60 * 1000
+
+interface OpenInvite {
+  publicKey: Uint8Array
+  expiresAt: number
+  /** The writer key (hex) that used it, once used. */
+  usedBy: string | null
+}
+
+export interface InviteInfo {
+  invite: string
+  expiresAt: number
+}
+
+export class PairingHost extends ReadyResource {
+  private readonly log: IntentLog
+  private readonly pairing: BlindPairing
+  private member: Member | null = null
+  private readonly invites = new Map<string, OpenInvite>()
+  private readonly wall: () => number
+
+  constructor(log: IntentLog, swarm: Hyperswarm, opts: { pollMs?: number; wall?: () => number } = {}) {
+    super()
+    this.log = log
+    this.wall = opts.wall ?? Date.now
+    this.pairing = new BlindPairing(swarm, { poll: opts.pollMs ?? 5_000 })
+  }
+
+  override async _open(): Promise<void> {
+    this.member = this.pairing.addMember({ discoveryKey: this.log.discoveryKey, onadd: (req) => this.onrequest(req) })
+    await this.member.ready()
+  }
+
+  override async _close(): Promise<void> {
+    if (this.member) await this.member.close()
+    await this.pairing.close()
+  }
+
+  createInvite(ttlMs: number = DEFAULT_INVITE_TTL_MS): InviteInfo {
+    if (!this.log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can invite a device (this device is not an indexer)')
+    // blind-pairing stores expiry in whole seconds: round up so the invite never claims less time than we enforce.
+    const expiresAt = Math.ceil((this.wall() + ttlMs) / 1000) * 1000
+    const created = BlindPairing.createInvite(this.log.key, { expires: expiresAt })
+    this.invites.set(b4a.toString(created.id, 'hex'), { publicKey: created.publicKey, expiresAt, usedBy: null })
+    return { invite: z32.encode(created.invite), expiresAt }
+  }
+
+  private async onrequest(req: MemberRequest): Promise<void> {
+    const open = this.invites.get(b4a.toString(req.inviteId, 'hex'))
+    if (!open) return // not one of ours: another member may own it
+    const userData = req.open(open.publicKey)
+    const joiner = parseUserData(userData)
+    if (joiner === null) return req.deny({ status: STATUS_REJECTED })
+    if (open.usedBy !== null && open.usedBy !== joiner.key) return req.deny({ status: STATUS_USED })
+    if (open.usedBy === null && this.wall() >= open.expiresAt) return req.deny({ status: STATUS_EXPIRED })
+    const writers = await this.log.writers('tip')
+    if (writers.some((w) => w.key === joiner.key && w.removed)) return req.deny({ status: STATUS_REJECTED })
+    open.usedBy = joiner.key
+    await this.log.append({ type: 'add-writer', key: joiner.key, indexer: joiner.indexer })
+    req.confirm({ key: this.log.key })
+  }
+}
+
+export type JoinResult =
+  | { result: 'joined'; key: Uint8Array; self: string; indexer: boolean }
+  | { result: 'refused'; reason: 'expired' | 'used' | 'rejected' }
+
+export interface JoinOptions {
+  /** The corestore directory of the joining device. */
+  corestore: string
+  invite: string
+  indexer: boolean
+  bootstrap?: string[]
+  host?: string
+  timeoutMs?: number
+  /** Called with the group key as soon as pairing succeeds, before waiting to become writable (persist it). */
+  onkey?: (key: Uint8Array) => void
+  wall?: () => number
+}
+
+/** Decode a z32 invite; INVALID_ARGUMENT if it is not one. */
+export function decodeInvite(text: string): { bytes: Uint8Array; expiresAt: number; discoveryKey: Uint8Array } {
+  try {
+    // blind-pairing checks Buffer.isBuffer: hand it a Buffer, not a plain Uint8Array.
+    const bytes = b4a.from(z32.decode(text.trim()))
+    const d = BlindPairing.decodeInvite(bytes)
+    return { bytes, expiresAt: d.expires, discoveryKey: d.discoveryKey }
+  } catch {
+    throw new AutoleaseError('INVALID_ARGUMENT', 'not a valid invite (expected the one-line text printed by `autolease invite`)')
+  }
+}
+
+/** Pair with the group by invite and wait until this device is a writer. */
+export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
+  const wall = opts.wall ?? Date.now
+  const invite = decodeInvite(opts.invite)
+  if (invite.expiresAt > 0 && wall() >= invite.expiresAt) return { result: 'refused', reason: 'expired' }
+  const timeoutMs = opts.timeoutMs ?? 60_000
+
+  const store = new Corestore(opts.corestore)
+  // Pairing needs the swarm on the group's topic but nothing to replicate yet.
+  const replicator = { discoveryKey: invite.discoveryKey, replicate: (): void => {} }
+  let swarm: Swarm | null = null
+  let pairing: BlindPairing | null = null
+  let log: IntentLog | null = null
+  let timer: NodeJS.Timeout | null = null
+  try {
+    await store.ready()
+    const self = await IntentLog.localKey(store)
+    swarm = new Swarm(replicator, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
+    await swarm.ready()
+    pairing = new BlindPairing(swarm.swarm, { poll: 2_000 })
+
+    const userData = b4a.concat([self, b4a.from([opts.indexer ? FLAG_INDEXER : 0])])
+    const paired = await new Promise<JoinResult>((resolve, reject) => {
+      timer = setTimeout(
+        () => reject(new AutoleaseError('TIMEOUT', `no member of the group answered the invite within ${timeoutMs} ms (is the inviting daemon running and reachable?)`)),
+        timeoutMs
+      )
+      const candidate = pairing!.addCandidate({
+        invite: invite.bytes,
+        userData,
+        onadd: (res) => resolve({ result: 'joined', key: res.key, self: b4a.toString(self, 'hex'), indexer: opts.indexer })
+      })
+      // A refusal (used, expired, rejected) is emitted on the request; the candidate would otherwise keep polling.
+      candidate.request.on('rejected', (err) => resolve({ result: 'refused', reason: refusal(err.code) }))
+    })
+    debug('paired')
+    if (paired.result !== 'joined') return paired
+    opts.onkey?.(paired.key)
+
+    // Phase 2 on a fresh swarm: replicating the log on connections opened
+    // for pairing sometimes never caught up (observed: joins hanging).
+    await pairing.close()
+    pairing = null
+    await swarm.close()
+    swarm = null
+    log = new IntentLog(store, { key: paired.key })
+    await log.ready()
+    swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
+    await swarm.ready()
+    debug('log open, replicating')
+    const joined = log
+    await new Promise<void>((resolve, reject) => {
+      const poll = setInterval(() => check(), 100)
+      const check = (): void => {
+        if (!joined.writable) return
+        clearInterval(poll)
+        joined.off('update', check)
+        resolve()
+      }
+      if (timer) clearTimeout(timer)
+      timer = setTimeout(() => {
+        clearInterval(poll)
+        joined.off('update', check)
+        reject(new AutoleaseError('TIMEOUT', `paired, but this device did not become a writer within ${timeoutMs} ms (is an indexer of the group online?)`))
+      }, timeoutMs)
+      joined.on('update', check)
+      check()
+    })
+    return paired
+  } finally {
+    if (timer) clearTimeout(timer)
+    if (pairing) await pairing.close()
+    if (swarm) await swarm.close()
+    if (log) await log.close()
+    await store.close()
+  }
+}
+
+function debug(msg: string): void {
+  if (process.env.AUTOLEASE_DEBUG) process.stderr.write(`[join ${new Date().toISOString()}] ${msg}\n`)
+}
+
+function parseUserData(data: Uint8Array | null): { key: string; indexer: boolean } | null {
+  if (data === null || data.byteLength !== 33) return null
+  return { key: b4a.toString(data.subarray(0, 32), 'hex'), indexer: (data[32]! & FLAG_INDEXER) !== 0 }
+}
+
+function refusal(code: string | undefined): 'expired' | 'used' | 'rejected' {
+  if (code === 'INVITE_EXPIRED') return 'expired'
+  if (code === 'INVITE_USED') return 'used'
+  return 'rejected'
+}

@@ -1,0 +1,139 @@
+/**
+ * Drives the real CLI as child processes for end-to-end tests. Every
+ * process started here is killed by the test's teardown.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { createInterface } from 'node:readline'
+import type { Assertion } from 'brittle'
+import { waitFor } from './helpers/cluster.js'
+import { call } from '../lib/control-client.js'
+import { storagePaths } from '../lib/storage-lock.js'
+
+export const BIN = fileURLToPath(new URL('../bin/autolease.js', import.meta.url))
+
+export interface Result {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Run a CLI command to completion. */
+export function cli(args: string[], timeoutMs = 60_000): Promise<Result> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs)
+    proc.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+}
+
+export interface Daemon {
+  dir: string
+  proc: ChildProcess
+  /** Parsed JSON log lines so far. */
+  lines: Array<Record<string, unknown>>
+  exited: Promise<number | null>
+}
+
+export class Procs {
+  private readonly all = new Set<ChildProcess>()
+
+  constructor(t: Assertion) {
+    t.teardown(() => this.killAll(), { order: -Infinity })
+    // If the test process dies without its teardown, take the children along.
+    process.once('exit', () => {
+      for (const p of this.all) p.kill('SIGKILL')
+    })
+  }
+
+  spawn(args: string[], opts: { env?: NodeJS.ProcessEnv; stderr?: 'pipe' | 'ignore' } = {}): ChildProcess {
+    const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe'], env: opts.env ?? process.env })
+    this.all.add(proc)
+    proc.on('exit', () => this.all.delete(proc))
+    return proc
+  }
+
+  async testnet(): Promise<string> {
+    const proc = this.spawn(['testnet'])
+    const rl = createInterface({ input: proc.stdout! })
+    const line = await new Promise<string>((resolve) => rl.once('line', resolve))
+    rl.close()
+    return line.trim()
+  }
+
+  start(dir: string, bootstrap: string, leaseMs = 2000): Daemon {
+    const proc = this.spawn(['start', '--storage', dir, '--bootstrap', bootstrap, '--host', '127.0.0.1', '--lease-ms', String(leaseMs)])
+    const lines: Array<Record<string, unknown>> = []
+    createInterface({ input: proc.stdout! }).on('line', (l) => {
+      try {
+        lines.push(JSON.parse(l) as Record<string, unknown>)
+      } catch {
+        lines.push({ raw: l })
+      }
+    })
+    proc.stderr!.on('data', () => {})
+    const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)))
+    return { dir, proc, lines, exited }
+  }
+
+  async killAll(): Promise<void> {
+    const waits: Array<Promise<void>> = []
+    for (const p of this.all) {
+      waits.push(new Promise((resolve) => p.once('exit', () => resolve())))
+      p.kill('SIGKILL')
+    }
+    await Promise.all(waits)
+  }
+}
+
+export interface Status {
+  key: string
+  self: string
+  role: 'holder' | 'standby'
+  lease: { holder: string | null; epoch: number; confirmed: boolean; expiresInMs: number | null }
+  writers: string[]
+  indexers: string[]
+  peers: number
+}
+
+/** Status through the CLI (`status --json`). */
+export async function cliStatus(dir: string): Promise<Status | null> {
+  const r = await cli(['status', '--storage', dir, '--json'], 10_000)
+  if (r.code !== 0) return null
+  return JSON.parse(r.stdout) as Status
+}
+
+/** Status straight from the control socket (fast: for polling and timing). */
+export async function status(dir: string): Promise<Status | null> {
+  try {
+    return (await call(storagePaths(dir).socket, 'status', {}, 5_000)) as unknown as Status
+  } catch {
+    return null
+  }
+}
+
+/** Wait until `fn` over the statuses of `dirs` (null = no answer) holds; returns the last statuses. */
+export async function waitStatuses(dirs: string[], fn: (s: Array<Status | null>) => boolean, timeoutMs: number, what: string): Promise<Array<Status | null>> {
+  let last: Array<Status | null> = []
+  try {
+    await waitFor(
+      async () => {
+        last = await Promise.all(dirs.map((d) => status(d)))
+        return fn(last)
+      },
+      timeoutMs,
+      what
+    )
+  } catch (err) {
+    const seen = last.map((s) => (s ? `${s.self.slice(0, 6)}:${s.role}:e${s.lease.epoch}:h=${(s.lease.holder ?? '-').slice(0, 6)}:w${s.writers.length}:i${s.indexers.length}:p${s.peers}` : 'down'))
+    throw new Error(`${(err as Error).message}; last seen ${seen.join(' ')}`)
+  }
+  return last
+}

@@ -1,0 +1,517 @@
+import test from 'brittle'
+import type { Assertion } from 'brittle'
+import { EventEmitter } from 'node:events'
+import { Elector, type DemotionReason, type LeaseLog } from '../lib/elector.js'
+import { ManualClock } from '../lib/clock.js'
+import { transition, type LeaseOutcome, type LeaseRecord } from '../lib/lease-state.js'
+import { decodeOp, encodeOp, SIGNER_LEASE, type LeaseOp } from '../lib/ops.js'
+import { isAutoleaseError } from '../lib/errors.js'
+import type { ReadMode } from '../lib/intent-log.js'
+
+const A = 'a'.repeat(64)
+const B = 'b'.repeat(64)
+const C = 'c'.repeat(64)
+// Defaults: leaseMs 5000, renewDeadlineMs 3750, retryMs 500, suspendToleranceMs 2500.
+const LEASE_MS = 5000
+const RENEW_DEADLINE_MS = 3750
+const SUSPEND_TOLERANCE_MS = 2500
+
+interface Appended {
+  author: string
+  id: string
+  op: LeaseOp
+  outcome: LeaseOutcome
+}
+
+/**
+ * One shared "log world": a linear intent log whose tip applies every op at
+ * once through transition(), and whose confirmed state moves only when the
+ * test calls confirm(). Each device gets its own LeaseLog view on it.
+ */
+class LogWorld {
+  tip = new Map<string, LeaseRecord>()
+  confirmed = new Map<string, LeaseRecord>()
+  readonly appended: Appended[] = []
+  readonly clocks: ManualClock[] = []
+  /** Called synchronously when an op reaches the log, before it is applied. */
+  onAppend: ((author: string, op: LeaseOp) => void) | null = null
+  private readonly lengths = new Map<string, number>()
+  private readonly logs = new Set<FakeLeaseLog>()
+  private gate: Array<() => void> | null = null
+
+  log(self: string): FakeLeaseLog {
+    const log = new FakeLeaseLog(this, self)
+    this.logs.add(log)
+    return log
+  }
+
+  async append(author: string, op: LeaseOp): Promise<string> {
+    // Whatever the elector sends must be a valid wire op.
+    const wire = decodeOp(encodeOp(op))
+    if (!wire.ok || JSON.stringify(wire.op) !== JSON.stringify(op)) throw new Error(`elector sent an invalid op ${JSON.stringify(op)}`)
+    if (this.gate !== null) {
+      const gate = this.gate
+      await new Promise<void>((resolve) => gate.push(resolve))
+    }
+    this.onAppend?.(author, op)
+    const n = (this.lengths.get(author) ?? 0) + 1
+    this.lengths.set(author, n)
+    const id = `${author}:${n}`
+    const outcome = transition(this.tip.get(op.name) ?? null, op, { author, opId: id })
+    if (outcome.result !== 'rejected') this.tip.set(op.name, outcome.record)
+    this.appended.push({ author, id, op, outcome })
+    this.update()
+    return id
+  }
+
+  /** Everything at the tip becomes confirmed (indexed). */
+  confirm(): void {
+    this.confirmed = new Map(this.tip)
+    this.update()
+  }
+
+  /** Park appends until releaseAppends(): lets two devices decide on the same record. */
+  holdAppends(): void {
+    this.gate = []
+  }
+
+  get pendingAppends(): number {
+    return this.gate?.length ?? 0
+  }
+
+  releaseAppends(): void {
+    const gate = this.gate ?? []
+    this.gate = null
+    for (const go of gate) go()
+  }
+
+  /** Real time passes for every device (each on its own clock). */
+  advance(ms: number): void {
+    for (const clock of this.clocks) clock.advance(ms)
+  }
+
+  ops(filter: { author?: string; type?: LeaseOp['type'] } = {}): Appended[] {
+    return this.appended.filter((a) => (filter.author === undefined || a.author === filter.author) && (filter.type === undefined || a.op.type === filter.type))
+  }
+
+  last(): Appended | undefined {
+    return this.appended[this.appended.length - 1]
+  }
+
+  private update(): void {
+    for (const log of this.logs) log.emit('update')
+  }
+}
+
+class FakeLeaseLog extends EventEmitter implements LeaseLog {
+  constructor(
+    private readonly world: LogWorld,
+    readonly self: string
+  ) {
+    super()
+  }
+
+  async lease(name: string, mode: ReadMode): Promise<LeaseRecord | null> {
+    await Promise.resolve()
+    return (mode === 'tip' ? this.world.tip : this.world.confirmed).get(name) ?? null
+  }
+
+  async append(op: LeaseOp): Promise<string> {
+    await Promise.resolve()
+    return this.world.append(this.self, op)
+  }
+
+  confirm(): void {
+    this.world.confirm()
+  }
+}
+
+interface Device {
+  e: Elector
+  clock: ManualClock
+  elected: Array<{ epoch: number }>
+  demoted: Array<{ epoch: number; reason: DemotionReason }>
+  changes: Array<{ holder: string | null; epoch: number }>
+}
+
+async function device(t: Assertion, world: LogWorld, self: string, start: number): Promise<Device> {
+  const clock = new ManualClock(start, 1_700_000_000_000 + start)
+  world.clocks.push(clock)
+  const e = new Elector(world.log(self), { clock, timers: false })
+  const d: Device = { e, clock, elected: [], demoted: [], changes: [] }
+  e.on('elected', (ev) => d.elected.push(ev))
+  e.on('demoted', (ev) => d.demoted.push(ev))
+  e.on('holder-changed', (ev) => d.changes.push(ev))
+  e.on('warning', (err) => t.fail(`unexpected warning: ${err.message}`))
+  e.on('error', (err) => t.fail(`unexpected error: ${String(err)}`))
+  await e.ready()
+  t.teardown(() => e.close())
+  return d
+}
+
+/** Claim a free record and get it confirmed. */
+async function elect(t: Assertion, world: LogWorld, d: Device): Promise<void> {
+  const decision = await d.e.step()
+  t.is(decision.action, 'claim', 'setup: claims')
+  world.confirm()
+  await d.e.step()
+  t.ok(d.e.holding(), 'setup: holds')
+}
+
+const idOf = (author: string, n: number): string => `${author}:${n}`
+
+test('claims a free record; elected only once the claim is confirmed, not at the tip', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  t.alike(a.e.status(), { role: 'standby', epoch: null, confirmed: null, tip: null, expiresInMs: null }, 'fresh group: nothing yet')
+
+  t.alike(await a.e.step(), { action: 'claim', seen: null, epoch: 1 })
+  t.alike(
+    world.appended.map((x) => [x.author, x.op.type, x.outcome.result]),
+    [[A, 'claim', 'claimed']],
+    'one claim appended and applied at the tip'
+  )
+  t.is(world.tip.get(SIGNER_LEASE)?.holder, A)
+  t.absent(a.e.holding(), 'a claim at the tip is not holding')
+  t.is(a.e.epoch(), null)
+  t.is(a.e.status().role, 'standby')
+  t.alike(a.elected, [], 'no elected event at the tip')
+
+  t.is((await a.e.step()).action, 'wait', 'no second op while the claim is pending')
+  t.is(world.appended.length, 1)
+
+  world.confirm()
+  t.absent(a.e.holding(), 'until the elector reads the confirmed record it under-states, never over-states')
+  await a.e.step()
+  t.ok(a.e.holding(), 'holds once confirmed')
+  t.is(a.e.epoch(), 1)
+  t.alike(a.elected, [{ epoch: 1 }], 'elected event carries the epoch')
+  t.is(a.e.deadline(), 1_000 + RENEW_DEADLINE_MS, 'window: claim send time + renewDeadlineMs')
+  t.alike(a.e.status().role, 'holder')
+  t.is(a.e.status().expiresInMs, RENEW_DEADLINE_MS)
+  t.alike(a.changes, [{ holder: A, epoch: 1 }], 'holder-changed from the confirmed record')
+  t.is(world.appended.length, 1, 'no extra op')
+})
+
+test('the holder renews only once leaseMs/2 has passed since its last send', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+
+  a.clock.advance(LEASE_MS / 2 - 1)
+  t.alike(await a.e.step(), { action: 'wait', until: 1_000 + LEASE_MS / 2, reason: 'renewed-recently' }, 'before leaseMs/2: wait')
+  t.is(world.appended.length, 1, 'no append before leaseMs/2')
+
+  a.clock.advance(2)
+  t.alike(await a.e.step(), { action: 'renew', epoch: 1 }, 'past leaseMs/2: renew')
+  t.is(world.appended.length, 2)
+  t.alike([world.last()?.author, world.last()?.op.type, world.last()?.outcome.result], [A, 'renew', 'renewed'])
+  t.is(a.e.deadline(), 1_000 + RENEW_DEADLINE_MS, 'the unconfirmed renew extends nothing')
+
+  world.confirm()
+  await a.e.step()
+  t.is(a.e.deadline(), 3_501 + RENEW_DEADLINE_MS, 'the confirmed renew moves the deadline')
+  t.is(a.e.epoch(), 1, 'same tenure')
+  t.alike(a.elected, [{ epoch: 1 }], 'no new elected event for a renew')
+})
+
+test('an idle holder appends at most 2 lease ops per leaseMs and holds throughout', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+  const start = world.appended.length
+  const periods = 10
+  let gaps = 0
+  for (let elapsed = 0; elapsed < periods * LEASE_MS; elapsed += 500) {
+    a.clock.advance(500)
+    if (!a.e.holding()) gaps++
+    await a.e.step()
+    world.confirm()
+  }
+  const renews = world.appended.length - start
+  t.is(gaps, 0, 'never a gap in holding while renews confirm promptly')
+  t.ok(renews <= 2 * periods, `${renews} renews in ${periods} x leaseMs`)
+  t.ok(renews >= 2 * periods - 1, 'and it does renew every leaseMs/2')
+  t.ok(
+    world.ops({ author: A }).slice(1).every((x) => x.op.type === 'renew' && x.outcome.result === 'renewed'),
+    'only renews after the claim'
+  )
+  t.alike(a.demoted, [])
+})
+
+test('a holder whose renew is not confirmed demotes at its deadline (reason deadline)', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+  const deadline = 1_000 + RENEW_DEADLINE_MS
+
+  a.clock.advance(LEASE_MS / 2)
+  t.alike(await a.e.step(), { action: 'renew', epoch: 1 }, 'renew sent at 3500, never confirmed')
+
+  a.clock.advance(deadline - 1 - a.clock.now())
+  t.ok(a.e.holding(), '1 ms before the deadline: holding')
+  await a.e.step()
+  t.alike(a.demoted, [])
+
+  a.clock.advance(1)
+  t.is(a.clock.now(), deadline)
+  t.absent(a.e.holding(), 'at the deadline: not holding, without any step (evaluated at use)')
+  t.is(a.e.status().role, 'standby')
+  const d = await a.e.step()
+  t.alike(a.demoted, [{ epoch: 1, reason: 'deadline' }], 'demoted with reason deadline')
+  t.alike(d, { action: 'wait', until: 3_500 + LEASE_MS / 2, reason: 'renewed-recently' }, 'its tenure is still at the tip: it keeps renewing, never claims')
+
+  a.clock.advance(3_500 + LEASE_MS / 2 - a.clock.now())
+  t.alike(await a.e.step(), { action: 'renew', epoch: 1 })
+  world.confirm()
+  await a.e.step()
+  t.ok(a.e.holding(), 'holds again once a renew is confirmed')
+  t.is(a.e.deadline(), 6_000 + RENEW_DEADLINE_MS)
+  t.alike(a.elected, [{ epoch: 1 }, { epoch: 1 }], 're-elected in the same tenure')
+  t.is(world.ops({ type: 'claim' }).length, 1, 'one claim in all')
+})
+
+test('a standby never claims a held record before leaseMs of no change on its own clock, and claims right after', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  // B's clock has an unrelated origin: nothing compares clocks across devices.
+  const b = await device(t, world, B, 900_000)
+  await elect(t, world, a)
+
+  t.alike(await b.e.step(), { action: 'wait', until: 905_000, reason: 'lease-live' }, 'first sight of A:1 at 900000 on B’s clock')
+  t.is(b.e.status().expiresInMs, LEASE_MS)
+
+  // A crashes: it never steps again.
+  world.advance(LEASE_MS - 1)
+  t.alike(await b.e.step(), { action: 'wait', until: 905_000, reason: 'lease-live' }, '1 ms before leaseMs: still waiting')
+  t.is(world.ops({ author: B }).length, 0, 'no claim by B')
+  t.absent(a.e.holding(), "the crashed holder's own window had already closed")
+
+  world.advance(1)
+  t.alike(await b.e.step(), { action: 'claim', seen: idOf(A, 1), epoch: 2 }, 'claims at exactly leaseMs, naming the record it saw')
+  t.alike([world.last()?.author, world.last()?.outcome.result], [B, 'claimed'])
+  t.absent(b.e.holding(), 'not holding at the tip')
+
+  world.confirm()
+  await b.e.step()
+  t.ok(b.e.holding())
+  t.is(b.e.epoch(), 2)
+  t.alike(b.elected, [{ epoch: 2 }])
+  t.alike(b.changes, [{ holder: A, epoch: 1 }, { holder: B, epoch: 2 }])
+
+  // The old holder comes back: it learns it was taken over and waits as a standby.
+  const d = await a.e.step()
+  t.alike(a.demoted, [{ epoch: 1, reason: 'taken-over' }])
+  t.is(d.action, 'wait')
+  t.is(d.action === 'wait' ? d.reason : null, 'lease-live')
+  t.absent(a.e.holding())
+})
+
+test('every renew the standby sees restarts its timer', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  const b = await device(t, world, B, 900_000)
+  await elect(t, world, a)
+  await b.e.step()
+
+  for (let i = 0; i < 6; i++) {
+    world.advance(LEASE_MS / 2)
+    t.is((await a.e.step()).action, 'renew', `renew ${i + 1}`)
+    world.confirm()
+    const d = await b.e.step()
+    t.alike(d, { action: 'wait', until: b.clock.now() + LEASE_MS, reason: 'lease-live' }, `B saw renew ${i + 1}: waits a full leaseMs from now`)
+    t.ok(a.e.holding(), 'A holds throughout')
+  }
+  t.is(world.ops({ author: B }).length, 0, `no claim by B in ${6 * (LEASE_MS / 2)} ms (> leaseMs) of live renews`)
+
+  const lastRenew = world.last()?.id
+  world.advance(LEASE_MS - 1)
+  t.is((await b.e.step()).action, 'wait')
+  world.advance(1)
+  t.alike(await b.e.step(), { action: 'claim', seen: lastRenew, epoch: 2 }, 'claims leaseMs after the last renew it saw')
+})
+
+test('racing standbys: both claim the same record, exactly one wins', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  const b = await device(t, world, B, 900_000)
+  const c = await device(t, world, C, 5_000_000)
+  await elect(t, world, a)
+  await b.e.step()
+  await c.e.step()
+  world.advance(LEASE_MS)
+
+  world.holdAppends()
+  const pb = b.e.step()
+  const pc = c.e.step()
+  for (let i = 0; i < 100 && world.pendingAppends < 2; i++) await new Promise<void>((resolve) => setImmediate(resolve))
+  t.is(world.pendingAppends, 2, 'both claims are in flight')
+  world.releaseAppends()
+  const [db, dc] = await Promise.all([pb, pc])
+  t.alike(db, { action: 'claim', seen: idOf(A, 1), epoch: 2 })
+  t.alike(dc, { action: 'claim', seen: idOf(A, 1), epoch: 2 })
+
+  const results = world.ops({ type: 'claim' }).slice(1).map((x) => (x.outcome.result === 'rejected' ? `rejected:${x.outcome.reason}` : x.outcome.result))
+  t.alike([...results].sort(), ['claimed', 'rejected:stale-record'], 'one claimed, the other lost its CAS')
+
+  world.confirm()
+  const db2 = await b.e.step()
+  const dc2 = await c.e.step()
+  const holders = [b, c].filter((x) => x.e.holding())
+  t.is(holders.length, 1, 'exactly one holder')
+  t.is(holders[0]?.e.epoch(), 2)
+  const loserDecision = b.e.holding() ? dc2 : db2
+  t.is(loserDecision.action === 'wait' ? loserDecision.reason : loserDecision.action, 'lease-live', 'the loser waits on the winner’s record')
+})
+
+test('release(): holding ends before the release is sent, demoted released, a standby claims at once', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  const b = await device(t, world, B, 900_000)
+  await elect(t, world, a)
+  await b.e.step()
+
+  let holdingWhenSent: boolean | null = null
+  world.onAppend = (author, op) => {
+    if (author === A && op.type === 'release') holdingWhenSent = a.e.holding()
+  }
+  t.is(await a.e.release(), 'released')
+  t.is(holdingWhenSent, false, 'not holding any more when the release op reached the log')
+  t.absent(a.e.holding(), 'not holding after release(), before the release is confirmed')
+  t.is(a.e.epoch(), null)
+  t.is(world.confirmed.get(SIGNER_LEASE)?.holder, A, 'the confirmed record still names A')
+  t.alike(a.demoted, [{ epoch: 1, reason: 'released' }])
+  const rel = world.last()
+  t.alike([rel?.author, rel?.op.type, rel?.outcome.result, rel?.outcome.record?.epoch, rel?.outcome.record?.holder], [A, 'release', 'released', 1, null])
+
+  world.confirm()
+  t.absent(a.e.holding())
+  t.alike(await b.e.step(), { action: 'claim', seen: rel?.id, epoch: 2 }, 'B claims the free record without waiting leaseMs')
+  world.confirm()
+  await b.e.step()
+  t.alike(b.elected, [{ epoch: 2 }])
+  await a.e.step()
+  t.absent(a.e.holding())
+  t.is(world.ops({ author: A, type: 'claim' }).length, 1, 'A did not claim again')
+})
+
+test('after a release the device stands down leaseMs before claiming again', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+  t.is(await a.e.release(), 'released')
+  const releaseId = world.last()?.id
+  world.confirm()
+
+  t.alike(await a.e.step(), { action: 'wait', until: 1_000 + LEASE_MS, reason: 'standing-down' })
+  a.clock.advance(LEASE_MS - 1)
+  t.is((await a.e.step()).action, 'wait', 'still standing down 1 ms before leaseMs')
+  t.is(world.appended.length, 2, 'only the claim and the release')
+  a.clock.advance(1)
+  t.alike(await a.e.step(), { action: 'claim', seen: releaseId, epoch: 2 }, 'then claims the free record, at the next epoch')
+  world.confirm()
+  await a.e.step()
+  t.alike(a.elected, [{ epoch: 1 }, { epoch: 2 }])
+})
+
+test('release() by a device that is not the holder is not-held and appends nothing', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  const b = await device(t, world, B, 900_000)
+  t.is(await b.e.release(), 'not-held', 'nothing to release in a fresh group')
+  await elect(t, world, a)
+  t.is(await b.e.release(), 'not-held')
+  t.is(world.appended.length, 1)
+  t.ok(a.e.holding())
+})
+
+test('suspend: holding ends at once (reason suspended) and the next step renews', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+
+  a.clock.suspend(SUSPEND_TOLERANCE_MS - 500)
+  t.ok(a.e.holding(), 'a wall-clock jump within suspendToleranceMs is not a suspend')
+  a.clock.suspend(SUSPEND_TOLERANCE_MS + 1)
+  t.absent(a.e.holding(), 'a larger jump: not holding at once, with no step')
+  t.is(a.e.status().role, 'standby')
+
+  t.alike(await a.e.step(), { action: 'renew', epoch: 1 }, 'the next step renews at once (send time unknown)')
+  t.alike(a.demoted, [{ epoch: 1, reason: 'suspended' }])
+  t.absent(a.e.holding(), 'the renew is not confirmed yet')
+  world.confirm()
+  await a.e.step()
+  t.ok(a.e.holding(), 'holds again once the renew is confirmed')
+  t.is(a.e.deadline(), a.clock.now() + RENEW_DEADLINE_MS)
+  t.alike(a.elected, [{ epoch: 1 }, { epoch: 1 }])
+  t.is(world.ops({ type: 'claim' }).length, 1, 'no new claim')
+})
+
+test('a renew in flight across a suspend gives no window once confirmed', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+  a.clock.advance(LEASE_MS / 2)
+
+  world.holdAppends()
+  const stepping = a.e.step()
+  for (let i = 0; i < 100 && world.pendingAppends < 1; i++) await new Promise<void>((resolve) => setImmediate(resolve))
+  t.is(world.pendingAppends, 1, 'the renew is in flight')
+  a.clock.suspend(SUSPEND_TOLERANCE_MS + 1)
+  t.absent(a.e.holding(), 'suspend detected while the renew is in flight')
+  world.releaseAppends()
+  t.alike(await stepping, { action: 'renew', epoch: 1 })
+  const inFlight = world.last()?.id
+
+  world.confirm()
+  t.is(world.confirmed.get(SIGNER_LEASE)?.opId, inFlight, 'the renew sent before the suspend is now confirmed')
+  t.alike(await a.e.step(), { action: 'renew', epoch: 1 }, 'its send time was voided: renew again at once')
+  t.absent(a.e.holding(), 'a renew measured on a clock that missed the suspend opens no window')
+  world.confirm()
+  await a.e.step()
+  t.ok(a.e.holding(), 'the fresh renew, once confirmed, does')
+  t.is(a.e.deadline(), a.clock.now() + RENEW_DEADLINE_MS)
+})
+
+test('a restarted holder is not holding, renews at its epoch, and holds again after confirm (never claims)', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+  await a.e.close()
+  t.alike(a.demoted, [{ epoch: 1, reason: 'closed' }])
+  t.absent(a.e.holding(), 'a closed elector holds nothing')
+
+  // Same device key, new process: new clock origin, no send times.
+  const a2 = await device(t, world, A, 70_000)
+  t.is(a2.e.status().confirmed?.holder, A, 'the confirmed record names it')
+  t.absent(a2.e.holding(), 'but it does not know when it sent that op: not holding')
+  t.is(a2.e.status().role, 'standby')
+
+  t.alike(await a2.e.step(), { action: 'renew', epoch: 1 }, 'renews its current tenure at once')
+  t.alike([world.last()?.author, world.last()?.outcome.result], [A, 'renewed'])
+  t.absent(a2.e.holding(), 'renew not confirmed yet')
+
+  a2.clock.advance(LEASE_MS / 2 - 1)
+  t.is((await a2.e.step()).action, 'wait')
+  a2.clock.advance(LEASE_MS)
+  t.alike(await a2.e.step(), { action: 'renew', epoch: 1 }, 'still renewing, never claiming, while unconfirmed')
+
+  world.confirm()
+  await a2.e.step()
+  t.ok(a2.e.holding(), 'holds once its renew is confirmed')
+  t.is(a2.e.epoch(), 1, 'the same tenure')
+  t.alike(a2.elected, [{ epoch: 1 }])
+  t.is(world.ops({ type: 'claim' }).length, 1, 'only the original claim')
+  t.is(world.tip.get(SIGNER_LEASE)?.epoch, 1)
+})
+
+test('an invalid config is refused by the constructor', (t) => {
+  const world = new LogWorld()
+  let err: unknown = null
+  try {
+    new Elector(world.log(A), { clock: new ManualClock(), timers: false, config: { leaseMs: 4000, renewDeadlineMs: 4000 } })
+  } catch (e) {
+    err = e
+  }
+  t.ok(isAutoleaseError(err, 'INVALID_CONFIG'), 'INVALID_CONFIG')
+})
