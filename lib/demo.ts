@@ -33,6 +33,8 @@ interface Row {
   confirmed: boolean
   expiresInMs: number | null
   peers: number
+  /** This device counts toward the majority (its promotion is in effect). */
+  indexer: boolean
 }
 
 export async function runDemo(opts: { keep: boolean; bin: string }): Promise<number> {
@@ -70,11 +72,13 @@ export async function runDemo(opts: { keep: boolean; bin: string }): Promise<num
     }
 
     const table = new LiveTable(devices)
-    say('waiting for one confirmed holder...')
+    // Killing the holder before the joined devices' promotion to indexer is
+    // in effect would leave the founder as the only indexer: no failover.
+    say('waiting for three active indexers and one confirmed holder...')
     let holder: Device | null = null
     await table.until(async (rows) => {
       const holders = rows.filter((r) => r.row?.role === 'holder')
-      const ok = holders.length === 1 && rows.every((r) => r.row !== null && r.row.lease.confirmed && r.row.peers >= 2)
+      const ok = holders.length === 1 && rows.every((r) => r.row !== null && r.row.indexer && r.row.lease.confirmed && r.row.peers >= 2)
       holder = ok ? holders[0]!.device : null
       return ok
     }, 45_000)

@@ -41,6 +41,13 @@ export interface ElectionView {
   lastClaimAt: number | null
   /** After a graceful release the device stands back until this instant. */
   standDownUntil: number | null
+  /**
+   * Extra wait before claiming, drawn per observed record in [0, retryMs):
+   * standbys that saw the same renew (or release) would otherwise all claim
+   * at the same instant, and racing claims cost ~1 s of extra ack rounds
+   * (measured). Only ever delays a claim, so it cannot weaken safety.
+   */
+  claimDelayMs?: number
 }
 
 export type Decision =
@@ -65,9 +72,12 @@ export function decide(v: ElectionView, t: Timing): Decision {
     return { action: 'wait', until: due, reason: 'renewed-recently' }
   }
 
+  const delay = v.claimDelayMs ?? 0
   if (tip !== null && tip.holder !== null) {
-    const expiresAt = v.observedAt + t.leaseMs
+    const expiresAt = v.observedAt + t.leaseMs + delay
     if (v.now < expiresAt) return { action: 'wait', until: expiresAt, reason: 'lease-live' }
+  } else if (v.now < v.observedAt + delay) {
+    return { action: 'wait', until: v.observedAt + delay, reason: 'lease-live' }
   }
 
   if (v.lastClaimAt !== null && v.now < v.lastClaimAt + t.retryMs) {

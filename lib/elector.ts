@@ -51,6 +51,8 @@ export interface ElectorOptions {
   config?: Partial<ElectionConfig>
   /** false: no timers; the caller drives the loop with step() (manual-clock tests). */
   timers?: boolean
+  /** A number in [0, 1) that spreads standbys' claims over retryMs (default Math.random; tests pass () => 0). */
+  jitter?: () => number
 }
 
 export interface ElectorStatus {
@@ -86,7 +88,8 @@ export class Elector extends ReadyResource {
 
   private tip: LeaseRecord | null = null
   private confirmed: LeaseRecord | null = null
-  private observed: { opId: string | null; at: number }
+  private observed: { opId: string | null; at: number; delayMs: number }
+  private readonly jitter: () => number
   /** Local send time of our recent claims and renews, by op id. */
   private readonly sent = new Map<string, number>()
   private lastSentAt: number | null = null
@@ -116,9 +119,10 @@ export class Elector extends ReadyResource {
     this.config = electionConfig(opts.config)
     validateElectionConfig(this.config)
     this.timers = opts.timers !== false
+    this.jitter = opts.jitter ?? Math.random
     this.lastMono = this.clock.now()
     this.lastWall = this.clock.wall()
-    this.observed = { opId: null, at: this.lastMono }
+    this.observed = { opId: null, at: this.lastMono, delayMs: this.drawDelay() }
   }
 
   override async _open(): Promise<void> {
@@ -166,7 +170,7 @@ export class Elector extends ReadyResource {
     const epoch = this.epoch()
     let expiresInMs: number | null = null
     if (epoch !== null) expiresInMs = Math.max(0, (this.deadline() ?? now) - now)
-    else if (this.tip !== null && this.tip.holder !== null) expiresInMs = Math.max(0, this.observed.at + this.config.leaseMs - now)
+    else if (this.tip !== null && this.tip.holder !== null) expiresInMs = Math.max(0, this.observed.at + this.config.leaseMs + this.observed.delayMs - now)
     else if (this.tip !== null || this.confirmed !== null) expiresInMs = 0
     return { role: epoch === null ? 'standby' : 'holder', epoch, confirmed: this.confirmed, tip: this.tip, expiresInMs }
   }
@@ -227,7 +231,8 @@ export class Elector extends ReadyResource {
         observedAt: this.observed.at,
         lastSentAt: this.lastSentAt,
         lastClaimAt: this.lastClaimAt,
-        standDownUntil: this.standDownUntil
+        standDownUntil: this.standDownUntil,
+        claimDelayMs: this.observed.delayMs
       },
       this.config
     )
@@ -336,7 +341,7 @@ export class Elector extends ReadyResource {
     }
     const now = this.clock.now()
     const tipId = tip?.opId ?? null
-    if (tipId !== this.observed.opId) this.observed = { opId: tipId, at: now }
+    if (tipId !== this.observed.opId) this.observed = { opId: tipId, at: now, delayMs: this.drawDelay() }
     const before = this.confirmed
     this.tip = tip
     this.confirmed = confirmed
@@ -372,6 +377,10 @@ export class Elector extends ReadyResource {
     return 'deadline'
   }
 
+  private drawDelay(): number {
+    return Math.floor(Math.min(Math.max(this.jitter(), 0), 0.999) * this.config.retryMs)
+  }
+
   private checkSuspend(): void {
     const mono = this.clock.now()
     const wall = this.clock.wall()
@@ -382,7 +391,7 @@ export class Elector extends ReadyResource {
       // The monotonic clock stopped while the wall clock ran on: we slept.
       // Our windows are measured on a clock that missed that time.
       this.forgetSendTimes('suspended')
-      this.observed = { opId: this.observed.opId, at: mono }
+      this.observed = { ...this.observed, at: mono }
     }
   }
 }

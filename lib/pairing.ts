@@ -60,7 +60,7 @@ export class PairingHost extends ReadyResource {
     super()
     this.log = log
     this.wall = opts.wall ?? Date.now
-    this.pairing = new BlindPairing(swarm, { poll: opts.pollMs ?? 5_000 })
+    this.pairing = new BlindPairing(swarm, { poll: opts.pollMs ?? 1_000 })
   }
 
   override async _open(): Promise<void> {
@@ -146,7 +146,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     const self = await IntentLog.localKey(store)
     swarm = new Swarm(replicator, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     await swarm.ready()
-    pairing = new BlindPairing(swarm.swarm, { poll: 2_000 })
+    pairing = new BlindPairing(swarm.swarm, { poll: 1_000 })
 
     const userData = b4a.concat([self, b4a.from([opts.indexer ? FLAG_INDEXER : 0])])
     const paired = await new Promise<JoinResult>((resolve, reject) => {
@@ -175,8 +175,23 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     log = new IntentLog(store, { key: paired.key })
     await log.ready()
     swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
+    swarm.swarm.on('connection', () => debug('connection'))
+    debug('log open, joining the group topic')
     await swarm.ready()
-    debug('log open, replicating')
+    debug('topic flushed')
+    // A first connection sometimes replicates nothing until it times out
+    // (~15 s measured on loopback, the far side apparently never saw it).
+    // While nothing at all has arrived, recycle connections every 1.5 s.
+    const fresh = swarm
+    const opened = log
+    let quietChecks = 0
+    const unstick = setInterval(() => {
+      if (opened.base.length > 0 || opened.writable) return clearInterval(unstick)
+      if (fresh.peers === 0 || ++quietChecks < 3) return
+      quietChecks = 0
+      debug('connected but nothing replicated: reconnecting')
+      fresh.reconnect()
+    }, 500)
     const joined = log
     await new Promise<void>((resolve, reject) => {
       const poll = setInterval(() => check(), 100)
@@ -195,6 +210,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
       joined.on('update', check)
       check()
     })
+    clearInterval(unstick)
     return paired
   } finally {
     if (timer) clearTimeout(timer)

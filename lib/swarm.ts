@@ -6,7 +6,8 @@
  * On this machine a DHT bound to all interfaces never saw incoming
  * connections on loopback (STACK-NOTES), so when a local bootstrap is given
  * we build the DHT ourselves bound to `host` (default 127.0.0.1 for local
- * bootstraps). With no bootstrap the public DHT is used.
+ * bootstraps) and not firewalled (see the constructor). With no bootstrap
+ * and no host the public DHT is used with hyperswarm's defaults.
  */
 import Hyperswarm from 'hyperswarm'
 import type { SwarmConnection } from 'hyperswarm'
@@ -46,7 +47,16 @@ export class Swarm extends ReadyResource {
     const bootstrap = (opts.bootstrap ?? []).map(parseHostPort)
     const loopback = bootstrap.length > 0 && bootstrap.every((b) => b.host === '127.0.0.1' || b.host === 'localhost')
     const host = opts.host ?? (loopback ? '127.0.0.1' : undefined)
-    this.dht = bootstrap.length > 0 || host ? new HyperDHT({ ...(bootstrap.length ? { bootstrap } : {}), ...(host ? { host } : {}) }) : null
+    // Bound to a given address, the node is reachable there directly: say so
+    // (firewalled: false). Left firewalled, servers answered through
+    // holepunching that on loopback mostly produced half-open connections:
+    // the client saw a connection, the server never did, nothing replicated
+    // until it timed out (measured: joins of 10-20 s, a restarted daemon
+    // that never reconnected in 30 s). Not firewalled: full mesh at once.
+    this.dht =
+      bootstrap.length > 0 || host
+        ? new HyperDHT({ ...(bootstrap.length ? { bootstrap } : {}), ...(host ? { host, firewalled: false } : {}) })
+        : null
     this.swarm = new Hyperswarm(this.dht ? { dht: this.dht } : {})
     this.swarm.on('connection', (conn: SwarmConnection) => {
       // A peer that vanishes mid-stream must not crash the daemon.
@@ -57,6 +67,11 @@ export class Swarm extends ReadyResource {
 
   get peers(): number {
     return this.swarm.connections.size
+  }
+
+  /** Drop every connection; hyperswarm dials the peers again. */
+  reconnect(): void {
+    for (const conn of this.swarm.connections) conn.destroy()
   }
 
   override async _open(): Promise<void> {

@@ -83,11 +83,25 @@ export class Procs {
     return { dir, proc, lines, exited }
   }
 
+  /**
+   * SIGTERM first, so a `run` process stops its own child (a SIGKILLed
+   * runner would orphan it, and the orphan would hold our stdout pipe open),
+   * then SIGKILL whatever is left after 5 s.
+   */
   async killAll(): Promise<void> {
     const waits: Array<Promise<void>> = []
     for (const p of this.all) {
-      waits.push(new Promise((resolve) => p.once('exit', () => resolve())))
-      p.kill('SIGKILL')
+      if (p.exitCode !== null || p.signalCode !== null) continue
+      waits.push(
+        new Promise((resolve) => {
+          const force = setTimeout(() => p.kill('SIGKILL'), 5_000)
+          p.once('exit', () => {
+            clearTimeout(force)
+            resolve()
+          })
+        })
+      )
+      p.kill('SIGTERM')
     }
     await Promise.all(waits)
   }
@@ -101,6 +115,8 @@ export interface Status {
   writers: string[]
   indexers: string[]
   peers: number
+  /** This device's promotion to indexer is in effect (it counts toward the majority). */
+  indexer: boolean
 }
 
 /** Status through the CLI (`status --json`). */

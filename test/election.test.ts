@@ -238,3 +238,16 @@ test('property: for any rates within the allowance and any delay d >= 0, no over
   )
   t.ok(runs > 500, `${runs} runs within the allowance, none overlapped`)
 })
+
+test('claim delay: spreads standbys over retryMs, only ever later, never earlier', (t) => {
+  const held = record({})
+  const observedAt = 10_000
+  const delay = 321
+  t.alike(decide(view({ tip: held, observedAt, now: 15_000, claimDelayMs: delay }), T), { action: 'wait', until: 15_321, reason: 'lease-live' }, 'held: waits leaseMs + delay')
+  t.alike(decide(view({ tip: held, observedAt, now: 15_321, claimDelayMs: delay }), T), { action: 'claim', seen: held.opId, epoch: 5 }, 'held: claims at leaseMs + delay')
+  const released = record({ holder: null, since: null, opId: opId(OTHER, 12) })
+  t.alike(decide(view({ tip: released, observedAt, now: 10_100, claimDelayMs: delay }), T), { action: 'wait', until: 10_321, reason: 'lease-live' }, 'free: waits the delay')
+  t.alike(decide(view({ tip: released, observedAt, now: 10_321, claimDelayMs: delay }), T), { action: 'claim', seen: released.opId, epoch: 5 }, 'free: then claims')
+  const mine = record({ holder: SELF, opId: opId(SELF, 20) })
+  t.alike(decide(view({ tip: mine, lastSentAt: 7_000, now: 10_000, claimDelayMs: delay }), T), { action: 'renew', epoch: 4 }, 'the holder renews on time: no delay')
+})

@@ -137,7 +137,7 @@ interface Device {
 async function device(t: Assertion, world: LogWorld, self: string, start: number): Promise<Device> {
   const clock = new ManualClock(start, 1_700_000_000_000 + start)
   world.clocks.push(clock)
-  const e = new Elector(world.log(self), { clock, timers: false })
+  const e = new Elector(world.log(self), { clock, timers: false, jitter: () => 0 })
   const d: Device = { e, clock, elected: [], demoted: [], changes: [] }
   e.on('elected', (ev) => d.elected.push(ev))
   e.on('demoted', (ev) => d.demoted.push(ev))
