@@ -183,7 +183,8 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
   t.is(reuse.code, 6, 'a reused invite is refused (exit 6)')
   t.ok(/already used/.test(reuse.stderr), `clearly: ${reuse.stderr.trim()}`)
   const short = (await cli(['invite', '--storage', dirs[live]!, '--ttl', '1'])).stdout.trim()
-  await new Promise((r) => setTimeout(r, 1500))
+  // Expiry is kept in whole seconds, rounded up: a 1 s invite lives 1-2 s.
+  await new Promise((r) => setTimeout(r, 2500))
   const expired = await cli(['join', short, '--storage', extra[1]!, ...net])
   t.is(expired.code, 6, 'an expired invite is refused (exit 6)')
   t.ok(/expired/.test(expired.stderr), `clearly: ${expired.stderr.trim()}`)
