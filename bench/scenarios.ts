@@ -11,7 +11,6 @@ import type { LeaseRecord } from '../lib/lease-state.js'
 import { closeRig, daemonConfig, openRig, startElectors, waitSingleHolder, watchOp, type Rig, type Visibility } from './harness.js'
 import { dirBytes, jitter, now, sleep, type DirUsage } from './util.js'
 
-// ---------------------------------------------------------------- latency
 
 export interface LatencySample {
   kind: 'claim' | 'renew' | 'release'
@@ -105,7 +104,6 @@ async function measure(rig: Rig, d: Device, op: LeaseOp): Promise<LatencySample>
   return toSample(rig, op.type === 'claim' ? 'claim' : op.type === 'renew' ? 'renew' : 'release', 'manual', d.index, sentAt, appendedAt, vis)
 }
 
-// ---------------------------------------------------------------- election trials
 
 export interface HandoffSample {
   ms: number
@@ -231,7 +229,6 @@ export async function electionTrial(size: number, config: Partial<ElectionConfig
   return { ...result, maxHolders: mon?.maxHolders ?? 0, overlapSamples: mon?.overlaps ?? 0, monitorSamples: mon?.samples ?? 0, teardownErrors }
 }
 
-// ---------------------------------------------------------------- idle growth
 
 interface CoreGetter {
   get(opts: { key: Uint8Array; active?: boolean }): Hypercore

@@ -5,7 +5,7 @@
  * Every other failure is one line too (`autolease: ...`); set
  * AUTOLEASE_DEBUG=1 for stack traces.
  *
- * Exit codes (docs/cli.md):
+ * Exit codes (README, "Exit codes"):
  *   0 ok
  *   1 failure (network, timeout, daemon error)
  *   2 bad usage (unknown flag, bad value, invalid invite text)
@@ -15,158 +15,23 @@
  *   6 invite refused (expired, already used, rejected)
  *   7 no such lease, or the prefix is ambiguous
  */
-import { Command, CommanderError, InvalidArgumentError } from 'commander'
-import { userInfo } from 'node:os'
+import { Command, CommanderError } from 'commander'
 import { join } from 'node:path'
 import Corestore from 'corestore'
 import createTestnet from 'hyperdht/testnet.js'
 import { Daemon } from '../lib/daemon.js'
 import { createLogger } from '../lib/logger.js'
 import { call, watch, RemoteError } from '../lib/control-client.js'
-import { StorageLock, readGroupFile, writeGroupFile, encodeKey, storagePaths } from '../lib/storage-lock.js'
+import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/storage-lock.js'
 import { IntentLog } from '../lib/intent-log.js'
 import { decodeInvite, joinGroup } from '../lib/pairing.js'
 import { Runner, type HoldState } from '../lib/runner.js'
-import { parseHostPort } from '../lib/swarm.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import { runDemo } from '../lib/demo.js'
 import type { Json } from '../lib/control-server.js'
 
-const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7 } as const
-
-/** An intended exit with a one-line message. */
-class Exit extends Error {
-  readonly exitCode: number
-  constructor(exitCode: number, message: string) {
-    super(message)
-    this.exitCode = exitCode
-  }
-}
-
-// ---- value parsers: a bad value is a usage error (exit 2) ----
-
-function positiveInt(name: string) {
-  return (value: string): number => {
-    const n = Number(value)
-    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive integer`)
-    return n
-  }
-}
-
-function port(value: string): number {
-  const n = Number(value)
-  if (!/^\d+$/.test(value) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)')
-  return n
-}
-
-function seconds(value: string): number {
-  const n = Number(value)
-  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 366 * 24 * 3600) throw new InvalidArgumentError('must be a positive number of seconds')
-  return n
-}
-
-function hostPort(value: string, previous: string[] = []): string[] {
-  try {
-    parseHostPort(value)
-  } catch {
-    throw new InvalidArgumentError('must be HOST:PORT')
-  }
-  return [...previous, value]
-}
-
-function defaultOwner(): string {
-  try {
-    return userInfo().username || 'default'
-  } catch {
-    return 'default'
-  }
-}
-
-interface NetFlags {
-  bootstrap?: string[]
-  host?: string
-}
-
-function net(f: NetFlags): { bootstrap?: string[]; host?: string } {
-  return { ...(f.bootstrap?.length ? { bootstrap: f.bootstrap } : {}), ...(f.host ? { host: f.host } : {}) }
-}
-
-function socketOf(storage: string): string {
-  return storagePaths(storage).socket
-}
-
-// ---- output helpers ----
-
-function out(line: string): void {
-  process.stdout.write(line + '\n')
-}
-
-function short(hex: string | null | undefined): string {
-  return hex ? hex.slice(0, 8) : '-'
-}
-
-function inSeconds(ms: number | null): string {
-  if (ms === null) return '-'
-  return `${(ms / 1000).toFixed(1)}s`
-}
-
-interface Record_ {
-  name: string
-  holder: string | null
-  owner: string | null
-  epoch: number
-  expiresAt: number | null
-}
-
-function describeHeld(r: Record_): string {
-  const exp = r.expiresAt === null ? 'no expiry' : `expires in ${inSeconds(r.expiresAt - Date.now())}`
-  return `held by ${r.owner ?? '?'} on device ${short(r.holder)}, token ${r.epoch}, ${exp}`
-}
-
-type Outcome = {
-  result: string
-  reason?: string | null
-  query?: string
-  matches?: string[]
-  name?: string
-  record?: Record_ | null
-  confirmLatencyMs?: number
-}
-
-/** Print a lease op outcome; return the exit code. */
-function printOutcome(o: Outcome, asJson: boolean): number {
-  if (asJson) out(JSON.stringify(o))
-  const r = o.record ?? null
-  switch (o.result) {
-    case 'claimed':
-    case 'reacquired':
-    case 'renewed': {
-      const exp = r?.expiresAt == null ? 'no expiry' : `expires in ${inSeconds(r.expiresAt - Date.now())}`
-      if (!asJson) out(`${o.result} ${o.name ?? r?.name}: token ${r?.epoch}, ${exp}`)
-      return EXIT.OK
-    }
-    case 'released':
-      if (!asJson) out(`released ${o.name ?? r?.name}`)
-      return EXIT.OK
-    case 'rejected':
-      if (!asJson) {
-        if (o.reason === 'held-by-other' && r) out(`not yours: ${r.name} is ${describeHeld(r)}`)
-        else if (o.reason === 'not-held') out(`not held: ${o.name ?? r?.name ?? ''} has no live holder`)
-        else out(`rejected: ${o.reason ?? 'unknown reason'}`)
-      }
-      return EXIT.REFUSED
-    case 'none':
-      if (!asJson) process.stderr.write(`autolease: no lease matches "${o.query}"\n`)
-      return EXIT.NOT_FOUND
-    case 'ambiguous':
-      if (!asJson) process.stderr.write(`autolease: "${o.query}" is ambiguous: ${(o.matches ?? []).join(', ')}\n`)
-      return EXIT.NOT_FOUND
-    default:
-      return EXIT.FAILURE
-  }
-}
-
-// ---- commands ----
+import { EXIT, Exit, positiveInt, port, seconds, hostPort, defaultOwner, net, socketOf, type NetFlags } from '../lib/cli-args.js'
+import { out, short, inSeconds, describeHeld, printOutcome, type Outcome, type Record_ } from '../lib/cli-output.js'
 
 async function cmdInit(f: { storage: string }): Promise<number> {
   const lock = StorageLock.acquire(f.storage)
@@ -413,8 +278,6 @@ async function cmdTestnet(f: { port?: number; host?: string }): Promise<number> 
   await testnet.destroy()
   return EXIT.OK
 }
-
-// ---- the parser ----
 
 /** The exit code of the action that ran (commander discards action results). */
 let actionCode: number = EXIT.OK

@@ -91,7 +91,7 @@ export class IntentLog extends ReadyResource {
       // until reconnect). Every device applies every op itself instead.
       fastForward: false
     })
-    this.stallCheckMs = Math.max(250, (opts.ackIntervalMs ?? 500) * 5)
+    this.stallCheckMs = Math.max(250, opts.ackIntervalMs ?? 500)
     this.base.on('update', () => this.onupdate())
     // Without a listener an error inside autobase (a bug in apply) would
     // crash the process from a background promise; surface it instead.

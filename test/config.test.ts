@@ -27,7 +27,7 @@ function satisfiesRule(cfg: ElectionConfig): boolean {
 test('defaults satisfy leaseMs > renewDeadlineMs > 1.2 x retryMs', (t) => {
   const cfg = electionConfig()
   t.is(cfg.leaseMs, DEFAULT_LEASE_MS)
-  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 3750, retryMs: 500, suspendToleranceMs: 2500, ackIntervalMs: 500 })
+  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 3750, retryMs: 500, suspendToleranceMs: 2500, ackIntervalMs: 1000 })
   t.ok(cfg.leaseMs > cfg.renewDeadlineMs, 'leaseMs > renewDeadlineMs')
   t.ok(cfg.renewDeadlineMs > 1.2 * cfg.retryMs, 'renewDeadlineMs > 1.2 x retryMs')
   t.ok(cfg.renewDeadlineMs > cfg.leaseMs / 2, 'the deadline comes after the first renew is due')

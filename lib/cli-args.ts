@@ -1,0 +1,69 @@
+/**
+ * The CLI's exit codes and argument values. A bad value is a usage error:
+ * commander prints it as one line and the process exits 2.
+ */
+import { InvalidArgumentError } from 'commander'
+import { userInfo } from 'node:os'
+import { storagePaths } from './storage-lock.js'
+import { parseHostPort } from './swarm.js'
+
+export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7 } as const
+
+/** An intended exit with a one-line message. */
+export class Exit extends Error {
+  readonly exitCode: number
+  constructor(exitCode: number, message: string) {
+    super(message)
+    this.exitCode = exitCode
+  }
+}
+
+export function positiveInt(name: string) {
+  return (value: string): number => {
+    const n = Number(value)
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive integer`)
+    return n
+  }
+}
+
+export function port(value: string): number {
+  const n = Number(value)
+  if (!/^\d+$/.test(value) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)')
+  return n
+}
+
+export function seconds(value: string): number {
+  const n = Number(value)
+  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 366 * 24 * 3600) throw new InvalidArgumentError('must be a positive number of seconds')
+  return n
+}
+
+export function hostPort(value: string, previous: string[] = []): string[] {
+  try {
+    parseHostPort(value)
+  } catch {
+    throw new InvalidArgumentError('must be HOST:PORT')
+  }
+  return [...previous, value]
+}
+
+export function defaultOwner(): string {
+  try {
+    return userInfo().username || 'default'
+  } catch {
+    return 'default'
+  }
+}
+
+export interface NetFlags {
+  bootstrap?: string[]
+  host?: string
+}
+
+export function net(f: NetFlags): { bootstrap?: string[]; host?: string } {
+  return { ...(f.bootstrap?.length ? { bootstrap: f.bootstrap } : {}), ...(f.host ? { host: f.host } : {}) }
+}
+
+export function socketOf(storage: string): string {
+  return storagePaths(storage).socket
+}
