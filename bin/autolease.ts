@@ -26,6 +26,7 @@ import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/st
 import { IntentLog } from '../lib/intent-log.js'
 import { decodeInvite, joinGroup } from '../lib/pairing.js'
 import { Runner, type HoldState } from '../lib/runner.js'
+import { LeaseHold, HOLD_FRACTION, type HoldOutcome } from '../lib/lease-hold.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import { runDemo } from '../lib/demo.js'
 import type { Json } from '../lib/control-server.js'
@@ -218,8 +219,17 @@ async function cmdWatch(f: { storage: string; json?: boolean }): Promise<number>
   return EXIT.OK
 }
 
-async function cmdRun(command: string, args: string[], f: { storage: string; lease?: string; quiet?: boolean }): Promise<number> {
-  if (f.lease !== undefined) throw new Exit(EXIT.USAGE, '--lease (run under a named lease) is not implemented yet; run without it to follow the signer lease')
+interface RunFlags {
+  storage: string
+  lease?: string
+  ttl?: number
+  holder?: string
+  quiet?: boolean
+}
+
+async function cmdRun(command: string, args: string[], f: RunFlags): Promise<number> {
+  if (f.lease !== undefined) return cmdRunLease(command, args, f, f.lease)
+  if (f.ttl !== undefined || f.holder !== undefined) throw new Exit(EXIT.USAGE, '--ttl and --holder go with --lease NAME')
   const note = (msg: string): void => {
     if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
   }
@@ -264,6 +274,42 @@ async function cmdRun(command: string, args: string[], f: { storage: string; lea
   process.once('SIGINT', onsignal)
   process.once('SIGTERM', onsignal)
   return done
+}
+
+/** `run --lease NAME`: the child runs only while this device's holder holds NAME (lib/lease-hold.ts). */
+async function cmdRunLease(command: string, args: string[], f: RunFlags, name: string): Promise<number> {
+  const note = (msg: string): void => {
+    if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
+  }
+  const socket = socketOf(f.storage)
+  await call(socket, 'status', {}, 5_000) // fail now, clearly, if no daemon runs there
+  const owner = f.holder ?? defaultOwner()
+  const ttlMs = Math.round((f.ttl ?? 60) * 1000)
+  if (ttlMs < 2_000) throw new Exit(EXIT.USAGE, '--ttl must be at least 2 seconds for run --lease')
+  // As for the signer lease: SIGTERM a quarter of the renew slack before the deadline, SIGKILL a third of that before it.
+  const termLeadMs = Math.max(60, Math.floor((ttlMs * HOLD_FRACTION - ttlMs / 2) / 4))
+  const runner = new Runner({ command, args, termLeadMs, killLeadMs: Math.max(20, Math.floor(termLeadMs / 3)) })
+  runner.on('started', ({ pid, epoch }) => note(`started pid ${pid} holding ${name} with token ${epoch}`))
+  runner.on('stopping', ({ pid, signal, why }) => note(`${signal} to pid ${pid}: ${why}`))
+  runner.on('stopped', ({ pid, code, signal }) => note(`pid ${pid} exited (code ${String(code)}, signal ${String(signal)})`))
+  const op = (method: string, params: Record<string, Json>) => async () => (await call(socket, method, params, ttlMs)) as unknown as HoldOutcome
+  const hold = new LeaseHold(
+    { acquire: op('lease.acquire', { name, owner, ttlMs }), renew: op('lease.renew', { name, owner }), release: op('lease.release', { name, owner }) },
+    { ttlMs, onupdate: (state) => runner.update(state), onlost: () => runner.lost() }
+  )
+  hold.start()
+  const onsignal = (): void => {
+    void runner
+      .stop()
+      .then(() => hold.stop())
+      .then(() => process.exit(EXIT.OK))
+  }
+  process.once('SIGINT', onsignal)
+  process.once('SIGTERM', onsignal)
+  const { code, why } = await new Promise<{ code: number; why: string }>((resolve) => runner.once('done', resolve))
+  note(why)
+  await hold.stop()
+  return code
 }
 
 async function cmdTestnet(f: { port?: number; host?: string }): Promise<number> {
@@ -347,13 +393,15 @@ function build(): Command {
 
   storage(program.command('release').description('this device steps down gracefully')).action(act((f: { storage: string }) => cmdRelease(f)))
 
-  storage(program.command('run').description('run CMD only while this device holds the signer lease'))
-    .option('--lease <name>', 'follow a named lease instead (not implemented yet)')
+  storage(program.command('run').description('run CMD only while this device holds the signer lease (or, with --lease, a named lease)'))
+    .option('--lease <name>', 'follow the named lease NAME instead: acquire it, renew it, release it on exit')
+    .option('--ttl <seconds>', 'with --lease: the lease TTL (default 60)', seconds)
+    .option('--holder <name>', 'with --lease: who holds it on this device (default: your user name)')
     .option('--quiet', 'no progress lines on stderr')
     .argument('<cmd>', 'the command')
     .argument('[args...]', 'its arguments (put -- before CMD)')
     .passThroughOptions()
-    .action(act((cmd: string, args: string[], f: { storage: string; lease?: string; quiet?: boolean }) => cmdRun(cmd, args, f)))
+    .action(act((cmd: string, args: string[], f: RunFlags) => cmdRun(cmd, args, f)))
 
   const lease = program.command('lease').description('named work leases')
   const owner = (c: Command): Command => c.option('--holder <name>', 'who holds it on this device (default: your user name)')
