@@ -267,12 +267,16 @@ async function cmdRun(command: string, args: string[], f: RunFlags): Promise<num
     () => runner?.lost(),
     () => runner?.lost()
   )
+  // A repeated signal must not kill us (default action) while the child
+  // still runs: that would orphan it. It only cuts the child's grace short.
+  let signals = 0
   const onsignal = (): void => {
+    if (signals++ > 0) return void runner?.stop(0)
     handle.stop()
     void (runner ? runner.stop() : Promise.resolve()).then(() => process.exit(EXIT.OK))
   }
-  process.once('SIGINT', onsignal)
-  process.once('SIGTERM', onsignal)
+  process.on('SIGINT', onsignal)
+  process.on('SIGTERM', onsignal)
   return done
 }
 
@@ -298,14 +302,16 @@ async function cmdRunLease(command: string, args: string[], f: RunFlags, name: s
     { ttlMs, onupdate: (state) => runner.update(state), onlost: () => runner.lost() }
   )
   hold.start()
+  let signals = 0
   const onsignal = (): void => {
+    if (signals++ > 0) return void runner.stop(0) // repeated: no grace, but never orphan the child
     void runner
       .stop()
       .then(() => hold.stop())
       .then(() => process.exit(EXIT.OK))
   }
-  process.once('SIGINT', onsignal)
-  process.once('SIGTERM', onsignal)
+  process.on('SIGINT', onsignal)
+  process.on('SIGTERM', onsignal)
   const { code, why } = await new Promise<{ code: number; why: string }>((resolve) => runner.once('done', resolve))
   note(why)
   await hold.stop()

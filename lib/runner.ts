@@ -105,7 +105,8 @@ export class Runner extends EventEmitter {
     clearInterval(this.timer)
     const child = this.child
     if (child) {
-      this.signal('SIGTERM', 'runner stopping')
+      if (graceMs <= 0) this.signal('SIGKILL', 'runner stopping now')
+      else this.signal('SIGTERM', 'runner stopping')
       const kill = setTimeout(() => this.signal('SIGKILL', 'runner stopping, grace over'), graceMs)
       await this.childExited
       clearTimeout(kill)

@@ -84,26 +84,23 @@ export class Procs {
   }
 
   /**
-   * SIGTERM first, so a `run` process stops its own child (a SIGKILLed
-   * runner would orphan it, and the orphan would hold our stdout pipe open),
-   * then SIGKILL whatever is left after 5 s.
+   * Newest first (runners and daemons before the DHT they use), each with
+   * SIGTERM so a `run` process stops its own child (a SIGKILLed runner would
+   * orphan it, and the orphan would hold our stdout pipe open) and a daemon
+   * releases; SIGKILL whatever is left after 5 s.
    */
   async killAll(): Promise<void> {
-    const waits: Array<Promise<void>> = []
-    for (const p of this.all) {
+    for (const p of [...this.all].reverse()) {
       if (p.exitCode !== null || p.signalCode !== null) continue
-      waits.push(
-        new Promise((resolve) => {
-          const force = setTimeout(() => p.kill('SIGKILL'), 5_000)
-          p.once('exit', () => {
-            clearTimeout(force)
-            resolve()
-          })
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => p.kill('SIGKILL'), 5_000)
+        p.once('exit', () => {
+          clearTimeout(force)
+          resolve()
         })
-      )
-      p.kill('SIGTERM')
+        p.kill('SIGTERM')
+      })
     }
-    await Promise.all(waits)
   }
 }
 
