@@ -1,24 +1,10 @@
 import test from 'brittle'
-import type { Assertion } from 'brittle'
-import fc, { type IProperty, type Parameters as FcParameters } from 'fast-check'
+import { holds, thrown } from './helpers/props.js'
+import fc from 'fast-check'
 import { DEFAULT_LEASE_MS, electionConfig, validateElectionConfig, type ElectionConfig } from '../lib/config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 
-/** Run a fast-check property and report its counterexample as a failed assertion (a throw would abort the whole file). */
-function holds<Ts>(t: Assertion, property: IProperty<Ts>, params: FcParameters<Ts>, message: string): void {
-  const details = fc.check(property, params)
-  if (details.failed) t.fail(`${message}\n${fc.defaultReportMessage(details) ?? 'property failed'}`)
-  else t.pass(message)
-}
 
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn()
-  } catch (err) {
-    return err
-  }
-  return undefined
-}
 
 function satisfiesRule(cfg: ElectionConfig): boolean {
   return cfg.leaseMs > cfg.renewDeadlineMs && cfg.renewDeadlineMs > 1.2 * cfg.retryMs && cfg.renewDeadlineMs > cfg.leaseMs / 2

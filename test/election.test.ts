@@ -1,17 +1,11 @@
 import test from 'brittle'
-import type { Assertion } from 'brittle'
-import fc, { type IProperty, type Parameters as FcParameters } from 'fast-check'
+import { holds } from './helpers/props.js'
+import fc from 'fast-check'
 import { decide, holdDeadline, holdingEpoch, type Decision, type ElectionView, type Timing } from '../lib/election.js'
 import { electionConfig } from '../lib/config.js'
 import { opId, SIGNER_LEASE } from '../lib/ops.js'
 import type { LeaseRecord } from '../lib/lease-state.js'
 
-/** Run a fast-check property and report its counterexample as a failed assertion (a throw would abort the whole file). */
-function holds<Ts>(t: Assertion, property: IProperty<Ts>, params: FcParameters<Ts>, message: string): void {
-  const details = fc.check(property, params)
-  if (details.failed) t.fail(`${message}\n${fc.defaultReportMessage(details) ?? 'property failed'}`)
-  else t.pass(message)
-}
 
 const SELF = 'a'.repeat(64)
 const OTHER = 'b'.repeat(64)

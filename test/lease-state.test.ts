@@ -1,15 +1,9 @@
 import test from 'brittle'
-import type { Assertion } from 'brittle'
-import fc, { type IProperty, type Parameters as FcParameters } from 'fast-check'
+import { holds } from './helpers/props.js'
+import fc from 'fast-check'
 import { decodeOp, encodeOp, opId, SIGNER_LEASE, type LeaseOp } from '../lib/ops.js'
 import { isLive, transition, type LeaseOutcome, type LeaseRecord, type RejectReason } from '../lib/lease-state.js'
 
-/** Run a fast-check property and report its counterexample as a failed assertion (a throw would abort the whole file). */
-function holds<Ts>(t: Assertion, property: IProperty<Ts>, params: FcParameters<Ts>, message: string): void {
-  const details = fc.check(property, params)
-  if (details.failed) t.fail(`${message}\n${fc.defaultReportMessage(details) ?? 'property failed'}`)
-  else t.pass(message)
-}
 
 const A = 'a'.repeat(64)
 const B = 'b'.repeat(64)

@@ -1,14 +1,8 @@
 import test from 'brittle'
-import type { Assertion } from 'brittle'
-import fc, { type IProperty, type Parameters as FcParameters } from 'fast-check'
+import { holds, thrown } from './helpers/props.js'
+import fc from 'fast-check'
 import { decodeOp, encodeOp, isOpId, OP_VERSION, opId, SIGNER_LEASE, type Decoded, type DecodeFailure, type Op } from '../lib/ops.js'
 
-/** Run a fast-check property and report its counterexample as a failed assertion (a throw would abort the whole file). */
-function holds<Ts>(t: Assertion, property: IProperty<Ts>, params: FcParameters<Ts>, message: string): void {
-  const details = fc.check(property, params)
-  if (details.failed) t.fail(`${message}\n${fc.defaultReportMessage(details) ?? 'property failed'}`)
-  else t.pass(message)
-}
 
 const KEY_A = 'a'.repeat(64)
 const KEY_B = '0123456789abcdef'.repeat(4)
@@ -26,14 +20,6 @@ function safeDecode(bytes: Uint8Array | null): Decoded | { threw: string } {
   }
 }
 
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn()
-  } catch (err) {
-    return err
-  }
-  return undefined
-}
 
 // One of every op shape, including the optional/null variants.
 const VALID_OPS: Array<[string, Op]> = [
