@@ -69,6 +69,8 @@ export async function runDemo(opts: { keep: boolean; bin: string }): Promise<num
       say(`${d.name}: joined by invite`)
       d.proc = startDaemon(opts.bin, d.dir, net, opts.keep)
       procs.push(d.proc)
+      // One membership change at a time: the next joins once this promotion is in effect.
+      await waitFor(() => status(d).then((s) => s?.indexer === true), 30_000, `${d.name} to become an active indexer`)
     }
 
     const table = new LiveTable(devices)

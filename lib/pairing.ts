@@ -36,6 +36,7 @@ const STATUS_USED = 2
 const STATUS_EXPIRED = 3
 
 export const DEFAULT_INVITE_TTL_MS = 10 * 60 * 1000
+const MEMBERSHIP_SETTLE_MS = 20_000
 
 interface OpenInvite {
   publicKey: Uint8Array
@@ -73,6 +74,18 @@ export class PairingHost extends ReadyResource {
     await this.pairing.close()
   }
 
+  /** Wait (bounded) until every writer change at the tip is also confirmed. */
+  private async membershipSettled(timeoutMs: number): Promise<void> {
+    const signature = (ws: Array<{ key: string; indexer: boolean; removed: boolean }>): string =>
+      ws.map((w) => `${w.key}:${w.indexer}:${w.removed}`).join(',')
+    const deadline = this.wall() + timeoutMs
+    while (this.wall() < deadline && this.closing === null) {
+      const [tip, confirmed] = await Promise.all([this.log.writers('tip'), this.log.writers('confirmed')])
+      if (signature(tip) === signature(confirmed)) return
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+
   createInvite(ttlMs: number = DEFAULT_INVITE_TTL_MS): InviteInfo {
     if (!this.log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can invite a device (this device is not an indexer)')
     // blind-pairing stores expiry in whole seconds: round up so the invite never claims less time than we enforce.
@@ -93,6 +106,10 @@ export class PairingHost extends ReadyResource {
     const writers = await this.log.writers('tip')
     if (writers.some((w) => w.key === joiner.key && w.removed)) return req.deny({ status: STATUS_REJECTED })
     open.usedBy = joiner.key
+    // One membership change at a time: adding an indexer while the previous
+    // promotion was still unconfirmed stalled indexing for good in one
+    // end-to-end run (founder and first joiner stuck, the second ahead).
+    await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
     await this.log.append({ type: 'add-writer', key: joiner.key, indexer: joiner.indexer })
     req.confirm({ key: this.log.key })
   }
