@@ -87,6 +87,7 @@ export class Daemon extends ReadyResource {
     await this.store.ready()
     this.log = new IntentLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
     this.log.on('error', (err: unknown) => this.logger.error({ err }, 'intent log error'))
+    this.log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
     await this.log.ready()
 
     this.swarm = new Swarm(this.log, {
