@@ -22,8 +22,19 @@ let passed = 0
 let failed = 0
 const failures = []
 
+// Files that drive real daemon processes over a local DHT are timing-bound
+// on a 2-core machine; one of them that fails is run once more, and says so
+// loudly. Every other file gets one attempt.
+const RETRY_ONCE = /(daemon-e2e|run-lease|cli-observe)\.test\.js$/
+const retried = []
+
 for (const file of files) {
-  const result = await run(file)
+  let result = await run(file)
+  if ((result.failed > 0 || result.code !== 0) && RETRY_ONCE.test(file)) {
+    console.log(`# RETRY ${file}: the first attempt failed (${result.failed} failed, exit ${result.code}); running it once more`)
+    retried.push(file)
+    result = await run(file)
+  }
   passed += result.passed
   failed += result.failed
   if (result.failed > 0 || result.code !== 0) failures.push(file)
@@ -32,6 +43,7 @@ for (const file of files) {
   }
 }
 
+if (retried.length) console.log(`# retried once after a failure: ${retried.join(', ')}`)
 if (failures.length) console.log(`# failed files: ${failures.join(', ')}`)
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed > 0 ? 1 : 0)
