@@ -15,14 +15,14 @@ import { waitFor } from './helpers/cluster.js'
 // A child that ignores SIGTERM (so the SIGKILL path is exercised too) and
 // says when its handler is installed: a signal before that would kill it.
 const READY = join(tmpdir(), `autolease-runner-ready-${process.pid}`)
-const STUBBORN = "process.on('SIGTERM', () => {}); require('fs').writeFileSync(process.argv[1], ''); setInterval(() => {}, 1000)"
+const IGNORES_SIGTERM = "process.on('SIGTERM', () => {}); require('fs').writeFileSync(process.argv[1], ''); setInterval(() => {}, 1000)"
 
 async function childReady(): Promise<void> {
   await waitFor(() => existsSync(READY), 10_000, 'the child to install its SIGTERM handler')
   ;(await import('node:fs')).rmSync(READY)
 }
 
-function harness(script = STUBBORN): { runner: Runner; clock: { t: number }; next: <K extends keyof RunnerEvents>(e: K) => Promise<RunnerEvents[K][0]> } {
+function harness(script = IGNORES_SIGTERM): { runner: Runner; clock: { t: number }; next: <K extends keyof RunnerEvents>(e: K) => Promise<RunnerEvents[K][0]> } {
   const clock = { t: 0 }
   const runner = new Runner({ command: process.execPath, args: ['-e', script, READY], termLeadMs: 600, killLeadMs: 200, now: () => clock.t, tickMs: 5 })
   const next = <K extends keyof RunnerEvents>(e: K): Promise<RunnerEvents[K][0]> =>
