@@ -213,7 +213,10 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     await new Promise<void>((resolve, reject) => {
       const poll = setInterval(() => check(), 100)
       const check = (): void => {
-        if (!joined.writable) return
+        // An indexer joins for good only once its promotion is in effect; a
+        // join process that exited mid-promotion left devices that never
+        // became active indexers (CI, 2 runs in a row): stay until it is.
+        if (!joined.writable || (opts.indexer && !joined.isIndexer)) return
         clearInterval(poll)
         joined.off('update', check)
         resolve()
