@@ -16,7 +16,7 @@
  * small clock skew. The listing's "live" uses this device's wall clock.
  */
 import type { IntentLog } from './intent-log.js'
-import type { LeaseRecord } from './lease-state.js'
+import { isLive, type LeaseRecord } from './lease-state.js'
 import type { OpOutcome } from './view-layout.js'
 import { SIGNER_LEASE, isLeaseName } from './ops.js'
 import { AutoleaseError } from './errors.js'
@@ -76,7 +76,7 @@ export class NamedLeases {
   async list(): Promise<LeaseRecord[]> {
     const now = this.wall()
     const all = await this.log.leases('confirmed')
-    return all.filter((r) => r.name !== SIGNER_LEASE && r.holder !== null && (r.expiresAt === null || r.expiresAt > now))
+    return all.filter((r) => r.name !== SIGNER_LEASE && isLive(r, now))
   }
 
   /** Resolve by exact name, else by unique prefix, over every named record in the confirmed view (held or free). */
