@@ -10,10 +10,10 @@
  */
 import type { Assertion } from 'brittle'
 import { Cluster, OverlapMonitor, type Device } from '../test/helpers/cluster.js'
-import { Elector } from '../lib/elector.js'
-import { electionConfig, type ElectionConfig } from '../lib/config.js'
-import { SIGNER_LEASE, type Op } from '../lib/ops.js'
-import type { LeaseRecord } from '../lib/lease-state.js'
+import { Elector } from '../lib/lease/elector.js'
+import { electionConfig, type ElectionConfig } from '../lib/lease/config.js'
+import { SIGNER_LEASE, type Op } from '../lib/log/ops.js'
+import type { LeaseRecord } from '../lib/lease/lease-state.js'
 import { Teardowns, now, sleep } from './util.js'
 
 export interface OpRecord {

@@ -5,9 +5,9 @@
 import b4a from 'b4a'
 import type { Hypercore } from 'corestore'
 import type { Device } from '../test/helpers/cluster.js'
-import { SIGNER_LEASE, type LeaseOp } from '../lib/ops.js'
-import type { ElectionConfig } from '../lib/config.js'
-import type { LeaseRecord } from '../lib/lease-state.js'
+import { SIGNER_LEASE, type LeaseOp } from '../lib/log/ops.js'
+import type { ElectionConfig } from '../lib/lease/config.js'
+import type { LeaseRecord } from '../lib/lease/lease-state.js'
 import { closeRig, daemonConfig, openRig, startElectors, waitSingleHolder, watchOp, type Rig, type Visibility } from './harness.js'
 import { dirBytes, jitter, now, sleep, type DirUsage } from './util.js'
 

@@ -7,13 +7,13 @@
  *   elector.on('elected', ({ epoch }) => ...)
  *   if (elector.holding()) doWork(elector.epoch())            // check at the moment of use
  */
-export { IntentLog, type IntentLogOptions, type ReadMode } from './intent-log.js'
-export { Elector, type ElectorOptions, type ElectorStatus, type DemotionReason, type LeaseLog } from './elector.js'
-export { Swarm, type SwarmOptions } from './swarm.js'
-export { electionConfig, validateElectionConfig, DEFAULT_LEASE_MS, type ElectionConfig } from './config.js'
-export { systemClock, ManualClock, type Clock } from './clock.js'
-export { decide, holdingEpoch, holdDeadline, type Decision } from './election.js'
-export { transition, isLive, type LeaseRecord, type LeaseOutcome, type RejectReason } from './lease-state.js'
-export { encodeOp, decodeOp, SIGNER_LEASE, type Op, type LeaseOp } from './ops.js'
+export { IntentLog, type IntentLogOptions, type ReadMode } from './log/intent-log.js'
+export { Elector, type ElectorOptions, type ElectorStatus, type DemotionReason, type LeaseLog } from './lease/elector.js'
+export { Swarm, type SwarmOptions } from './daemon/swarm.js'
+export { electionConfig, validateElectionConfig, DEFAULT_LEASE_MS, type ElectionConfig } from './lease/config.js'
+export { systemClock, ManualClock, type Clock } from './lease/clock.js'
+export { decide, holdingEpoch, holdDeadline, type Decision } from './lease/election.js'
+export { transition, isLive, type LeaseRecord, type LeaseOutcome, type RejectReason } from './lease/lease-state.js'
+export { encodeOp, decodeOp, SIGNER_LEASE, type Op, type LeaseOp } from './log/ops.js'
 export { AutoleaseError, isAutoleaseError, type ErrorCode } from './errors.js'
-export type { TenureEntry, WriterEntry, OpOutcome } from './view-layout.js'
+export type { TenureEntry, WriterEntry, OpOutcome } from './log/view-layout.js'

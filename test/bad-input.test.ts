@@ -9,8 +9,8 @@ import b4a from 'b4a'
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
-import { IntentLog } from '../lib/intent-log.js'
-import { SIGNER_LEASE } from '../lib/ops.js'
+import { IntentLog } from '../lib/log/intent-log.js'
+import { SIGNER_LEASE } from '../lib/log/ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
 
 async function settled(devices: Device[]): Promise<string> {

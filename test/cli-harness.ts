@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url'
 import { createInterface } from 'node:readline'
 import type { Assertion } from 'brittle'
 import { waitFor } from './helpers/cluster.js'
-import { call } from '../lib/control-client.js'
-import { storagePaths } from '../lib/storage-lock.js'
+import { call } from '../lib/daemon/control-client.js'
+import { storagePaths } from '../lib/daemon/storage-lock.js'
 
 export const BIN = fileURLToPath(new URL('../bin/autolease.js', import.meta.url))
 

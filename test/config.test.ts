@@ -1,7 +1,7 @@
 import test from 'brittle'
 import { holds, thrown } from './helpers/props.js'
 import fc from 'fast-check'
-import { DEFAULT_LEASE_MS, electionConfig, validateElectionConfig, type ElectionConfig } from '../lib/config.js'
+import { DEFAULT_LEASE_MS, electionConfig, validateElectionConfig, type ElectionConfig } from '../lib/lease/config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 
 

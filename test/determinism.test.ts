@@ -7,7 +7,7 @@ import test from 'brittle'
 import fc from 'fast-check'
 import b4a from 'b4a'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
-import { OP_VERSION, SIGNER_LEASE } from '../lib/ops.js'
+import { OP_VERSION, SIGNER_LEASE } from '../lib/log/ops.js'
 
 const NAMES = ['owner/repo#1', 'owner/repo#2', 'other/x#9']
 const OWNERS = ['alice', 'bob', 'agent-1']

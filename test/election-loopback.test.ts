@@ -5,7 +5,7 @@
  */
 import test from 'brittle'
 import { Cluster, OverlapMonitor, sleep, waitFor, type Device } from './helpers/cluster.js'
-import { SIGNER_LEASE } from '../lib/ops.js'
+import { SIGNER_LEASE } from '../lib/log/ops.js'
 
 const LEASE_MS = 2000
 

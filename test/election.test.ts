@@ -1,10 +1,10 @@
 import test from 'brittle'
 import { holds } from './helpers/props.js'
 import fc from 'fast-check'
-import { decide, holdDeadline, holdingEpoch, type Decision, type ElectionView, type Timing } from '../lib/election.js'
-import { electionConfig } from '../lib/config.js'
-import { opId, SIGNER_LEASE } from '../lib/ops.js'
-import type { LeaseRecord } from '../lib/lease-state.js'
+import { decide, holdDeadline, holdingEpoch, type Decision, type ElectionView, type Timing } from '../lib/lease/election.js'
+import { electionConfig } from '../lib/lease/config.js'
+import { opId, SIGNER_LEASE } from '../lib/log/ops.js'
+import type { LeaseRecord } from '../lib/lease/lease-state.js'
 
 
 const SELF = 'a'.repeat(64)

@@ -1,12 +1,12 @@
 import test from 'brittle'
 import type { Assertion } from 'brittle'
 import { EventEmitter } from 'node:events'
-import { Elector, type DemotionReason, type LeaseLog } from '../lib/elector.js'
-import { ManualClock } from '../lib/clock.js'
-import { transition, type LeaseOutcome, type LeaseRecord } from '../lib/lease-state.js'
-import { decodeOp, encodeOp, SIGNER_LEASE, type LeaseOp } from '../lib/ops.js'
+import { Elector, type DemotionReason, type LeaseLog } from '../lib/lease/elector.js'
+import { ManualClock } from '../lib/lease/clock.js'
+import { transition, type LeaseOutcome, type LeaseRecord } from '../lib/lease/lease-state.js'
+import { decodeOp, encodeOp, SIGNER_LEASE, type LeaseOp } from '../lib/log/ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
-import type { ReadMode } from '../lib/intent-log.js'
+import type { ReadMode } from '../lib/log/intent-log.js'
 
 const A = 'a'.repeat(64)
 const B = 'b'.repeat(64)

@@ -1,7 +1,7 @@
 import test from 'brittle'
 import { holds, thrown } from './helpers/props.js'
 import fc from 'fast-check'
-import { decodeOp, encodeOp, isOpId, OP_VERSION, opId, SIGNER_LEASE, type Decoded, type DecodeFailure, type Op } from '../lib/ops.js'
+import { decodeOp, encodeOp, isOpId, OP_VERSION, opId, SIGNER_LEASE, type Decoded, type DecodeFailure, type Op } from '../lib/log/ops.js'
 
 
 const KEY_A = 'a'.repeat(64)

@@ -9,7 +9,7 @@ import test from 'brittle'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { Runner, type RunnerEvents } from '../lib/runner.js'
+import { Runner, type RunnerEvents } from '../lib/cli/runner.js'
 import { waitFor } from './helpers/cluster.js'
 
 // A child that ignores SIGTERM (so the SIGKILL path is exercised too) and

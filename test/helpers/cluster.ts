@@ -6,10 +6,10 @@
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import type { Assertion } from 'brittle'
-import { IntentLog } from '../../lib/intent-log.js'
-import { Elector } from '../../lib/elector.js'
-import type { ElectionConfig } from '../../lib/config.js'
-import type { Clock } from '../../lib/clock.js'
+import { IntentLog } from '../../lib/log/intent-log.js'
+import { Elector } from '../../lib/lease/elector.js'
+import type { ElectionConfig } from '../../lib/lease/config.js'
+import type { Clock } from '../../lib/lease/clock.js'
 import { Mesh } from './mesh.js'
 
 export interface Device {

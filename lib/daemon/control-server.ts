@@ -14,7 +14,7 @@
 import { createServer, type Server, type Socket } from 'node:net'
 import { chmodSync, rmSync } from 'node:fs'
 import ReadyResource from 'ready-resource'
-import { AutoleaseError } from './errors.js'
+import { AutoleaseError } from '../errors.js'
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
 export type Params = Record<string, Json | undefined>

@@ -17,7 +17,7 @@
  * that harmless for δ up to ttl/4 (15 s for a one-minute TTL); a larger
  * skew can overlap. The signer lease has no such caveat.
  */
-import { RemoteError } from './control-client.js'
+import { RemoteError } from '../daemon/control-client.js'
 import type { HoldState } from './runner.js'
 
 export const HOLD_FRACTION = 0.75

@@ -19,7 +19,7 @@ import type { HyperbeeBatch } from 'hyperbee'
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
 import { decodeOp, opId, type LeaseOp, type WriterOp, SIGNER_LEASE } from './ops.js'
-import { transition, type LeaseRecord } from './lease-state.js'
+import { transition, type LeaseRecord } from '../lease/lease-state.js'
 import {
   APPLIED_KEY,
   FOUNDER_KEY,

@@ -10,7 +10,7 @@
  * code; no daemon on the socket is AutoleaseError CLOSED.
  */
 import { connect, type Socket } from 'node:net'
-import { AutoleaseError } from './errors.js'
+import { AutoleaseError } from '../errors.js'
 import type { ControlReply, Json, Params } from './control-server.js'
 
 export class RemoteError extends Error {

@@ -26,9 +26,9 @@ import Corestore from 'corestore'
 import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import z32 from 'z32'
-import { IntentLog } from './intent-log.js'
+import { IntentLog } from '../log/intent-log.js'
 import { Swarm } from './swarm.js'
-import { AutoleaseError } from './errors.js'
+import { AutoleaseError } from '../errors.js'
 
 const FLAG_INDEXER = 1
 const STATUS_REJECTED = 1

@@ -19,7 +19,7 @@
  *   200 ms measured 36,000 acks/h per device at lease 2 s, 1,000 ms half
  *   that with the same confirm latency. Default: leaseMs/4, at most 1 s.
  */
-import { AutoleaseError } from './errors.js'
+import { AutoleaseError } from '../errors.js'
 
 export interface ElectionConfig {
   leaseMs: number

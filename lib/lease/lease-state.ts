@@ -21,7 +21,7 @@
  * What it does not do: decide WHEN to claim or renew (election.ts), or know
  * whether a record is confirmed (intent-log.ts).
  */
-import { SIGNER_LEASE, type LeaseOp } from './ops.js'
+import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
 
 export interface LeaseRecord {
   name: string

@@ -7,7 +7,7 @@
  * a line logged before a SIGKILL is on stdout.
  */
 import pino from 'pino'
-import type { DemotionReason } from './elector.js'
+import type { DemotionReason } from '../lease/elector.js'
 
 export type Logger = pino.Logger
 

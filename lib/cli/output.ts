@@ -2,7 +2,7 @@
  * What the CLI prints: short keys, durations, and lease outcomes with the
  * exit code each one maps to.
  */
-import { EXIT } from './cli-args.js'
+import { EXIT } from './args.js'
 
 export function out(line: string): void {
   process.stdout.write(line + '\n')

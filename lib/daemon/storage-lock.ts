@@ -21,7 +21,7 @@
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, existsSync, renameSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import z32 from 'z32'
-import { AutoleaseError } from './errors.js'
+import { AutoleaseError } from '../errors.js'
 
 export interface StoragePaths {
   dir: string

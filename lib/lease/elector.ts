@@ -23,8 +23,8 @@ import { systemClock, type Clock } from './clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
 import { decide, holdDeadline, holdingEpoch, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'
-import { SIGNER_LEASE, type LeaseOp } from './ops.js'
-import type { ReadMode } from './intent-log.js'
+import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
+import type { ReadMode } from '../log/intent-log.js'
 
 /** What the elector needs from the intent log (a fake in unit tests). */
 export interface LeaseLog {

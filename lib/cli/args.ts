@@ -4,8 +4,8 @@
  */
 import { InvalidArgumentError } from 'commander'
 import { userInfo } from 'node:os'
-import { storagePaths } from './storage-lock.js'
-import { parseHostPort } from './swarm.js'
+import { storagePaths } from '../daemon/storage-lock.js'
+import { parseHostPort } from '../daemon/swarm.js'
 
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7 } as const
 

@@ -3,9 +3,9 @@
  * and the intent log (reads). Lease names are URI-encoded inside keys so a
  * name such as `owner/repo#42` cannot collide with another name's range.
  */
-import type { LeaseRecord, TenureEnd, TenureStart } from './lease-state.js'
+import type { LeaseRecord, TenureEnd, TenureStart } from '../lease/lease-state.js'
 import type { DecodeFailure } from './ops.js'
-import type { RejectReason } from './lease-state.js'
+import type { RejectReason } from '../lease/lease-state.js'
 
 export type RejectionReason =
   | DecodeFailure

@@ -33,7 +33,7 @@ import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import { apply, type View } from './apply.js'
 import { encodeOp, type Op } from './ops.js'
-import type { LeaseRecord } from './lease-state.js'
+import type { LeaseRecord } from '../lease/lease-state.js'
 import {
   APPLIED_KEY,
   LEASE_PREFIX,
@@ -47,7 +47,7 @@ import {
   type TenureEntry,
   type WriterEntry
 } from './view-layout.js'
-import { AutoleaseError } from './errors.js'
+import { AutoleaseError } from '../errors.js'
 
 export interface IntentLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */

@@ -13,7 +13,7 @@ import Hyperswarm from 'hyperswarm'
 import type { SwarmConnection } from 'hyperswarm'
 import HyperDHT from 'hyperdht'
 import ReadyResource from 'ready-resource'
-import { AutoleaseError } from './errors.js'
+import { AutoleaseError } from '../errors.js'
 
 export interface SwarmOptions {
   /** DHT bootstrap nodes as HOST:PORT; empty = the public DHT. */
