@@ -17,6 +17,7 @@
  */
 import { Command, CommanderError } from 'commander'
 import { join } from 'node:path'
+import { createRequire } from 'node:module'
 import Corestore from 'corestore'
 import createTestnet from 'hyperdht/testnet.js'
 import { Daemon } from '../lib/daemon/daemon.js'
@@ -25,13 +26,12 @@ import { call, watch, RemoteError } from '../lib/daemon/control-client.js'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/daemon/storage-lock.js'
 import { IntentLog } from '../lib/log/intent-log.js'
 import { decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
-import { Runner, type HoldState } from '../lib/cli/runner.js'
-import { LeaseHold, HOLD_FRACTION, type HoldOutcome } from '../lib/cli/lease-hold.js'
+import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import { runDemo } from '../lib/daemon/demo.js'
 import type { Json } from '../lib/daemon/control-server.js'
 
-import { EXIT, Exit, positiveInt, port, seconds, hostPort, defaultOwner, net, socketOf, type NetFlags } from '../lib/cli/args.js'
+import { EXIT, Exit, positiveInt, port, seconds, hostPort, defaultOwner, defaultStorage, net, socketOf, type NetFlags } from '../lib/cli/args.js'
 import { out, short, inSeconds, describeHeld, printOutcome, type Outcome, type Record_ } from '../lib/cli/output.js'
 
 async function cmdInit(f: { storage: string }): Promise<number> {
@@ -219,105 +219,6 @@ async function cmdWatch(f: { storage: string; json?: boolean }): Promise<number>
   return EXIT.OK
 }
 
-interface RunFlags {
-  storage: string
-  lease?: string
-  ttl?: number
-  holder?: string
-  quiet?: boolean
-}
-
-async function cmdRun(command: string, args: string[], f: RunFlags): Promise<number> {
-  if (f.lease !== undefined) return cmdRunLease(command, args, f, f.lease)
-  if (f.ttl !== undefined || f.holder !== undefined) throw new Exit(EXIT.USAGE, '--ttl and --holder go with --lease NAME')
-  const note = (msg: string): void => {
-    if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
-  }
-  let runner: Runner | null = null
-  let pending: HoldState[] = []
-  const handle = await watch(socketOf(f.storage), 'hold', {}, (e) => {
-    const ev = e as unknown as HoldState & { leaseMs: number; renewDeadlineMs: number }
-    if (runner === null) {
-      // SIGTERM a quarter of the renew slack before the deadline, SIGKILL a third of that before it.
-      const slack = ev.renewDeadlineMs - ev.leaseMs / 2
-      const termLeadMs = Math.max(60, Math.floor(slack / 4))
-      runner = new Runner({ command, args, termLeadMs, killLeadMs: Math.max(20, Math.floor(termLeadMs / 3)) })
-      runner.on('started', ({ pid, epoch }) => note(`started pid ${pid} at epoch ${epoch}`))
-      runner.on('stopping', ({ pid, signal, why }) => note(`${signal} to pid ${pid}: ${why}`))
-      runner.on('stopped', ({ pid, code, signal }) => note(`pid ${pid} exited (code ${String(code)}, signal ${String(signal)})`))
-      for (const p of pending) runner.update(p)
-      pending = []
-    }
-    runner.update(ev)
-  })
-  const done = new Promise<number>((resolve) => {
-    const wire = (): void => {
-      if (runner === null) {
-        setTimeout(wire, 10)
-        return
-      }
-      runner.once('done', ({ code, why }) => {
-        note(why)
-        resolve(code)
-      })
-    }
-    wire()
-  })
-  handle.closed.then(
-    () => runner?.lost(),
-    () => runner?.lost()
-  )
-  // A repeated signal must not kill us (default action) while the child
-  // still runs: that would orphan it. It only cuts the child's grace short.
-  let signals = 0
-  const onsignal = (): void => {
-    if (signals++ > 0) return void runner?.stop(0)
-    handle.stop()
-    void (runner ? runner.stop() : Promise.resolve()).then(() => process.exit(EXIT.OK))
-  }
-  process.on('SIGINT', onsignal)
-  process.on('SIGTERM', onsignal)
-  return done
-}
-
-/** `run --lease NAME`: the child runs only while this device's holder holds NAME (lib/lease-hold.ts). */
-async function cmdRunLease(command: string, args: string[], f: RunFlags, name: string): Promise<number> {
-  const note = (msg: string): void => {
-    if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
-  }
-  const socket = socketOf(f.storage)
-  await call(socket, 'status', {}, 5_000) // fail now, clearly, if no daemon runs there
-  const owner = f.holder ?? defaultOwner()
-  const ttlMs = Math.round((f.ttl ?? 60) * 1000)
-  if (ttlMs < 2_000) throw new Exit(EXIT.USAGE, '--ttl must be at least 2 seconds for run --lease')
-  // As for the signer lease: SIGTERM a quarter of the renew slack before the deadline, SIGKILL a third of that before it.
-  const termLeadMs = Math.max(60, Math.floor((ttlMs * HOLD_FRACTION - ttlMs / 2) / 4))
-  const runner = new Runner({ command, args, termLeadMs, killLeadMs: Math.max(20, Math.floor(termLeadMs / 3)) })
-  runner.on('started', ({ pid, epoch }) => note(`started pid ${pid} holding ${name} with token ${epoch}`))
-  runner.on('stopping', ({ pid, signal, why }) => note(`${signal} to pid ${pid}: ${why}`))
-  runner.on('stopped', ({ pid, code, signal }) => note(`pid ${pid} exited (code ${String(code)}, signal ${String(signal)})`))
-  const op = (method: string, params: Record<string, Json>) => async () => (await call(socket, method, params, ttlMs)) as unknown as HoldOutcome
-  const hold = new LeaseHold(
-    { acquire: op('lease.acquire', { name, owner, ttlMs }), renew: op('lease.renew', { name, owner }), release: op('lease.release', { name, owner }) },
-    { ttlMs, onupdate: (state) => runner.update(state), onlost: () => runner.lost() }
-  )
-  hold.start()
-  let signals = 0
-  const onsignal = (): void => {
-    if (signals++ > 0) return void runner.stop(0) // repeated: no grace, but never orphan the child
-    void runner
-      .stop()
-      .then(() => hold.stop())
-      .then(() => process.exit(EXIT.OK))
-  }
-  process.on('SIGINT', onsignal)
-  process.on('SIGTERM', onsignal)
-  const { code, why } = await new Promise<{ code: number; why: string }>((resolve) => runner.once('done', resolve))
-  note(why)
-  await hold.stop()
-  return code
-}
-
 async function cmdTestnet(f: { port?: number; host?: string }): Promise<number> {
   const host = f.host ?? '127.0.0.1'
   const testnet = await createTestnet(3, { host, ...(f.port ? { port: f.port } : {}) })
@@ -344,6 +245,7 @@ function build(): Command {
   const program = new Command('autolease')
   program
     .description('Peer-to-peer lease and signer election daemon (no server anywhere)')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
     .showSuggestionAfterError(false)
     .enablePositionalOptions()
@@ -352,7 +254,8 @@ function build(): Command {
       outputError: (str, write) => write('autolease: ' + (str.trim().split('\n')[0] ?? '').replace(/^error: /, '') + '\n')
     })
 
-  const storage = (c: Command): Command => c.requiredOption('--storage <dir>', 'storage directory of this device')
+  const storage = (c: Command): Command =>
+    c.option('--storage <dir>', 'storage directory of this device (default: $AUTOLEASE_STORAGE, else the per-user data directory)', defaultStorage())
   const network = (c: Command): Command =>
     c
       .option('--bootstrap <host:port>', 'DHT bootstrap node (repeatable); default: the public DHT', hostPort)
@@ -463,6 +366,12 @@ function build(): Command {
     .action(act((f: { keep?: boolean }) => runDemo({ keep: f.keep === true, bin: process.argv[1] ?? join(process.cwd(), 'dist/bin/autolease.js') })))
 
   return program
+}
+
+/** The version in package.json (dist/bin/autolease.js sits two levels below it). */
+function packageVersion(): string {
+  const pkg = createRequire(import.meta.url)('../../package.json') as { version: string }
+  return pkg.version
 }
 
 async function main(): Promise<number> {

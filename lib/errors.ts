@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'NOT_RUNNING'
   | 'STORAGE_BUSY'
   | 'PROTOCOL'
+  | 'VERSION_AHEAD'
 
 export class AutoleaseError extends Error {
   readonly code: ErrorCode

@@ -22,21 +22,10 @@ let passed = 0
 let failed = 0
 const failures = []
 
-// Integration files (real daemon processes over a local DHT, or several
-// peers replicating in one process) are timing-bound on a 2-core machine,
-// and hypercore once crashed opening a snapshot session during an atomic
-// flush (SessionState._updateSnapshotStorage). One of them that fails is run
-// once more, and says so loudly. The pure unit test files get one attempt.
-const RETRY_ONCE = /(daemon-e2e|run-lease|cli-observe|election-loopback|election-swarm|determinism|bad-input)\.test\.js$/
-const retried = []
-
+// One attempt per file, always: a second attempt would hide a flake's cause (and a
+// randomized test would draw a new seed). A failing file is fixed at its cause.
 for (const file of files) {
-  let result = await run(file)
-  if ((result.failed > 0 || result.code !== 0) && RETRY_ONCE.test(file)) {
-    console.log(`# RETRY ${file}: the first attempt failed (${result.failed} failed, exit ${result.code}); running it once more`)
-    retried.push(file)
-    result = await run(file)
-  }
+  const result = await run(file)
   passed += result.passed
   failed += result.failed
   if (result.failed > 0 || result.code !== 0) failures.push(file)
@@ -45,7 +34,6 @@ for (const file of files) {
   }
 }
 
-if (retried.length) console.log(`# retried once after a failure: ${retried.join(', ')}`)
 if (failures.length) console.log(`# failed files: ${failures.join(', ')}`)
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed > 0 ? 1 : 0)

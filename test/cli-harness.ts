@@ -19,9 +19,9 @@ export interface Result {
 }
 
 /** Run a CLI command to completion. */
-export function cli(args: string[], timeoutMs = 60_000): Promise<Result> {
+export function cli(args: string[], timeoutMs = 60_000, env: NodeJS.ProcessEnv = process.env): Promise<Result> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env })
     let stdout = ''
     let stderr = ''
     proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()))

@@ -1,45 +1,71 @@
 import test from 'brittle'
 import { holds, thrown } from './helpers/props.js'
 import fc from 'fast-check'
-import { DEFAULT_LEASE_MS, electionConfig, validateElectionConfig, type ElectionConfig } from '../lib/lease/config.js'
+import { DEFAULT_LEASE_MS, electionConfig, suspendBudgetMs, validateElectionConfig, type ElectionConfig } from '../lib/lease/config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 
 
 
 function satisfiesRule(cfg: ElectionConfig): boolean {
-  return cfg.leaseMs > cfg.renewDeadlineMs && cfg.renewDeadlineMs > 1.2 * cfg.retryMs && cfg.renewDeadlineMs > cfg.leaseMs / 2
+  const safe = cfg.renewDeadlineMs / (1 - cfg.maxDriftRate) + cfg.suspendToleranceMs < cfg.leaseMs / (1 + cfg.maxDriftRate)
+  const slack = cfg.renewDeadlineMs - cfg.leaseMs / 2
+  return (
+    safe &&
+    cfg.leaseMs > cfg.renewDeadlineMs &&
+    cfg.renewDeadlineMs > 1.2 * cfg.retryMs &&
+    cfg.renewDeadlineMs > cfg.leaseMs / 2 &&
+    slack >= cfg.retryMs + 2 * cfg.killLeadMs
+  )
 }
 
-test('defaults satisfy leaseMs > renewDeadlineMs > 1.2 x retryMs', (t) => {
+test('defaults satisfy every timing rule', (t) => {
   const cfg = electionConfig()
   t.is(cfg.leaseMs, DEFAULT_LEASE_MS)
-  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 3750, retryMs: 500, suspendToleranceMs: 2500, ackIntervalMs: 1000 })
+  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 3750, retryMs: 500, maxDriftRate: 0.05, suspendToleranceMs: 407, killLeadMs: 187, ackIntervalMs: 1000 })
   t.ok(cfg.leaseMs > cfg.renewDeadlineMs, 'leaseMs > renewDeadlineMs')
   t.ok(cfg.renewDeadlineMs > 1.2 * cfg.retryMs, 'renewDeadlineMs > 1.2 x retryMs')
   t.ok(cfg.renewDeadlineMs > cfg.leaseMs / 2, 'the deadline comes after the first renew is due')
+  t.ok(cfg.renewDeadlineMs / 0.95 + cfg.suspendToleranceMs < cfg.leaseMs / 1.05, 'a 5 % drift and an unnoticed suspend fit in the lease')
   t.execution(() => validateElectionConfig(cfg), 'the defaults pass validation')
 })
 
-test('derived defaults are valid for any leaseMs >= 82', (t) => {
+test('derived defaults are valid for any leaseMs >= 360', (t) => {
   let runs = 0
   holds(
     t,
-    fc.property(fc.integer({ min: 82, max: 100_000_000 }), (leaseMs) => {
+    fc.property(fc.integer({ min: 360, max: 100_000_000 }), (leaseMs) => {
       runs++
       const cfg = electionConfig({ leaseMs })
-      return cfg.leaseMs === leaseMs && satisfiesRule(cfg) && Object.values(cfg).every((v) => Number.isSafeInteger(v) && v > 0)
+      const { maxDriftRate, ...ms } = cfg
+      return cfg.leaseMs === leaseMs && satisfiesRule(cfg) && maxDriftRate === 0.05 && Object.values(ms).every((v) => Number.isSafeInteger(v) && v > 0)
     }),
     { numRuns: 1000 },
     'derived defaults satisfy the rule'
   )
-  for (const leaseMs of [82, 100, 1000, 2000, 60_000]) t.ok(satisfiesRule(electionConfig({ leaseMs })), `leaseMs ${leaseMs}`)
+  for (const leaseMs of [360, 1000, 2000, 60_000]) t.ok(satisfiesRule(electionConfig({ leaseMs })), `leaseMs ${leaseMs}`)
   t.is(runs, 1000)
 })
 
+// Defect: suspendToleranceMs was max(1000, leaseMs/2), unrelated to the
+// drift allowance: at leaseMs 5000 a 2 s suspend went unnoticed while the
+// standby's lease ran out, and the holder acted ~650 ms into its successor's
+// tenure. The suspend tolerance must now fit in what drift leaves over.
+test('a suspend tolerance that does not fit the lease is refused (the old default 2500 at leaseMs 5000)', (t) => {
+  const err = thrown(() => electionConfig({ leaseMs: 5000, suspendToleranceMs: 2500 }))
+  t.is(isAutoleaseError(err) ? err.code : null, 'INVALID_CONFIG', 'refused')
+  t.ok(err instanceof Error && /suspendToleranceMs/.test(err.message) && /maxDriftRate/.test(err.message), 'the message names the margins')
+  const budget = suspendBudgetMs({ leaseMs: 5000, renewDeadlineMs: 3750, maxDriftRate: 0.05 })
+  t.ok(budget > 800 && budget < 820, `the budget at the defaults is ${budget.toFixed(1)} ms`)
+  t.execution(() => electionConfig({ leaseMs: 5000, suspendToleranceMs: Math.floor(budget) }), 'the largest tolerance that fits is accepted')
+  t.exception(() => electionConfig({ leaseMs: 5000, suspendToleranceMs: Math.ceil(budget) }), 'one more ms is refused')
+  t.exception(() => electionConfig({ leaseMs: 5000, maxDriftRate: 0.15 }), 'a larger drift allowance eats the whole budget')
+  t.execution(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 3200, maxDriftRate: 0.15 }), 'unless the deadline comes earlier')
+})
+
 test('a leaseMs too small for the derived defaults is refused, not clamped', (t) => {
-  const err = thrown(() => electionConfig({ leaseMs: 81 }))
+  const err = thrown(() => electionConfig({ leaseMs: 359 }))
   t.ok(isAutoleaseError(err, 'INVALID_CONFIG'), 'INVALID_CONFIG')
-  t.ok(err instanceof Error && err.message.includes('renewDeadlineMs'), 'names renewDeadlineMs')
+  t.ok(err instanceof Error && err.message.includes('renewDeadlineMs'), `names renewDeadlineMs: ${err instanceof Error ? err.message : ''}`)
 })
 
 interface Violation {
@@ -65,7 +91,13 @@ const VIOLATIONS: Violation[] = [
   { label: 'retryMs negative', input: { retryMs: -1 }, names: ['retryMs'] },
   { label: 'suspendToleranceMs 0', input: { suspendToleranceMs: 0 }, names: ['suspendToleranceMs'] },
   { label: 'suspendToleranceMs float', input: { suspendToleranceMs: 0.5 }, names: ['suspendToleranceMs'] },
-  { label: 'ackIntervalMs negative', input: { ackIntervalMs: -10 }, names: ['ackIntervalMs'] }
+  { label: 'ackIntervalMs negative', input: { ackIntervalMs: -10 }, names: ['ackIntervalMs'] },
+  { label: 'maxDriftRate negative', input: { maxDriftRate: -0.01 }, names: ['maxDriftRate'] },
+  { label: 'maxDriftRate 0.5', input: { maxDriftRate: 0.5 }, names: ['maxDriftRate'] },
+  { label: 'maxDriftRate NaN', input: { maxDriftRate: NaN, suspendToleranceMs: 100 }, names: ['maxDriftRate'] },
+  { label: 'killLeadMs below 20', input: { killLeadMs: 19 }, names: ['killLeadMs'] },
+  { label: 'killLeadMs eating the renew slack', input: { leaseMs: 2000, killLeadMs: 200 }, names: ['killLeadMs', 'slack'] },
+  { label: 'a deadline just below the lease leaves no room for drift', input: { leaseMs: 5000, renewDeadlineMs: 4999, retryMs: 500 }, names: ['maxDriftRate', 'suspendToleranceMs'] }
 ]
 
 test('each violation throws INVALID_CONFIG naming the field', (t) => {
@@ -79,7 +111,7 @@ test('each violation throws INVALID_CONFIG naming the field', (t) => {
 })
 
 test('validateElectionConfig checks a full config the same way', (t) => {
-  const good: ElectionConfig = { leaseMs: 2000, renewDeadlineMs: 1500, retryMs: 200, suspendToleranceMs: 1000, ackIntervalMs: 200 }
+  const good: ElectionConfig = { leaseMs: 2000, renewDeadlineMs: 1500, retryMs: 200, maxDriftRate: 0.05, suspendToleranceMs: 160, killLeadMs: 75, ackIntervalMs: 200 }
   t.execution(() => validateElectionConfig(good))
   const bad = { ...good, renewDeadlineMs: 2000 }
   const err = thrown(() => validateElectionConfig(bad))
@@ -88,8 +120,12 @@ test('validateElectionConfig checks a full config the same way', (t) => {
 })
 
 test('the tightest valid values are accepted (no off-by-one)', (t) => {
-  t.execution(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 4999, retryMs: 500 }), 'renewDeadlineMs just below leaseMs')
-  t.execution(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 3000, retryMs: 2499 }), 'renewDeadlineMs just above 1.2 x retryMs')
-  t.execution(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 2501, retryMs: 500 }), 'renewDeadlineMs just above leaseMs / 2')
-  t.alike(electionConfig({ leaseMs: 5000, renewDeadlineMs: 4999, retryMs: 500 }).renewDeadlineMs, 4999, 'values are kept as given')
+  const noDrift = { maxDriftRate: 0, suspendToleranceMs: 1, killLeadMs: 20 }
+  t.execution(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 4998, retryMs: 500, ...noDrift }), 'with no drift, a deadline 2 ms below the lease')
+  t.exception(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 4999, retryMs: 500, ...noDrift }), 'but not 1 ms (the suspend tolerance needs 1)')
+  t.execution(() => electionConfig({ leaseMs: 10000, renewDeadlineMs: 6000, retryMs: 959 }), 'renewDeadlineMs far above 1.2 x retryMs, slack holding retry + 2 x kill lead')
+  const tight = { leaseMs: 5000, retryMs: 50, killLeadMs: 20, suspendToleranceMs: 100 }
+  t.execution(() => electionConfig({ ...tight, renewDeadlineMs: 2590 }), 'a renew slack of exactly retryMs + 2 x killLeadMs')
+  t.exception(() => electionConfig({ ...tight, renewDeadlineMs: 2589 }), 'one ms less is refused')
+  t.alike(electionConfig({ leaseMs: 5000, renewDeadlineMs: 3500, retryMs: 500 }).renewDeadlineMs, 3500, 'values are kept as given')
 })

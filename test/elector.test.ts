@@ -3,6 +3,7 @@ import type { Assertion } from 'brittle'
 import { EventEmitter } from 'node:events'
 import { Elector, type DemotionReason, type LeaseLog } from '../lib/lease/elector.js'
 import { ManualClock } from '../lib/lease/clock.js'
+import { electionConfig } from '../lib/lease/config.js'
 import { transition, type LeaseOutcome, type LeaseRecord } from '../lib/lease/lease-state.js'
 import { decodeOp, encodeOp, SIGNER_LEASE, type LeaseOp } from '../lib/log/ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
@@ -11,10 +12,10 @@ import type { ReadMode } from '../lib/log/intent-log.js'
 const A = 'a'.repeat(64)
 const B = 'b'.repeat(64)
 const C = 'c'.repeat(64)
-// Defaults: leaseMs 5000, renewDeadlineMs 3750, retryMs 500, suspendToleranceMs 2500.
+// Defaults: leaseMs 5000, renewDeadlineMs 3750, retryMs 500, suspendToleranceMs 407.
 const LEASE_MS = 5000
 const RENEW_DEADLINE_MS = 3750
-const SUSPEND_TOLERANCE_MS = 2500
+const SUSPEND_TOLERANCE_MS = electionConfig().suspendToleranceMs
 
 interface Appended {
   author: string
@@ -58,7 +59,7 @@ class LogWorld {
     this.lengths.set(author, n)
     const id = `${author}:${n}`
     const outcome = transition(this.tip.get(op.name) ?? null, op, { author, opId: id })
-    if (outcome.result !== 'rejected') this.tip.set(op.name, outcome.record)
+    if (outcome.result !== 'rejected' && outcome.record !== null) this.tip.set(op.name, outcome.record)
     this.appended.push({ author, id, op, outcome })
     this.update()
     return id
@@ -430,7 +431,7 @@ test('suspend: holding ends at once (reason suspended) and the next step renews'
   const a = await device(t, world, A, 1_000)
   await elect(t, world, a)
 
-  a.clock.suspend(SUSPEND_TOLERANCE_MS - 500)
+  a.clock.suspend(Math.floor(SUSPEND_TOLERANCE_MS / 2))
   t.ok(a.e.holding(), 'a wall-clock jump within suspendToleranceMs is not a suspend')
   a.clock.suspend(SUSPEND_TOLERANCE_MS + 1)
   t.absent(a.e.holding(), 'a larger jump: not holding at once, with no step')
@@ -445,6 +446,68 @@ test('suspend: holding ends at once (reason suspended) and the next step renews'
   t.is(a.e.deadline(), a.clock.now() + RENEW_DEADLINE_MS)
   t.alike(a.elected, [{ epoch: 1 }, { epoch: 1 }])
   t.is(world.ops({ type: 'claim' }).length, 1, 'no new claim')
+})
+
+// Defect: with suspendToleranceMs max(1000, leaseMs/2) = 2500 at leaseMs 5000,
+// a lid closed for 2 s right after a confirmed renew went unnoticed, and the
+// holder kept acting ~650 ms after a standby could claim. The tolerance now
+// fits the drift budget (407 ms at the defaults), so the wake-up is caught.
+test('a 2 s suspend right after a confirmed renew: the holder stops before any standby may claim', async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  const b = await device(t, world, B, 500_000)
+  await elect(t, world, a)
+  world.advance(LEASE_MS / 2)
+  t.alike(await a.e.step(), { action: 'renew', epoch: 1 }, 'the holder renews')
+  world.confirm()
+  await a.e.step()
+  await b.e.step()
+  t.ok(a.e.holding(), 'the renew is confirmed: holding')
+  t.is((await b.e.step()).action, 'wait', 'the standby saw the renew and waits')
+
+  // The lid: 2 s of real time in which a's monotonic clock stands still.
+  a.clock.suspend(2_000)
+  b.clock.advance(2_000)
+  // 3 s more for both: 5 s of real time since the renew, 3 s on a's clock.
+  world.advance(LEASE_MS - 2_000)
+  const standby = await b.e.step()
+  t.is(standby.action, 'claim', "the standby's lease ran out on its own clock")
+  t.absent(a.e.holding(), 'the holder noticed the suspend: not holding when the standby may claim')
+  t.ok(a.demoted.some((d) => d.reason === 'suspended') || a.e.status().role === 'standby', 'the holder stepped down')
+})
+
+// Defect: a refresh() that threw an error without a code left the loop's
+// timer unarmed; only the next log update restarted it, so a quiet group
+// never elected anyone again.
+test('the loop survives a read that throws an uncoded error (timer re-armed)', async (t) => {
+  const world = new LogWorld()
+  const log = world.log(A)
+  // Reads 1-2 are the open's (tip, confirmed); read 3 is the first tick's.
+  let reads = 0
+  const read = log.lease.bind(log)
+  log.lease = async (name: string, mode: ReadMode) => {
+    if (++reads === 3) throw new Error('boom (no code)')
+    return read(name, mode)
+  }
+  const errors: unknown[] = []
+  const e = new Elector(log, { config: { leaseMs: 1000, retryMs: 50 }, jitter: () => 0 })
+  e.on('error', (err) => errors.push(err))
+  e.on('warning', () => {})
+  t.teardown(() => e.close())
+  await e.ready()
+  // No log update will come: only the elector's own timer can move it on.
+  const claimed = await new Promise<boolean>((resolve) => {
+    const deadline = setTimeout(() => resolve(false), 3_000)
+    const poll = setInterval(() => {
+      if (world.ops({ type: 'claim' }).length > 0) {
+        clearTimeout(deadline)
+        clearInterval(poll)
+        resolve(true)
+      }
+    }, 10)
+  })
+  t.ok(errors.length >= 1 && (errors[0] as Error).message.includes('boom'), 'the error was reported, not swallowed')
+  t.ok(claimed, 'and the loop went on to claim without any log update')
 })
 
 test('a renew in flight across a suspend gives no window once confirmed', async (t) => {

@@ -75,7 +75,8 @@ interface Case {
   expect:
     | { result: 'rejected'; reason: RejectReason }
     | { result: 'claimed'; record: Partial<LeaseRecord>; began?: string; ended?: string | null }
-    | { result: 'reacquired' | 'renewed' | 'released'; record: Partial<LeaseRecord> }
+    | { result: 'reacquired' | 'renewed' | 'released'; record: Partial<LeaseRecord>; expired?: boolean }
+    | { result: 'not-held' }
 }
 
 const NEW_ID = opId(C, 100)
@@ -153,8 +154,9 @@ const CASES: Case[] = [
     author: A,
     expect: { result: 'released', record: { holder: null, owner: null, epoch: 1, rev: 2, since: null, opId: NEW_ID, ts: 80 } }
   },
-  { label: 'release of a free record', current: FREE_A1, op: release(1), author: A, expect: { result: 'rejected', reason: 'not-held' } },
-  { label: 'release of a never-written lease', current: null, op: release(1), author: A, expect: { result: 'rejected', reason: 'not-held' } },
+  // Seed 003: releasing what nobody holds is a success for a retrying client, reported distinctly.
+  { label: 'release of a free record', current: FREE_A1, op: release(1), author: A, expect: { result: 'not-held' } },
+  { label: 'release of a never-written lease', current: null, op: release(1), author: A, expect: { result: 'not-held' } },
   { label: 'release by someone else', current: HELD_B2, op: release(2), author: A, expect: { result: 'rejected', reason: 'held-by-other' } },
   { label: 'release by the holder at a stale epoch', current: HELD_A3, op: release(2), author: A, expect: { result: 'rejected', reason: 'stale-epoch' } },
   // --- named leases ---
@@ -228,9 +230,24 @@ const CASES: Case[] = [
     author: A,
     expect: { result: 'released', record: { holder: null, owner: null, epoch: 1, expiresAt: null, since: null } }
   },
-  { label: 'named: release of a released lease', current: NAMED_FREE, op: release(null, 500, NAMED, 'alice'), author: A, expect: { result: 'rejected', reason: 'not-held' } },
-  { label: 'named: release of an expired lease', current: NAMED_A1, op: release(null, 1100, NAMED, 'alice'), author: A, expect: { result: 'rejected', reason: 'not-held' } },
-  { label: 'named: release by another device', current: NAMED_A1, op: release(null, 500, NAMED, 'alice'), author: B, expect: { result: 'rejected', reason: 'held-by-other' } }
+  { label: 'named: release of a released lease (seed 003: not held, a success)', current: NAMED_FREE, op: release(null, 500, NAMED, 'alice'), author: A, expect: { result: 'not-held' } },
+  { label: 'named: release of a never-leased name', current: null, op: release(null, 500, 'never/leased#1', 'alice'), author: A, expect: { result: 'not-held' } },
+  {
+    label: 'named: release of an expired lease by its owner frees it, token kept',
+    current: NAMED_A1,
+    op: release(null, 1100, NAMED, 'alice'),
+    author: A,
+    expect: { result: 'released', expired: true, record: { holder: null, owner: null, epoch: 1, expiresAt: null } }
+  },
+  {
+    label: 'named: release of an expired lease by anyone frees it (seed 003)',
+    current: NAMED_A1,
+    op: release(null, 5000, NAMED, 'bob'),
+    author: B,
+    expect: { result: 'released', expired: true, record: { holder: null, owner: null, epoch: 1, rev: 2 } }
+  },
+  { label: 'named: release by another device', current: NAMED_A1, op: release(null, 500, NAMED, 'alice'), author: B, expect: { result: 'rejected', reason: 'held-by-other' } },
+  { label: 'named: release by another owner while live', current: NAMED_A1, op: release(null, 500, NAMED, 'bob'), author: A, expect: { result: 'rejected', reason: 'held-by-other' } }
 ]
 
 function pick(record: LeaseRecord, keys: Array<keyof LeaseRecord>): Partial<LeaseRecord> {
@@ -263,6 +280,10 @@ test('transition table', (t) => {
       t.fail(`${c.label}: expected ${e.result}, got ${out.result}`)
       continue
     }
+    if (out.result === 'not-held' || e.result === 'not-held') {
+      t.is(out.record, c.current, `${c.label}: not held, the record is left untouched`)
+      continue
+    }
     const keys = Object.keys(e.record) as Array<keyof LeaseRecord>
     t.alike(pick(out.record, keys), e.record, `${c.label}: ${e.result} with the expected record`)
     if (out.result === 'claimed' && e.result === 'claimed') {
@@ -270,7 +291,10 @@ test('transition table', (t) => {
       if (e.ended !== undefined) t.is(out.ended, e.ended, `${c.label}: ended ${String(e.ended)}`)
       t.is(out.previous, c.current, `${c.label}: previous is the record replaced`)
     }
-    if (out.result === 'released') t.is(out.previous, c.current, `${c.label}: previous is the released tenure`)
+    if (out.result === 'released') {
+      t.is(out.previous, c.current, `${c.label}: previous is the released tenure`)
+      t.is(out.expired, 'expired' in e && e.expired === true, `${c.label}: ${out.expired ? 'freed at expiry' : 'released by its holder'}`)
+    }
   }
 })
 
@@ -369,7 +393,7 @@ const stepArb: fc.Arbitrary<Step> = fc.record({
 test('property: epochs never decrease and grow by exactly 1 per claimed tenure', (t) => {
   const authors = [A, B, C]
   const owners = ['alice', 'bob']
-  const totals = { claimed: 0, reacquired: 0, renewed: 0, released: 0, rejected: 0 }
+  const totals = { claimed: 0, reacquired: 0, renewed: 0, released: 0, 'not-held': 0, rejected: 0 }
   holds(
     t,
     fc.property(fc.array(stepArb, { maxLength: 80 }), (steps) => {
@@ -411,8 +435,8 @@ test('property: epochs never decrease and grow by exactly 1 per claimed tenure',
         } else if (after !== before) {
           throw new Error(`${out.result} changed the epoch ${before} -> ${after}`)
         }
-        if (out.result === 'rejected') {
-          if (out.record !== current) throw new Error('a rejected op changed the record')
+        if (out.result === 'rejected' || out.result === 'not-held') {
+          if (out.record !== current) throw new Error(`a ${out.result} op changed the record`)
           continue
         }
         if (out.record.rev !== (current?.rev ?? 0) + 1) throw new Error('rev must grow by one per change')

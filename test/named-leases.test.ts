@@ -52,14 +52,23 @@ test('named leases through the CLI', { timeout: 90_000 }, async (t) => {
   const r2 = await lease(['release', 'acme/repo#42', '--holder', 'alice'])
   t.is(r2.code, 0, 'release by the holder exits 0')
   t.ok(/^released/.test(r2.stdout), 'released')
+  // Seed 003: releasing what nobody holds succeeds (a retrying client must not fail), reported distinctly.
   const r3 = await lease(['release', 'acme/repo#42', '--holder', 'alice'])
-  t.is(r3.code, 5, 'release again exits 5')
-  t.ok(/not held/.test(r3.stdout), `not held: ${r3.stdout.trim()}`)
+  t.is(r3.code, 0, 'release again exits 0')
+  t.ok(/^not held/.test(r3.stdout), `reported as not held, not released: ${r3.stdout.trim()}`)
+  const r4 = await lease(['release', 'never/leased#1', '--holder', 'alice', '--json'])
+  t.is(r4.code, 0, 'release of a never-leased name exits 0')
+  t.is(r4.out?.result, 'not-held', 'with the outcome not-held')
 
   // Expiry: a 1 s TTL lapses, then another holder gets token + 1 (tokens never reset).
   const c1 = await lease(['acquire', 'acme/repo#42', '--holder', 'carol', '--ttl', '1', '--json'])
   t.is(c1.out?.record?.epoch, (token ?? 0) + 1, 'a new tenure after release: token + 1')
   await new Promise((r) => setTimeout(r, 1200))
+  // Past its expiry the lease shows as free, with its token (exit 0), though nobody has acted on it yet.
+  const shown = await cli(['lease', 'show', 'acme/repo#42', '--storage', dir, '--json'])
+  t.is(shown.code, 0, `show of an expired lease exits 0 ${shown.stderr.trim()}`)
+  const shownRecord = JSON.parse(shown.stdout) as { holder: string | null; owner: string | null; epoch: number }
+  t.alike([shownRecord.holder, shownRecord.owner, shownRecord.epoch], [null, null, (token ?? 0) + 1], 'shown free, with its token')
   const d1 = await lease(['acquire', 'acme/repo#42', '--holder', 'dave', '--json'])
   t.is(d1.out?.result, 'claimed', 'after expiry another holder claims')
   t.is(d1.out?.record?.epoch, (token ?? 0) + 2, 'with token + 1 again')
@@ -84,4 +93,13 @@ test('named leases through the CLI', { timeout: 90_000 }, async (t) => {
   t.ok(/ambiguous/.test(amb.stderr) && /acme\/other#7/.test(amb.stderr), amb.stderr.trim())
   const viaPrefix = await lease(['release', 'acme/o', '--holder', 'dave'])
   t.is(viaPrefix.code, 0, 'release by unique prefix')
+  t.ok(/^released acme\/other#7/.test(viaPrefix.stdout), `the prefix released the lease it names: ${viaPrefix.stdout.trim()}`)
+
+  // An expired lease is freed by a release from anyone (seed 003).
+  await lease(['acquire', 'acme/short#1', '--holder', 'erin', '--ttl', '1'])
+  await new Promise((r) => setTimeout(r, 1200))
+  const freed = await lease(['release', 'acme/short#1', '--holder', 'frank', '--json'])
+  t.is(freed.code, 0, 'release of an expired lease by someone else exits 0')
+  t.is(freed.out?.result, 'released', 'and frees it')
+  t.is(freed.out?.record?.epoch, 1, 'keeping its token')
 })

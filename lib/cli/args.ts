@@ -3,7 +3,8 @@
  * commander prints it as one line and the process exits 2.
  */
 import { InvalidArgumentError } from 'commander'
-import { userInfo } from 'node:os'
+import { homedir, userInfo } from 'node:os'
+import { join } from 'node:path'
 import { storagePaths } from '../daemon/storage-lock.js'
 import { parseHostPort } from '../daemon/swarm.js'
 
@@ -66,4 +67,17 @@ export function net(f: NetFlags): { bootstrap?: string[]; host?: string } {
 
 export function socketOf(storage: string): string {
   return storagePaths(storage).socket
+}
+
+/**
+ * Where a device keeps its storage when --storage is not given:
+ * $AUTOLEASE_STORAGE, else the per-user data directory
+ * ($XDG_DATA_HOME/autolease, ~/.local/share/autolease; on macOS
+ * ~/Library/Application Support/autolease). Kept short: the control socket
+ * lives inside it and Unix socket paths are limited to ~104 bytes.
+ */
+export function defaultStorage(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform): string {
+  if (env.AUTOLEASE_STORAGE) return env.AUTOLEASE_STORAGE
+  if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'autolease')
+  return join(env.XDG_DATA_HOME || join(homedir(), '.local', 'share'), 'autolease')
 }

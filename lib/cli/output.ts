@@ -55,6 +55,10 @@ export function printOutcome(o: Outcome, asJson: boolean): number {
     case 'released':
       if (!asJson) out(`released ${o.name ?? r?.name}`)
       return EXIT.OK
+    case 'not-held':
+      // Seed 003: nothing was freed, yet a retrying client must not fail.
+      if (!asJson) out(`not held: ${o.name ?? r?.name ?? ''} was not held by anyone; nothing to release`)
+      return EXIT.OK
     case 'rejected':
       if (!asJson) {
         if (o.reason === 'held-by-other' && r) out(`not yours: ${r.name} is ${describeHeld(r)}`)

@@ -10,6 +10,7 @@
  * code; no daemon on the socket is AutoleaseError CLOSED.
  */
 import { connect, type Socket } from 'node:net'
+import { dirname } from 'node:path'
 import { AutoleaseError } from '../errors.js'
 import type { ControlReply, Json, Params } from './control-server.js'
 
@@ -85,7 +86,8 @@ function open(socketPath: string): Promise<Socket> {
     })
     const onerror = (err: NodeJS.ErrnoException): void => {
       if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
-        reject(new AutoleaseError('CLOSED', `no daemon is running on this storage (start it with: autolease start --storage DIR)`))
+        const dir = dirname(socketPath)
+        reject(new AutoleaseError('CLOSED', `no daemon is running on ${dir} (start it with: autolease start --storage ${dir})`))
       } else {
         reject(err)
       }

@@ -17,6 +17,7 @@ import b4a from 'b4a'
 import { IntentLog } from '../log/intent-log.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
+import { systemClock } from '../lease/clock.js'
 import { electionConfig, type ElectionConfig } from '../lease/config.js'
 import { SIGNER_LEASE, isWriterKeyHex } from '../log/ops.js'
 import { AutoleaseError } from '../errors.js'
@@ -235,7 +236,7 @@ export class Daemon extends ReadyResource {
     c.handle('lease.renew', async (p) => (await leases.renew(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
     c.handle('lease.release', async (p) => (await leases.release(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
     c.handle('lease.list', async () => (await leases.list()) as unknown as Json)
-    c.handle('lease.show', async (p) => (await leases.resolve(str(p, 'name'))) as unknown as Json)
+    c.handle('lease.show', async (p) => (await leases.show(str(p, 'name'))) as unknown as Json)
 
     // One event per change of the confirmed holder, starting with the current one.
     c.stream('watch', async (_p, send) => {
@@ -246,17 +247,26 @@ export class Daemon extends ReadyResource {
       return () => elector.off('holder-changed', onchange)
     })
 
-    // For `run`: this device's hold and the ms left to its deadline, sent on every change.
+    // For `run`: this device's hold, sent on every change. `deadline` is an
+    // absolute CLOCK_MONOTONIC instant (lib/lease/clock.ts), the same for every
+    // process on this machine, so transit cannot make the runner's copy late.
     c.stream('hold', async (_p, send) => {
       let last = ''
       const sample = (): void => {
         const epoch = elector.epoch()
         const deadline = elector.deadline()
-        const remainingMs = deadline === null ? null : Math.max(0, deadline - performance.now())
-        const sig = `${epoch}:${deadline === null ? '' : Math.round(deadline)}`
+        const sig = `${epoch}:${deadline === null ? '' : deadline}`
         if (sig === last) return
         last = sig
-        send({ holding: epoch !== null, epoch, remainingMs, leaseMs: this.config.leaseMs, renewDeadlineMs: this.config.renewDeadlineMs })
+        send({
+          holding: epoch !== null,
+          epoch,
+          deadline,
+          remainingMs: deadline === null ? null : Math.max(0, deadline - systemClock.now()),
+          leaseMs: this.config.leaseMs,
+          renewDeadlineMs: this.config.renewDeadlineMs,
+          killLeadMs: this.config.killLeadMs
+        })
       }
       sample()
       const timer = setInterval(sample, 10)

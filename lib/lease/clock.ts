@@ -15,8 +15,14 @@ export interface Clock {
   wall(): number
 }
 
+/**
+ * The system clock. `now()` is CLOCK_MONOTONIC (process.hrtime), whose
+ * origin is the machine's, not the process's (performance.now() counts from
+ * each process's start): a deadline computed by the daemon means the same
+ * instant to `autolease run` in another process on the same machine.
+ */
 export const systemClock: Clock = {
-  now: () => performance.now(),
+  now: () => Number(process.hrtime.bigint()) / 1e6,
   wall: () => Date.now()
 }
 

@@ -260,21 +260,24 @@ export class Elector extends ReadyResource {
     if (this.tickTimer) clearTimeout(this.tickTimer)
     this.tickTimer = null
     if (this.closing !== null) return
-    // A read waiting on a peer (after a fast-forward) must not freeze the
-    // tick: decide on the last snapshot and pick the fresh one up next time.
-    await Promise.race([this.refresh(), new Promise((resolve) => setTimeout(resolve, this.config.retryMs).unref())])
-    this.evaluate()
-    if (this.acting === null) {
-      const decision = this.decision()
-      if (decision.action !== 'wait') {
-        this.acting = this.act(decision).finally(() => {
-          this.acting = null
-          this.kick()
-        })
+    try {
+      // A read waiting on a peer must not freeze the tick: decide on the
+      // last snapshot and pick the fresh one up next time.
+      await Promise.race([this.refresh(), new Promise((resolve) => setTimeout(resolve, this.config.retryMs).unref())])
+      this.evaluate()
+      if (this.acting === null) {
+        const decision = this.decision()
+        if (decision.action !== 'wait') {
+          this.acting = this.act(decision).finally(() => {
+            this.acting = null
+            this.kick()
+          })
+        }
       }
-    }
-    if (this.closing === null) {
-      this.tickTimer = setTimeout(() => this.kick(), this.config.retryMs)
+    } finally {
+      // Whatever went wrong (it is reported by kick), the loop goes on: a
+      // quiet group sends no update that would restart it.
+      if (this.closing === null && this.tickTimer === null) this.tickTimer = setTimeout(() => this.kick(), this.config.retryMs)
     }
   }
 

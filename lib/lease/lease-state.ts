@@ -53,7 +53,10 @@ export type LeaseOutcome =
   | { result: 'claimed'; record: LeaseRecord; began: TenureStart; ended: TenureEnd | null; previous: LeaseRecord | null }
   | { result: 'reacquired'; record: LeaseRecord }
   | { result: 'renewed'; record: LeaseRecord }
-  | { result: 'released'; record: LeaseRecord; previous: LeaseRecord }
+  /** `expired`: a named lease past its expiry, freed by whoever asked (seed 003). */
+  | { result: 'released'; record: LeaseRecord; previous: LeaseRecord; expired: boolean }
+  /** A release of a lease nobody holds: still a success for a retrying client, but not called "released" (seed 003). */
+  | { result: 'not-held'; record: LeaseRecord | null }
   | { result: 'rejected'; reason: RejectReason; record: LeaseRecord | null }
 
 export interface OpContext {
@@ -153,9 +156,15 @@ function holderOp(
   ctx: OpContext
 ): LeaseOutcome {
   const signer = name === SIGNER_LEASE
-  // The signer lease has no expiry inside apply; a named lease past its expiry is free.
-  const held = signer ? current !== null && current.holder !== null : isLive(current, ts)
-  if (!held || current === null) return reject('not-held', current)
+  if (current === null || current.holder === null) {
+    return type === 'release' ? { result: 'not-held', record: current } : reject('not-held', current)
+  }
+  // The signer lease has no expiry inside apply; a named lease past its expiry is free:
+  // a renew cannot revive it, and a release from anyone frees it for good.
+  if (!signer && !isLive(current, ts)) {
+    if (type === 'renew') return reject('not-held', current)
+    return { result: 'released', record: freed(current, ts, ctx), previous: current, expired: true }
+  }
   if (current.holder !== ctx.author || current.owner !== (signer ? null : owner)) return reject('held-by-other', current)
   // The signer lease always names its tenure; a named lease's owner may omit it.
   if ((signer && epoch === null) || (epoch !== null && epoch !== current.epoch)) return reject('stale-epoch', current)
@@ -164,11 +173,12 @@ function holderOp(
     const expiresAt = current.ttlMs === null ? null : ts + current.ttlMs
     return { result: 'renewed', record: { ...current, rev: current.rev + 1, ts, opId: ctx.opId, expiresAt } }
   }
-  return {
-    result: 'released',
-    record: { ...current, holder: null, owner: null, rev: current.rev + 1, ts, opId: ctx.opId, since: null, expiresAt: null },
-    previous: current
-  }
+  return { result: 'released', record: freed(current, ts, ctx), previous: current, expired: false }
+}
+
+/** The record after a release: no holder, the epoch kept (a zombie of this tenure must never match the next). */
+function freed(current: LeaseRecord, ts: number, ctx: OpContext): LeaseRecord {
+  return { ...current, holder: null, owner: null, rev: current.rev + 1, ts, opId: ctx.opId, since: null, expiresAt: null }
 }
 
 function reject(reason: RejectReason, record: LeaseRecord | null): LeaseOutcome {

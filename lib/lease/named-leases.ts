@@ -9,6 +9,12 @@
  * - Names given by the user resolve by unique prefix: an exact name wins,
  *   else exactly one name must start with the text (none and ambiguous are
  *   outcomes, never a guess). acquire always uses the exact name given.
+ *   release of a text that matches no lease is sent as that exact name, and
+ *   apply answers `not-held`: a success for a client retrying after a
+ *   dropped connection, but never called "released" (seed 003, where a
+ *   release that touched nothing and said "released" hid a real bug).
+ * - show presents a lease as it stands now: past its expiry it is free, with
+ *   its token (the record itself keeps the last holder until someone acts).
  *
  * What it does not guarantee: expiry here is apply's rule, judged from the
  * requesting op's own wall-clock `ts` (weaker than the signer lease, whose
@@ -65,11 +71,19 @@ export class NamedLeases {
     return this.submit('renew', () => this.log.append({ type: 'renew', name, epoch: null, owner, ts: this.wall() }), timeoutMs)
   }
 
-  async release(query: string, owner: string, timeoutMs?: number): Promise<ConfirmedOutcome | Exclude<Resolution, { result: 'one' }>> {
+  async release(query: string, owner: string, timeoutMs?: number): Promise<ConfirmedOutcome | Extract<Resolution, { result: 'ambiguous' }>> {
     const r = await this.resolve(query)
-    if (r.result !== 'one') return r
-    const name = r.record.name
+    if (r.result === 'ambiguous') return r
+    const name = r.result === 'one' ? r.record.name : query
+    checkName(name)
     return this.submit('release', () => this.log.append({ type: 'release', name, epoch: null, owner, ts: this.wall() }), timeoutMs)
+  }
+
+  /** One lease by name or unique prefix, as it stands at this device's wall clock: expired = free, token kept. */
+  async show(query: string): Promise<Resolution> {
+    const r = await this.resolve(query)
+    if (r.result !== 'one' || r.record.holder === null || isLive(r.record, this.wall())) return r
+    return { result: 'one', record: { ...r.record, holder: null, owner: null, expiresAt: null, since: null } }
   }
 
   /** Live named leases in the confirmed view (held, not past expiry on this device's wall clock). */
@@ -154,6 +168,6 @@ export async function waitForConfirmed(log: IntentLog, check: () => Promise<bool
 
 function checkName(name: string): void {
   if (!isLeaseName(name) || name === SIGNER_LEASE) {
-    throw new AutoleaseError('INVALID_ARGUMENT', `invalid lease name "${name}" (1-200 characters, no control characters, not ${SIGNER_LEASE})`)
+    throw new AutoleaseError('INVALID_ARGUMENT', `invalid lease name ${JSON.stringify(name)} (1-200 characters of well-formed text, no control characters, not ${SIGNER_LEASE})`)
   }
 }

@@ -3,150 +3,158 @@
  * view (DESIGN §1.2).
  *
  * It reads only the nodes and the view: no clock, no randomness, no config,
- * no I/O, no events. Every op is decoded and authorized here; a malformed,
- * unknown or unauthorized op is skipped and counted under
- * `stats/rejected/<reason>`, never thrown, because a throw in apply stops
- * the base for every peer. Two peers that applied the same prefix therefore
- * hold identical views.
+ * no I/O, no events. Two peers that applied the same prefix hold identical
+ * views, byte for byte.
+ *
+ * apply cannot throw on input, by construction:
+ * - the codec (ops.ts) admits only well-formed, bounded values, so every key
+ *   built from an op is computable;
+ * - each node runs against its own ViewTx: its writes and host effects are
+ *   held in memory and committed only once its handler has returned. A
+ *   handler that throws anything but a StorageFailure is a deterministic
+ *   error of pure code over identical inputs: every peer throws at the same
+ *   node, discards the same nothing, and counts the same `apply-error`. So
+ *   isolating it cannot make peers diverge, and it cannot stop the base (a
+ *   throw would stop it for everyone, and a restart would re-apply the same
+ *   op and stop again: a lone surrogate in a lease name once did exactly
+ *   that to every device).
+ * - a StorageFailure, or a failure while committing, is not a property of
+ *   the op: it is rethrown and stops the base, as it must.
  *
  * Authorization: the author is the node's writer key (authenticated by
- * autobase). The first op ever applied registers its author as founder: only
- * the bootstrap writer can append before anyone is added. Writer ops need an
- * indexer author; a removed writer's later ops are refused.
+ * autobase). The first op ever applied registers its author as founder (the
+ * bootstrap writer is the only one who can append before anyone is added)
+ * and fixes the group's apply version. Writer, config and apply-version ops
+ * need an indexer author; a removed writer's later ops are refused; no
+ * membership op may leave the group without an indexer (autobase then
+ * crashes in its view migration).
+ *
+ * Versioning: the view records the group's apply version. This build
+ * implements APPLY_VERSION; a group whose version is newer is frozen here
+ * (every later op is skipped and counted as `version-ahead`) and the intent
+ * log refuses to run on it, so an old device never diverges silently.
  */
 import type Hyperbee from 'hyperbee'
-import type { HyperbeeBatch } from 'hyperbee'
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
-import { decodeOp, opId, type LeaseOp, type WriterOp, SIGNER_LEASE } from './ops.js'
-import { transition, type LeaseRecord } from '../lease/lease-state.js'
-import {
-  APPLIED_KEY,
-  FOUNDER_KEY,
-  leaseKey,
-  outcomeKey,
-  rejectedKey,
-  tenureKey,
-  writerKey,
-  type OpOutcome,
-  type RejectionReason,
-  type TenureEntry,
-  type WriterEntry
-} from './view-layout.js'
+import { decodeOp, opId, type ApplyVersionOp, type Op, type WriterOp } from './ops.js'
+import { StorageFailure, ViewTx } from './view-tx.js'
+import { applyLeaseOp } from '../lease/lease-apply.js'
+import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type RejectionReason, type WriterEntry } from './view-layout.js'
 
 export type View = Hyperbee<unknown>
-type Batch = HyperbeeBatch<unknown>
+
+/** The apply behaviour this build implements. Groups start at this version (the founder's first op says so). */
+export const APPLY_VERSION = 1
+/** A group whose first op is not an apply-version op runs version 1. */
+const FIRST_VERSION = 1
 
 export async function apply(nodes: ApplyNode[], view: View, host: ApplyHost): Promise<void> {
   const batch = view.batch()
   for (const node of nodes) {
     if (node.value === null) continue // acks
-    await applyNode(batch, host, node)
+    const tx = new ViewTx(batch)
+    try {
+      await applyNode(tx, host, node)
+    } catch (err) {
+      if (err instanceof StorageFailure) throw err.cause
+      const failed = new ViewTx(batch)
+      await bump(failed, APPLIED_KEY)
+      await bump(failed, rejectedKey('apply-error'))
+      await failed.commit()
+      continue
+    }
+    await tx.commit()
   }
   await batch.flush()
 }
 
-async function applyNode(b: Batch, host: ApplyHost, node: ApplyNode): Promise<void> {
-  await b.put(APPLIED_KEY, ((await read<number>(b, APPLIED_KEY)) ?? 0) + 1)
+async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode): Promise<void> {
+  await bump(tx, APPLIED_KEY)
   const author = b4a.toString(node.from.key, 'hex')
   const id = opId(author, node.length)
+  const count = (reason: RejectionReason): Promise<void> => bump(tx, rejectedKey(reason))
 
   const decoded = decodeOp(node.value)
-  if (!decoded.ok) return count(b, decoded.reason)
 
-  let writer = await read<WriterEntry>(b, writerKey(author))
-  if (writer === null && (await read<string>(b, FOUNDER_KEY)) === null) {
+  let writer = await tx.get<WriterEntry>(writerKey(author))
+  let version = await tx.get<number>(APPLY_VERSION_KEY)
+  if (writer === null && (await tx.get<string>(FOUNDER_KEY)) === null) {
     writer = { key: author, indexer: true, removed: false, addedOp: null, removedOp: null }
-    await b.put(FOUNDER_KEY, author)
-    await b.put(writerKey(author), writer)
+    tx.put(FOUNDER_KEY, author)
+    tx.put(writerKey(author), writer)
+    const first = decoded.ok && decoded.op.type === 'apply-version' ? decoded.op.version : FIRST_VERSION
+    tx.put(APPLY_VERSION_KEY, first)
+    if (decoded.ok && decoded.op.type === 'apply-version') return
+    version = first
   }
-  if (writer === null || writer.removed) return count(b, 'unauthorized')
-
-  const op = decoded.op
-  if (op.type === 'add-writer' || op.type === 'remove-writer') return applyWriterOp(b, host, op, writer, id)
-  return applyLeaseOp(b, op, author, id)
+  if ((version ?? FIRST_VERSION) > APPLY_VERSION) return count('version-ahead')
+  if (!decoded.ok) return count(decoded.reason)
+  if (writer === null || writer.removed) return count('unauthorized')
+  return dispatch(tx, host, decoded.op, writer, id, count)
 }
 
-async function applyWriterOp(b: Batch, host: ApplyHost, op: WriterOp, author: WriterEntry, id: string): Promise<void> {
-  if (!author.indexer) return count(b, 'unauthorized')
-  const existing = await read<WriterEntry>(b, writerKey(op.key))
+async function dispatch(
+  tx: ViewTx,
+  host: ApplyHost,
+  op: Op,
+  writer: WriterEntry,
+  id: string,
+  count: (reason: RejectionReason) => Promise<void>
+): Promise<void> {
+  switch (op.type) {
+    case 'add-writer':
+    case 'remove-writer':
+      if (!writer.indexer) return count('unauthorized')
+      return applyWriterOp(tx, host, op, id, count)
+    case 'apply-version':
+      if (!writer.indexer) return count('unauthorized')
+      return applyVersionOp(tx, op, count)
+    case 'claim':
+    case 'acquire':
+    case 'renew':
+    case 'release':
+      return applyLeaseOp(tx, op, writer.key, id, count)
+    default:
+      // Config and event ops belong to a later apply version.
+      return count('unknown-type')
+  }
+}
+
+async function applyWriterOp(
+  tx: ViewTx,
+  host: ApplyHost,
+  op: WriterOp,
+  id: string,
+  count: (reason: RejectionReason) => Promise<void>
+): Promise<void> {
+  const existing = await tx.get<WriterEntry>(writerKey(op.key))
   const key = b4a.from(op.key, 'hex')
 
   if (op.type === 'add-writer') {
-    if (existing?.removed) return count(b, 'writer-removed') // a revoked device stays revoked
+    if (existing?.removed) return count('writer-removed') // a revoked device stays revoked
     if (existing !== null && existing.indexer === op.indexer) return // idempotent
-    await host.addWriter(key, { indexer: op.indexer })
-    await b.put(writerKey(op.key), { key: op.key, indexer: op.indexer, removed: false, addedOp: id, removedOp: null })
+    // add-writer {indexer: false} of an indexer demotes it: never the last one.
+    // `removeable` reads autobase's own indexer set, itself a function of the log.
+    if (existing?.indexer && !op.indexer && !host.removeable(key)) return count('last-indexer')
+    tx.effect(() => host.addWriter(key, { indexer: op.indexer }))
+    tx.put(writerKey(op.key), { key: op.key, indexer: op.indexer, removed: false, addedOp: id, removedOp: null })
     return
   }
 
-  if (existing === null) return count(b, 'unknown-writer')
+  if (existing === null) return count('unknown-writer')
   if (existing.removed) return // idempotent
-  // autobase refuses to remove the last indexer; check first so apply never throws.
-  if (!host.removeable(key)) return count(b, 'not-removable')
-  await host.removeWriter(key)
-  await b.put(writerKey(op.key), { ...existing, removed: true, removedOp: id })
+  if (!host.removeable(key)) return count('last-indexer')
+  tx.effect(() => host.removeWriter(key))
+  tx.put(writerKey(op.key), { ...existing, removed: true, removedOp: id })
 }
 
-async function applyLeaseOp(b: Batch, op: LeaseOp, author: string, id: string): Promise<void> {
-  const current = await read<LeaseRecord>(b, leaseKey(op.name))
-  const out = transition(current, op, { author, opId: id })
-  const named = op.name !== SIGNER_LEASE
-
-  if (out.result === 'rejected') {
-    await count(b, out.reason)
-  } else {
-    await b.put(leaseKey(op.name), out.record)
-    if (out.result === 'claimed') {
-      const prev = out.previous
-      if (out.ended !== null && prev !== null) {
-        // An expired named lease ended at its expiry, the signer lease when it was taken over.
-        const endedTs = out.ended === 'expired' ? (prev.expiresAt ?? out.record.ts) : out.record.ts
-        await endTenure(b, prev, out.ended, id, endedTs)
-      }
-      const tenure: TenureEntry = {
-        name: op.name,
-        epoch: out.record.epoch,
-        holder: author,
-        owner: out.record.owner,
-        began: out.began,
-        beganOp: id,
-        beganTs: out.record.ts,
-        ended: null,
-        endedOp: null,
-        endedTs: null
-      }
-      await b.put(tenureKey(op.name, out.record.epoch), tenure)
-    } else if (out.result === 'released') {
-      await endTenure(b, out.previous, 'released', id, out.record.ts)
-    }
-  }
-
-  if (named) {
-    const outcome: OpOutcome = {
-      opId: id,
-      name: op.name,
-      result: out.result,
-      reason: out.result === 'rejected' ? out.reason : null,
-      record: out.record
-    }
-    await b.put(outcomeKey(id), outcome)
-  }
+async function applyVersionOp(tx: ViewTx, op: ApplyVersionOp, count: (reason: RejectionReason) => Promise<void>): Promise<void> {
+  const current = (await tx.get<number>(APPLY_VERSION_KEY)) ?? FIRST_VERSION
+  if (op.version <= current) return op.version === current ? undefined : count('stale-version')
+  tx.put(APPLY_VERSION_KEY, op.version)
 }
 
-async function endTenure(b: Batch, prev: LeaseRecord, how: TenureEntry['ended'], id: string, ts: number): Promise<void> {
-  const key = tenureKey(prev.name, prev.epoch)
-  const tenure = await read<TenureEntry>(b, key)
-  if (tenure === null) return
-  await b.put(key, { ...tenure, ended: how, endedOp: id, endedTs: ts })
-}
-
-async function count(b: Batch, reason: RejectionReason): Promise<void> {
-  const key = rejectedKey(reason)
-  await b.put(key, ((await read<number>(b, key)) ?? 0) + 1)
-}
-
-async function read<T>(b: Batch, key: string): Promise<T | null> {
-  const entry = await b.get(key)
-  return entry === null ? null : (entry.value as T)
+async function bump(tx: ViewTx, key: string): Promise<void> {
+  tx.put(key, ((await tx.get<number>(key)) ?? 0) + 1)
 }

@@ -21,6 +21,22 @@
  * Indexers ack as soon as they apply a new op, so a claim is confirmed in a
  * few round trips instead of after autobase's 10 s default ack interval;
  * the background ack timer (ackIntervalMs) covers convergence after races.
+ *
+ * The confirmed length comes from STORED data only: the system block at
+ * the indexed length records the view's length then. autobase's
+ * `getIndexedInfo(length)` answers from its in-memory state when `length`
+ * equals the system core's length, and a flush updates that state before
+ * it awaits the write: a confirmed read racing an apply could then count
+ * an unindexed op as confirmed (test/intent-log-race.test.ts pauses a flush
+ * at that point).
+ *
+ * Snapshots: one cached snapshot per (mode, length) serves every read until
+ * the view moves; opening a snapshot while autobase flushes an apply could
+ * crash hypercore (patches/README.md), so we open as few as we can.
+ *
+ * The group's apply version is in the view (apply.ts): the log refuses to
+ * open, or emits a VERSION_AHEAD error, when the group moved to a version
+ * this build does not implement, instead of diverging from its peers.
  */
 import { createHash } from 'node:crypto'
 import Autobase from 'autobase'
@@ -31,11 +47,14 @@ import type { ReplicationStream } from 'corestore'
 import type { Duplex } from 'node:stream'
 import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
-import { apply, type View } from './apply.js'
+import c from 'compact-encoding'
+import autobaseMessages from 'autobase/lib/messages.js'
+import { apply, APPLY_VERSION, type View } from './apply.js'
 import { encodeOp, type Op } from './ops.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
 import {
   APPLIED_KEY,
+  APPLY_VERSION_KEY,
   LEASE_PREFIX,
   REJECTED_PREFIX,
   WRITER_PREFIX,
@@ -69,14 +88,18 @@ export class IntentLog extends ReadyResource {
   readonly base: Autobase<View>
   private readonly store: Corestore
   private lastApplied = -1
-  private acking = false
+  private checking = false
+  private recheck = false
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
   private stalled = { indexed: -1, checks: 0 }
   private nudging = false
+  private readonly founding: boolean
+  private readonly snaps: Record<ReadMode, Snapshot | null> = { tip: null, confirmed: null }
 
   constructor(store: Corestore, opts: IntentLogOptions = {}) {
     super()
+    this.founding = opts.key === undefined || opts.key === null
     // One namespace per autobase: two bases sharing one can spin (autobase #374).
     this.store = store.namespace(opts.namespace ?? NAMESPACE)
     this.base = new Autobase<View>(this.store, opts.key ?? null, {
@@ -93,6 +116,8 @@ export class IntentLog extends ReadyResource {
     })
     this.stallCheckMs = Math.max(250, opts.ackIntervalMs ?? 500)
     this.base.on('update', () => this.onupdate())
+    // A reorder rewrites the tip under the same length: a cached tip snapshot is void.
+    this.base.view.core.on('truncate', () => this.drop('tip'))
     // Without a listener an error inside autobase (a bug in apply) would
     // crash the process from a background promise; surface it instead.
     this.base.on('error', (err: Error) => this.emit('error', err))
@@ -100,12 +125,23 @@ export class IntentLog extends ReadyResource {
 
   override async _open(): Promise<void> {
     await this.base.ready()
+    // A new group says which apply version it runs in its very first op.
+    if (this.founding && this.base.writable && this.base.local.length === 0) {
+      await this.base.append(encodeOp({ type: 'apply-version', version: APPLY_VERSION }))
+    }
+    const version = await this.groupApplyVersion('tip')
+    if (version > APPLY_VERSION) {
+      await this.base.close()
+      throw versionAhead(version)
+    }
     this.stallTimer = setInterval(() => this.checkStall(), this.stallCheckMs)
     this.stallTimer.unref()
   }
 
   override async _close(): Promise<void> {
     if (this.stallTimer) clearInterval(this.stallTimer)
+    this.drop('tip')
+    this.drop('confirmed')
     await this.base.close()
   }
 
@@ -143,13 +179,16 @@ export class IntentLog extends ReadyResource {
     return `${this.self}:${length}`
   }
 
-  /** Length of the view inside the confirmed (indexed) prefix. */
+  /** Length of the view inside the confirmed (indexed) prefix, read from the stored system block at the indexed length. */
   async confirmedViewLength(): Promise<number> {
     for (let attempt = 0; ; attempt++) {
       const system = this.base.system
-      if (system === null) return 0
+      const indexed = this.base.indexedLength
+      if (system === null || indexed === 0) return 0
       try {
-        const info = await system.getIndexedInfo(this.base.indexedLength)
+        const node = await system.db.getBySeq(indexed - 1, READ_OPTS)
+        if (node === null) throw Object.assign(new Error(`system block ${indexed - 1} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
+        const info = c.decode(autobaseMessages.Info, node.value)
         return info.views[0]?.length ?? 0
       } catch (err) {
         // base.system is replaced on indexer changes and reboots; retry on the new one.
@@ -185,12 +224,33 @@ export class IntentLog extends ReadyResource {
     const length = mode === 'tip' ? view.core.length : await this.confirmedViewLength()
     // An empty hyperbee has no header block: nothing is there (or confirmed) yet.
     if (length <= 1) return fn(EMPTY_VIEW)
-    const snap = view.checkout(length)
-    try {
-      return await fn(snap)
-    } finally {
-      await snap.close()
+    let snap = this.snaps[mode]
+    if (snap === null || snap.length !== length) {
+      this.drop(mode)
+      snap = { length, bee: view.checkout(length), refs: 0, dropped: false }
+      this.snaps[mode] = snap
     }
+    snap.refs++
+    try {
+      return await fn(snap.bee)
+    } finally {
+      snap.refs--
+      if (snap.dropped && snap.refs === 0) void snap.bee.close().catch(() => {})
+    }
+  }
+
+  /** Retire the cached snapshot of `mode`: closed now, or by its last reader. */
+  private drop(mode: ReadMode): void {
+    const snap = this.snaps[mode]
+    if (snap === null) return
+    this.snaps[mode] = null
+    snap.dropped = true
+    if (snap.refs === 0) void snap.bee.close().catch(() => {})
+  }
+
+  /** The apply version the group runs (apply.ts): 1 for a group that never said. */
+  groupApplyVersion(mode: ReadMode = 'tip'): Promise<number> {
+    return this.read(mode, async (v) => (await get<number>(v, APPLY_VERSION_KEY)) ?? 1)
   }
 
   lease(name: string, mode: ReadMode): Promise<LeaseRecord | null> {
@@ -305,27 +365,58 @@ export class IntentLog extends ReadyResource {
 
   private onupdate(): void {
     this.emit('update')
-    if (this.acking || this.closing !== null || !this.base.ackable) return
-    this.acking = true
-    this.ackIfChanged()
+    if (this.closing !== null) return
+    if (this.checking) {
+      // An update during a check is checked again after it, never dropped.
+      this.recheck = true
+      return
+    }
+    this.checking = true
+    this.afterUpdate()
       .catch((err: unknown) => {
-        // A read that lost a race with a long reorder: the next update acks.
+        // A read that lost a race with a long reorder: the next update checks again.
         const code = (err as { code?: string }).code
         if (this.closing === null && !(code !== undefined && (RETRYABLE.has(code) || code === 'READ_FAILED'))) this.emit('error', err)
       })
       .finally(() => {
-        this.acking = false
+        this.checking = false
+        if (this.recheck) {
+          this.recheck = false
+          this.onupdate()
+        }
       })
   }
 
-  // Ack only when a real op (not an ack) was applied: acking on acks would
-  // make indexers answer each other forever.
-  private async ackIfChanged(): Promise<void> {
+  /**
+   * After a real op (not an ack) was applied: refuse a group that moved to
+   * an apply version we do not implement, and ack at once if we index.
+   * Acking on acks would make indexers answer each other forever.
+   */
+  private async afterUpdate(): Promise<void> {
     const applied = await this.applied('tip')
     if (applied === this.lastApplied) return
     this.lastApplied = applied
-    if (this.closing === null) await this.base.ack()
+    const version = await this.groupApplyVersion('tip')
+    if (version > APPLY_VERSION) {
+      this.emit('error', versionAhead(version))
+      return
+    }
+    if (this.closing === null && this.base.ackable) await this.base.ack()
   }
+}
+
+interface Snapshot {
+  length: number
+  bee: View
+  refs: number
+  dropped: boolean
+}
+
+function versionAhead(version: number): AutoleaseError {
+  return new AutoleaseError(
+    'VERSION_AHEAD',
+    `this group runs apply version ${version}; this build of autolease implements version ${APPLY_VERSION}: upgrade autolease on this device`
+  )
 }
 
 const RETRYABLE = new Set(['BLOCK_NOT_AVAILABLE', 'SESSION_CLOSED', 'SNAPSHOT_NOT_AVAILABLE', 'REQUEST_TIMEOUT'])

@@ -2,11 +2,18 @@
  * Ops of the intent log: what writers append, encoded as versioned JSON and
  * validated field by field on decode.
  *
- * Invariant enforced here alone: every op apply acts on has passed
- * `decodeOp`, so apply never sees a malformed value. Decoding never throws:
- * garbage, an unknown version or an unknown type comes back as a reason,
- * which apply counts in the view and skips. A newer peer's op is therefore
- * skipped by an older one, deterministically, instead of stopping its base.
+ * Invariants enforced here alone:
+ * - Every op apply acts on has passed `decodeOp`, so apply never sees a
+ *   malformed value. Decoding never throws: garbage, an unknown version or
+ *   an unknown type comes back as a reason, which apply counts and skips.
+ * - Every string that can reach a view key or value is well-formed Unicode
+ *   (`isWellFormed`), free of control characters and bounded in length; every
+ *   number is a safe integer in range; every list is bounded. A lease name
+ *   holding a lone surrogate once passed here and made `encodeURIComponent`
+ *   throw inside apply, which stopped every device's base for good (a restart
+ *   re-applied the stored op and stopped again).
+ * - An op is rebuilt field by field from the schema: extra fields (or a
+ *   `__proto__` key) never reach apply.
  *
  * Authorship is never a field: apply takes the author from the node's
  * writer key, which autobase authenticates.
@@ -17,11 +24,25 @@ export const OP_VERSION = 1
 /** The signer lease: which device is the active signer. */
 export const SIGNER_LEASE = '__lease__'
 
+export const MAX_OP_BYTES = 64 * 1024
 const MAX_NAME = 200
 const MAX_OWNER = 100
 const MAX_TTL_MS = 366 * 24 * 3600 * 1000
+const MAX_LABELS = 100
+const MAX_LABEL = 100
+const MAX_CHECKS = 50
+const MAX_PRS = 50
 const HEX_KEY = /^[0-9a-f]{64}$/
 const OP_ID = /^[0-9a-f]{64}:[1-9][0-9]{0,14}$/
+/** A tenant id: it picks webhook secrets and forge credentials; ASCII so it is safe in paths and keys. */
+const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
+/** owner/name as GitHub allows them (lower-cased: GitHub compares them case-insensitively). */
+const REPO = /^[a-z0-9](?:[a-z0-9-]{0,38})\/[a-z0-9._-]{1,100}$/
+/** A git object id: SHA-1 (40) or SHA-256 (64) hex. */
+const SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
+/** X-GitHub-Delivery: a GUID on github.com; bounded printable ASCII here. */
+const DELIVERY = /^[A-Za-z0-9._:-]{1,100}$/
+const WORD = /^[a-z0-9_]{1,64}$/
 
 /** CAS claim: valid only if the record is still the one named by `seen` (its opId; null = never written) and `epoch` = its epoch + 1. */
 export interface ClaimOp {
@@ -69,9 +90,75 @@ export interface RemoveWriterOp {
   key: string
 }
 
+/** The group moves to another apply version (README, "Upgrading a group"). Indexers only. */
+export interface ApplyVersionOp {
+  type: 'apply-version'
+  version: number
+}
+
+export type MergeMethod = 'merge' | 'squash' | 'rebase'
+
+/** A repository under management (or its new settings). Indexers only: config is replicated so every apply sees the same. */
+export interface RepoAddOp {
+  type: 'repo-add'
+  tenant: string
+  repo: string
+  label: string
+  mergeMethod: MergeMethod
+  /** Empty: every reported check must pass and at least one must exist. */
+  requiredChecks: string[]
+}
+
+export interface RepoRemoveOp {
+  type: 'repo-remove'
+  tenant: string
+  repo: string
+}
+
+export type WebhookEventType = 'pull_request' | 'check_run' | 'check_suite' | 'status'
+
+/** One check result carried by an event: a check run (name), a check suite (app slug) or a commit status (context). */
+export interface CheckFact {
+  name: string
+  /** success, failure, neutral, skipped, cancelled, timed_out, action_required, stale, error, pending... */
+  conclusion: string
+}
+
+/**
+ * A webhook delivery, reduced to the facts the queue needs (never the whole
+ * payload). Appended by whichever device received it; apply dedups by
+ * `delivery` + `bodySha256`.
+ */
+export interface EventOp {
+  type: 'event'
+  tenant: string
+  repo: string
+  delivery: string
+  bodySha256: string
+  event: WebhookEventType
+  action: string | null
+  /** pull_request: the PR. */
+  pr: number | null
+  /** check_run / check_suite: the PRs the payload lists (empty for fork PRs). */
+  prs: number[]
+  /** The head SHA the event is about (PR head, check head_sha, status sha). */
+  sha: string | null
+  draft: boolean | null
+  merged: boolean | null
+  autoMerge: boolean | null
+  /** The PR's labels (pull_request events). */
+  labels: string[] | null
+  /** The label added or removed (labeled / unlabeled). */
+  label: string | null
+  check: CheckFact | null
+  /** The receiving device's wall clock at intake: the only time apply ever sees for this event. */
+  ts: number
+}
+
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
-export type Op = LeaseOp | WriterOp
+export type ConfigOp = RepoAddOp | RepoRemoveOp
+export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp
 
 export type DecodeFailure = 'malformed' | 'unknown-version' | 'unknown-type' | 'invalid-field'
 export type Decoded = { ok: true; op: Op } | { ok: false; reason: DecodeFailure; detail: string }
@@ -80,12 +167,14 @@ export function encodeOp(op: Op): Uint8Array {
   // Validate what we send too: a local bug must not reach the shared log.
   const check = validate({ v: OP_VERSION, ...op })
   if (!check.ok) throw new TypeError(`refusing to encode an invalid op: ${check.detail}`)
-  return b4a.from(JSON.stringify({ v: OP_VERSION, ...op }))
+  const bytes = b4a.from(JSON.stringify({ v: OP_VERSION, ...check.op }))
+  if (bytes.byteLength > MAX_OP_BYTES) throw new TypeError(`refusing to encode an op larger than ${MAX_OP_BYTES} bytes`)
+  return bytes
 }
 
 export function decodeOp(bytes: Uint8Array | null): Decoded {
   if (bytes === null || bytes.byteLength === 0) return fail('malformed', 'empty value')
-  if (bytes.byteLength > 64 * 1024) return fail('malformed', 'value larger than 64 KiB')
+  if (bytes.byteLength > MAX_OP_BYTES) return fail('malformed', 'value larger than 64 KiB')
   let raw: unknown
   try {
     raw = JSON.parse(b4a.toString(bytes, 'utf-8'))
@@ -103,12 +192,42 @@ export function isOpId(value: unknown): value is string {
   return typeof value === 'string' && OP_ID.test(value)
 }
 
+/** A printable, well-formed, bounded string: what every name and label must be. */
+export function isText(value: unknown, max: number): value is string {
+  return typeof value === 'string' && value.length >= 1 && value.length <= max && value.isWellFormed() && !/[\u0000-\u001f\u007f-\u009f]/.test(value)
+}
+
 export function isLeaseName(value: unknown): value is string {
-  return typeof value === 'string' && value.length >= 1 && value.length <= MAX_NAME && !/[\u0000-\u001f\u007f]/.test(value)
+  return isText(value, MAX_NAME)
+}
+
+export function isOwner(value: unknown): value is string {
+  return isText(value, MAX_OWNER)
 }
 
 export function isWriterKeyHex(value: unknown): value is string {
   return typeof value === 'string' && HEX_KEY.test(value)
+}
+
+export function isTenant(value: unknown): value is string {
+  return typeof value === 'string' && TENANT.test(value)
+}
+
+/** `owner/name`, lower-case (normalize with `normalizeRepo` first). */
+export function isRepo(value: unknown): value is string {
+  return typeof value === 'string' && REPO.test(value)
+}
+
+export function normalizeRepo(value: string): string {
+  return value.trim().toLowerCase()
+}
+
+export function isSha(value: unknown): value is string {
+  return typeof value === 'string' && SHA.test(value)
+}
+
+export function isLabel(value: unknown): value is string {
+  return isText(value, MAX_LABEL)
 }
 
 function validate(raw: unknown): Decoded {
@@ -120,25 +239,25 @@ function validate(raw: unknown): Decoded {
       // CAS claims are for the signer lease; named leases use acquire (expiry judged by apply).
       if (name !== SIGNER_LEASE) return bad('name')
       if (seen !== null && !isOpId(seen)) return bad('seen')
-      if (!isEpoch(epoch) || epoch < 1) return bad('epoch')
-      if (!isTs(ts)) return bad('ts')
+      if (!isCount(epoch) || epoch < 1) return bad('epoch')
+      if (!isCount(ts)) return bad('ts')
       return ok({ type: 'claim', name, seen, epoch, ts })
     }
     case 'acquire': {
       const { name, owner, ttlMs, ts } = raw
       if (!isLeaseName(name) || name === SIGNER_LEASE) return bad('name')
       if (!isOwner(owner)) return bad('owner')
-      if (ttlMs !== null && !(isEpoch(ttlMs) && ttlMs >= 1 && ttlMs <= MAX_TTL_MS)) return bad('ttlMs')
-      if (!isTs(ts)) return bad('ts')
+      if (ttlMs !== null && !(isCount(ttlMs) && ttlMs >= 1 && ttlMs <= MAX_TTL_MS)) return bad('ttlMs')
+      if (!isCount(ts)) return bad('ts')
       return ok({ type: 'acquire', name, owner, ttlMs, ts })
     }
     case 'renew':
     case 'release': {
       const { type, name, epoch, owner, ts } = raw
       if (!isLeaseName(name)) return bad('name')
-      if (epoch !== null && !isEpoch(epoch)) return bad('epoch')
+      if (epoch !== null && !isCount(epoch)) return bad('epoch')
       if (owner !== null && !isOwner(owner)) return bad('owner')
-      if (!isTs(ts)) return bad('ts')
+      if (!isCount(ts)) return bad('ts')
       return ok({ type, name, epoch, owner, ts })
     }
     case 'add-writer': {
@@ -152,30 +271,106 @@ function validate(raw: unknown): Decoded {
       if (!isWriterKeyHex(key)) return bad('key')
       return ok({ type: 'remove-writer', key })
     }
+    case 'apply-version': {
+      const { version } = raw
+      if (!isCount(version) || version < 1 || version > 1_000_000) return bad('version')
+      return ok({ type: 'apply-version', version })
+    }
+    case 'repo-add': {
+      const { tenant, repo, label, mergeMethod, requiredChecks } = raw
+      if (!isTenant(tenant)) return bad('tenant')
+      if (!isRepo(repo)) return bad('repo')
+      if (!isLabel(label)) return bad('label')
+      if (mergeMethod !== 'merge' && mergeMethod !== 'squash' && mergeMethod !== 'rebase') return bad('mergeMethod')
+      const checks = textList(requiredChecks, MAX_CHECKS, MAX_LABEL)
+      if (checks === null) return bad('requiredChecks')
+      return ok({ type: 'repo-add', tenant, repo, label, mergeMethod, requiredChecks: [...new Set(checks)].sort() })
+    }
+    case 'repo-remove': {
+      const { tenant, repo } = raw
+      if (!isTenant(tenant)) return bad('tenant')
+      if (!isRepo(repo)) return bad('repo')
+      return ok({ type: 'repo-remove', tenant, repo })
+    }
+    case 'event':
+      return validateEvent(raw)
     default:
       return fail('unknown-type', `type ${describe(raw.type)}`)
   }
 }
 
+function validateEvent(raw: Record<string, unknown>): Decoded {
+  const { tenant, repo, delivery, bodySha256, event, action, pr, prs, sha, draft, merged, autoMerge, labels, label, check, ts } = raw
+  if (!isTenant(tenant)) return bad('tenant')
+  if (!isRepo(repo)) return bad('repo')
+  if (typeof delivery !== 'string' || !DELIVERY.test(delivery)) return bad('delivery')
+  if (typeof bodySha256 !== 'string' || !HEX_KEY.test(bodySha256)) return bad('bodySha256')
+  if (event !== 'pull_request' && event !== 'check_run' && event !== 'check_suite' && event !== 'status') return bad('event')
+  if (action !== null && !(typeof action === 'string' && WORD.test(action))) return bad('action')
+  if (pr !== null && !isPrNumber(pr)) return bad('pr')
+  if (!Array.isArray(prs) || prs.length > MAX_PRS || !prs.every(isPrNumber)) return bad('prs')
+  if (sha !== null && !isSha(sha)) return bad('sha')
+  if (!isOptionalBoolean(draft)) return bad('draft')
+  if (!isOptionalBoolean(merged)) return bad('merged')
+  if (!isOptionalBoolean(autoMerge)) return bad('autoMerge')
+  const labelList = labels === null ? null : textList(labels, MAX_LABELS, MAX_LABEL)
+  if (labels !== null && labelList === null) return bad('labels')
+  if (label !== null && !isLabel(label)) return bad('label')
+  let fact: CheckFact | null = null
+  if (check !== null) {
+    if (!isPlainObject(check) || !isLabel(check.name) || typeof check.conclusion !== 'string' || !WORD.test(check.conclusion)) return bad('check')
+    fact = { name: check.name, conclusion: check.conclusion }
+  }
+  if (!isCount(ts)) return bad('ts')
+  return ok({
+    type: 'event',
+    tenant,
+    repo,
+    delivery,
+    bodySha256,
+    event,
+    action,
+    pr,
+    prs: [...new Set(prs as number[])].sort((a, b) => a - b),
+    sha,
+    draft,
+    merged,
+    autoMerge,
+    labels: labelList,
+    label,
+    check: fact,
+    ts
+  })
+}
+
 /** A printable detail for any decoded JSON value. Never String(): `{"toString":0}` makes it throw. */
 function describe(v: unknown): string {
-  return typeof v === 'number' || typeof v === 'boolean' ? `${v}` : typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) : v === null ? 'null' : typeof v
+  if (typeof v === 'number' || typeof v === 'boolean') return `${v}`
+  if (typeof v === 'string') return v.isWellFormed() ? JSON.stringify(v.slice(0, 40)) : 'a malformed string'
+  return v === null ? 'null' : typeof v
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
-function isEpoch(v: unknown): v is number {
+/** A non-negative safe integer (epochs, timestamps, lengths). */
+function isCount(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
 }
 
-function isTs(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+function isPrNumber(v: unknown): v is number {
+  return isCount(v) && v >= 1 && v <= 1_000_000_000
 }
 
-function isOwner(v: unknown): v is string {
-  return typeof v === 'string' && v.length >= 1 && v.length <= MAX_OWNER && !/[\u0000-\u001f\u007f]/.test(v)
+function isOptionalBoolean(v: unknown): v is boolean | null {
+  return v === null || typeof v === 'boolean'
+}
+
+function textList(v: unknown, maxItems: number, maxLength: number): string[] | null {
+  if (!Array.isArray(v) || v.length > maxItems) return null
+  for (const item of v) if (!isText(item, maxLength)) return null
+  return v as string[]
 }
 
 function ok(op: Op): Decoded {

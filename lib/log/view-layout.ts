@@ -11,9 +11,16 @@ export type RejectionReason =
   | DecodeFailure
   | RejectReason
   | 'unauthorized'
-  | 'not-removable'
+  /** A membership op that would leave the group without an indexer. */
+  | 'last-indexer'
   | 'writer-removed'
   | 'unknown-writer'
+  /** apply-version at or below the group's version. */
+  | 'stale-version'
+  /** The group moved to an apply version this build does not implement: everything after is skipped. */
+  | 'version-ahead'
+  /** The op's handler threw: a bug in pure code, isolated so it cannot stop the base (DESIGN §1.2). */
+  | 'apply-error'
 
 export interface TenureEntry {
   name: string
@@ -40,13 +47,15 @@ export interface WriterEntry {
 export interface OpOutcome {
   opId: string
   name: string
-  result: 'claimed' | 'reacquired' | 'renewed' | 'released' | 'rejected'
+  result: 'claimed' | 'reacquired' | 'renewed' | 'released' | 'not-held' | 'rejected'
   reason: RejectReason | null
   /** The record after the op (or as it stood, when rejected). */
   record: LeaseRecord | null
 }
 
 export const FOUNDER_KEY = 'meta/founder'
+/** The group's apply version: set by its first op, moved on by apply-version ops. */
+export const APPLY_VERSION_KEY = 'meta/apply-version'
 export const APPLIED_KEY = 'stats/applied'
 export const REJECTED_PREFIX = 'stats/rejected/'
 export const LEASE_PREFIX = 'lease/'
@@ -54,8 +63,15 @@ export const TENURE_PREFIX = 'tenure/'
 export const WRITER_PREFIX = 'writer/'
 export const OUTCOME_PREFIX = 'outcome/'
 
-export const leaseKey = (name: string): string => LEASE_PREFIX + encodeURIComponent(name)
-export const tenurePrefix = (name: string): string => TENURE_PREFIX + encodeURIComponent(name) + '/'
+/**
+ * A name inside a key. apply only ever sees well-formed names (the codec
+ * checks), where toWellFormed() changes nothing; it is there so that a read
+ * with an arbitrary name (a control request, a library caller) gets "no
+ * such lease" instead of a URIError.
+ */
+const nameInKey = (name: string): string => encodeURIComponent(name.toWellFormed())
+export const leaseKey = (name: string): string => LEASE_PREFIX + nameInKey(name)
+export const tenurePrefix = (name: string): string => TENURE_PREFIX + nameInKey(name) + '/'
 export const tenureKey = (name: string, epoch: number): string => tenurePrefix(name) + String(epoch).padStart(16, '0')
 export const writerKey = (hex: string): string => WRITER_PREFIX + hex
 export const rejectedKey = (reason: RejectionReason): string => REJECTED_PREFIX + reason

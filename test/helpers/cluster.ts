@@ -103,8 +103,8 @@ export class Cluster {
     await d.store.close()
   }
 
-  /** Close device i and reopen it on the same storage, with a fresh elector (a process restart). */
-  async restart(i: number): Promise<Device> {
+  /** Close device i and reopen it on the same storage, with a fresh elector unless `elect` is false (a process restart). */
+  async restart(i: number, elect = true): Promise<Device> {
     const d = this.devices[i]!
     if (d.elector) await d.elector.close()
     await d.log.close()
@@ -115,7 +115,7 @@ export class Cluster {
     const next: Device = { ...d, store, log, elector: null }
     this.devices[i] = next
     this.mesh.replace(i, log)
-    await this.startElector(next)
+    if (elect) await this.startElector(next)
     return next
   }
 

@@ -41,6 +41,9 @@ declare module 'autobase' {
   }
 
   export interface SystemView {
+    /** The system hyperbee (binary keys and values): one 'info' entry ends every flush. */
+    readonly db: { getBySeq(seq: number, opts?: { wait?: boolean }): Promise<{ key: Uint8Array; value: Uint8Array } | null> }
+    readonly core: Hypercore
     readonly indexers: Array<{ key: Uint8Array; length: number }>
     readonly members: number
     getIndexedInfo(length?: number): Promise<IndexedInfo>
@@ -87,4 +90,17 @@ declare module 'autobase' {
     replicate(isInitiator: boolean | Duplex, opts?: object): ReplicationStream
     getIndexedInfo(): Promise<IndexedInfo>
   }
+}
+
+declare module 'autobase/lib/messages.js' {
+  import type { Encoder } from 'compact-encoding'
+  /** autobase's stored system info (the 'info' entry of each system flush). */
+  export interface StoredInfo {
+    version: number
+    members: number
+    indexers: Array<{ key: Uint8Array; length: number }>
+    views: Array<{ key: Uint8Array; length: number }>
+  }
+  const messages: { Info: Encoder<StoredInfo> }
+  export default messages
 }

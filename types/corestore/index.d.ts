@@ -15,6 +15,9 @@ declare module 'corestore' {
     treeHash(length?: number): Promise<Uint8Array>
     /** A raw block; null when `wait: false` and the block is not stored locally. */
     get(index: number, opts?: { wait?: boolean; timeout?: number }): Promise<Uint8Array | null>
+    append(block: Uint8Array | Uint8Array[]): Promise<{ length: number; byteLength: number }>
+    /** A session frozen at the current length. */
+    snapshot(): Hypercore
     on(event: 'truncate', listener: (ancestors: number, forkId: number) => void): this
     on(event: 'append', listener: () => void): this
     off(event: string, listener: (...args: never[]) => void): this
@@ -31,6 +34,8 @@ declare module 'corestore' {
     ready(): Promise<void>
     close(): Promise<void>
     namespace(name: string): Corestore
+    /** A named core of this store (tests use it to exercise hypercore directly). */
+    get(opts: { name: string }): Hypercore
     session(): Corestore
     replicate(isInitiator: boolean | Duplex, opts?: object): ReplicationStream
   }
