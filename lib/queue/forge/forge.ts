@@ -1,0 +1,155 @@
+/**
+ * The forge: what the merge queue reads from and does to GitHub (or any
+ * forge that speaks the same REST subset). Pure types and one error class.
+ *
+ * Contract every implementation keeps:
+ * - Expected outcomes are values, never errors: a PR that does not exist is
+ *   `null`, a label already gone is `'absent'`, and every answer GitHub
+ *   gives to a merge we asked for is a `MergeOutcome`. `ForgeError` means
+ *   no decision could be read (unreachable, timeout, rate limit, auth, 5xx).
+ * - A merge names the head SHA it was judged on (the forge's compare-and-
+ *   swap): a head that moved since is `head-moved`, never a merge of code
+ *   nobody evaluated.
+ * - 405 and 409 are answers, not transient failures: they are never retried.
+ *   An HTTP client's default retry of them once made a queue spam a PR with
+ *   one bounce comment per retry.
+ * - Every mutation carries the holder's epoch (`MutationContext`), sent as
+ *   the `X-Autolease-Epoch` header, so the forge side (and tests) can tell
+ *   which tenure acted.
+ *
+ * Not guaranteed: a mutation that ends in a ForgeError of kind `timeout`,
+ * `unreachable` or `server` may or may not have taken effect (the request
+ * can have reached GitHub). The caller re-reads (getPull) before acting
+ * again; merges and comments are therefore never retried on 5xx.
+ */
+
+/** `owner/name`. */
+export type Repo = string
+
+export interface PullRequest {
+  repo: Repo
+  number: number
+  state: 'open' | 'closed'
+  merged: boolean
+  draft: boolean
+  headSha: string
+  /** The branch the PR merges into. */
+  baseRef: string
+  title: string
+  labels: string[]
+  /** Auto-merge is enabled on the PR (GitHub's `auto_merge` is not null). */
+  autoMerge: boolean
+  /** null: GitHub is still computing it, or the PR came from a list (lists carry no mergeability). */
+  mergeable: boolean | null
+  /** GitHub's `mergeable_state` (clean, dirty, blocked, behind, unstable, unknown, ...); null as above. */
+  mergeableState: string | null
+}
+
+export interface CheckReading {
+  name: string
+  /** queued | in_progress | completed (| waiting | requested | pending) */
+  status: string
+  /** success | failure | neutral | cancelled | skipped | timed_out | action_required | stale; null until completed. */
+  conclusion: string | null
+}
+
+export interface StatusReading {
+  context: string
+  state: 'success' | 'failure' | 'error' | 'pending'
+}
+
+/** The gate inputs for one commit: its (latest) check runs and its commit statuses (latest per context). */
+export interface GateReading {
+  sha: string
+  checks: CheckReading[]
+  statuses: StatusReading[]
+}
+
+export type MergeMethod = 'merge' | 'squash' | 'rebase'
+
+export type MergeOutcome =
+  /** 200: merged; `sha` is the merge (or squash/rebase) commit. */
+  | { result: 'merged'; sha: string }
+  /** 409: the head is no longer the expected SHA: re-evaluate the new head. */
+  | { result: 'head-moved'; message: string }
+  /** 405 "Base branch was modified": transient, retry later, no comment. */
+  | { result: 'base-modified'; message: string }
+  /** Any other 405 (conflict, draft, required checks, closed): bounce the PR. */
+  | { result: 'not-mergeable'; message: string }
+
+/** The holder's fencing token, sent with every mutating request. */
+export interface MutationContext {
+  epoch: number
+}
+
+export interface MergeOptions extends MutationContext {
+  /** The head SHA the gate was evaluated on. */
+  sha: string
+  method: MergeMethod
+}
+
+export type RemoveLabelOutcome = 'removed' | 'absent'
+
+export interface Forge {
+  /** null when the PR (or the repo) does not exist, or is invisible to these credentials (GitHub answers 404 to both). */
+  getPull(repo: Repo, number: number): Promise<PullRequest | null>
+  /** The check runs (every page) and the combined status of a commit. */
+  getGate(repo: Repo, sha: string): Promise<GateReading>
+  merge(repo: Repo, number: number, opts: MergeOptions): Promise<MergeOutcome>
+  comment(repo: Repo, number: number, body: string, ctx: MutationContext): Promise<void>
+  removeLabel(repo: Repo, number: number, label: string, ctx: MutationContext): Promise<RemoveLabelOutcome>
+  /** Open PRs that carry `label` (case-insensitive, as GitHub's label names) or have auto-merge enabled; drafts included (the queue decides); by number. */
+  listCandidates(repo: Repo, label: string): Promise<PullRequest[]>
+}
+
+/** The header that carries `MutationContext.epoch` (HTTP headers are case-insensitive). */
+export const EPOCH_HEADER = 'x-autolease-epoch'
+
+export type ForgeErrorKind =
+  /** 401, or a 403 that is not a rate limit: bad or missing credentials, no permission. */
+  | 'auth'
+  /** No HTTP answer: connection refused, DNS failure, connection reset. */
+  | 'unreachable'
+  /** The call did not finish within its timeout. */
+  | 'timeout'
+  /** A primary or secondary rate limit outlasted the retries we allow; see retryAfterMs. */
+  | 'rate-limited'
+  /** 5xx after the retries we allow. */
+  | 'server'
+  /** 404 where absence is not an expected answer (a commit, a repo on a write). */
+  | 'not-found'
+  /** A request the forge refused as malformed (400, 422, ...), or a bad argument. */
+  | 'invalid'
+
+export class ForgeError extends Error {
+  readonly kind: ForgeErrorKind
+  /** The HTTP status, when there was an answer. */
+  readonly status: number | null
+  /** How long the forge asked us to wait (rate limits), when it said. */
+  readonly retryAfterMs: number | null
+
+  constructor(kind: ForgeErrorKind, message: string, opts: { status?: number | null; retryAfterMs?: number | null; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause })
+    this.name = 'ForgeError'
+    this.kind = kind
+    this.status = opts.status ?? null
+    this.retryAfterMs = opts.retryAfterMs ?? null
+  }
+}
+
+export function isForgeError(err: unknown, kind?: ForgeErrorKind): err is ForgeError {
+  return err instanceof ForgeError && (kind === undefined || err.kind === kind)
+}
+
+const OWNER = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$/
+const NAME = /^[A-Za-z0-9._-]{1,100}$/
+
+/** Splits `owner/name`; a malformed one is a ForgeError `invalid` (it would otherwise become a wrong URL). */
+export function splitRepo(repo: Repo): { owner: string; name: string } {
+  const parts = typeof repo === 'string' ? repo.split('/') : []
+  const [owner, name] = parts
+  if (parts.length !== 2 || owner === undefined || name === undefined || !OWNER.test(owner) || !NAME.test(name) || name === '.' || name === '..') {
+    throw new ForgeError('invalid', `not a repository (owner/name): ${JSON.stringify(repo)}`)
+  }
+  return { owner, name }
+}

@@ -1,0 +1,560 @@
+/**
+ * The GitHub forge: @octokit/rest with plugin-retry and plugin-throttling,
+ * a token or GitHub App installation auth, and a configurable base URL
+ * (GitHub Enterprise: https://HOST/api/v3; tests: the fake forge).
+ *
+ * Invariants enforced here alone:
+ * - 405, 409 (and 400/401/403/404/410/422/451, plugin-retry's defaults) are
+ *   never retried: plugin-retry retries 405 and 409 unless told otherwise,
+ *   and a retried 405 bounce spams the PR. 429 is left to plugin-throttling,
+ *   which honours Retry-After (plugin-retry would retry it on its own
+ *   1 s / 4 s / 9 s schedule first).
+ * - Merges and comments are never retried on 5xx or a dropped connection:
+ *   the first attempt may have landed (a second comment, or a merge
+ *   reported as "not mergeable" because it already happened). The caller
+ *   re-reads the PR. Reads and label removal (idempotent) get `retries`.
+ * - A merge without a well-formed expected SHA is refused before any I/O:
+ *   GitHub merges whatever the head is when `sha` is absent.
+ * - Every call ends within `timeoutMs` (the whole call: pages, retries and
+ *   rate-limit waits; the per-repo spacing wait comes before the clock
+ *   starts). A rate limit whose wait does not fit in what is left of the
+ *   timeout, or that outlasts `rateLimitRetries`, is surfaced at once as
+ *   ForgeError `rate-limited` with retryAfterMs: the queue reschedules.
+ * - Per repo, mutating calls run one at a time and start at least
+ *   `mutationSpacingMs` apart (GitHub asks for a second between writes).
+ *   plugin-throttling's own write limiter is replaced by this: it is
+ *   process-wide (one write per second, one notifying write per 3 s, across
+ *   every repo), which would let one busy repo stall every other.
+ * - Mutating requests carry `X-Autolease-Epoch: <epoch>`.
+ * - Lists are read to the last page, under the call's signal; a 409 on a
+ *   list is an error (octokit.paginate would make it an empty list, and a
+ *   resync would drop every queued PR).
+ *
+ * Not guaranteed: the spacing is per process and per repo, while GitHub's
+ * guidance is per token; two processes with the same token are not
+ * coordinated (only the lease holder mutates). plugin-throttling caps a
+ * process at 10 requests in flight (all instances share its limiter). The
+ * token from tokenFile/tokenEnv is read once, at construction.
+ */
+import { readFileSync } from 'node:fs'
+import { Octokit } from '@octokit/rest'
+import { retry } from '@octokit/plugin-retry'
+import { throttling, type ThrottlingOptions } from '@octokit/plugin-throttling'
+import { createAppAuth } from '@octokit/auth-app'
+import { AutoleaseError } from '../../errors.js'
+import {
+  EPOCH_HEADER,
+  ForgeError,
+  splitRepo,
+  type CheckReading,
+  type Forge,
+  type GateReading,
+  type MergeOptions,
+  type MergeOutcome,
+  type MutationContext,
+  type PullRequest,
+  type RemoveLabelOutcome,
+  type Repo,
+  type StatusReading
+} from './forge.js'
+
+export interface GitHubAppConfig {
+  appId: number | string
+  /** PEM (PKCS#1 or PKCS#8); `\n` escapes are accepted. */
+  privateKey?: string
+  privateKeyFile?: string
+  installationId: number
+}
+
+export interface GitHubForgeConfig {
+  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
+  baseUrl?: string
+  /** Exactly one of token, tokenFile, tokenEnv, app. */
+  token?: string
+  tokenFile?: string
+  tokenEnv?: string
+  app?: GitHubAppConfig
+  /** Bound on every call (default 10000). */
+  timeoutMs?: number
+  /** Minimum gap between the starts of two mutating calls on one repo (default 1000). */
+  mutationSpacingMs?: number
+  /** Retries of reads and label removal on 5xx or no answer (default 2). */
+  retries?: number
+  /** Wait before retry n is retryBaseMs x n² (default 500: 0.5 s, then 2 s). */
+  retryBaseMs?: number
+  /** Rate-limit waits before giving up (default 2). */
+  rateLimitRetries?: number
+  /** per_page for lists (default 100, GitHub's maximum). */
+  pageSize?: number
+  userAgent?: string
+}
+
+export interface ForgeLog {
+  warn(message: string): void
+}
+
+export interface GitHubForgeDeps {
+  /** Where tokenEnv is looked up (default process.env). */
+  env?: Record<string, string | undefined>
+  /** Warnings from octokit (token replication retries, limiter errors); default: dropped. */
+  log?: ForgeLog
+}
+
+type Auth = { kind: 'token'; token: string } | { kind: 'app'; appId: number | string; privateKey: string; installationId: number }
+
+interface Settings {
+  baseUrl: string
+  auth: Auth
+  timeoutMs: number
+  mutationSpacingMs: number
+  retries: number
+  retryBaseMs: number
+  rateLimitRetries: number
+  pageSize: number
+  userAgent: string
+}
+
+const DEFAULT_BASE_URL = 'https://api.github.com'
+/** plugin-retry's own list (400, 401, 403, 404, 410, 422, 451) plus 405, 409 (answers) and 429 (plugin-throttling's). */
+const DO_NOT_RETRY = [400, 401, 403, 404, 405, 409, 410, 422, 429, 451]
+const SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
+/** GitHub asks to wait at least a minute after a secondary rate limit that names no Retry-After. */
+const SECONDARY_FALLBACK_S = 60
+/** Where the call's deadline rides along in octokit's per-request options (read by the rate-limit handlers). */
+const DEADLINE = 'autoleaseDeadline'
+
+type Group = NonNullable<ThrottlingOptions['write']>
+
+/**
+ * A stand-in for plugin-throttling's write/notification limiter groups: runs
+ * the job at once. Our per-repo spacing replaces them (see the header).
+ */
+const PASS_THROUGH = {
+  key: () => ({
+    schedule: (_opts: unknown, fn: (...args: unknown[]) => unknown, ...args: unknown[]) => Promise.resolve().then(() => fn(...args))
+  })
+} as unknown as Group
+
+const ForgeOctokit = Octokit.plugin(retry, throttling)
+type ForgeOctokitInstance = InstanceType<typeof ForgeOctokit>
+
+export function createGitHubForge(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}): GitHubForge {
+  return new GitHubForge(config, deps)
+}
+
+export class GitHubForge implements Forge {
+  readonly baseUrl: string
+  private readonly settings: Settings
+  private readonly octokit: ForgeOctokitInstance
+  private readonly spacer: RepoSpacer
+
+  constructor(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}) {
+    this.settings = resolveConfig(config, deps.env ?? process.env)
+    this.baseUrl = this.settings.baseUrl
+    this.spacer = new RepoSpacer(this.settings.mutationSpacingMs)
+    const warn = deps.log ? (m: string) => deps.log!.warn(m) : () => {}
+    const noop = (): void => {}
+    const onLimit = (retryAfterS: number, options: { request?: Record<string, unknown> }, _octokit: unknown, retryCount: number): boolean => {
+      const deadline = options.request?.[DEADLINE]
+      const left = typeof deadline === 'number' ? deadline - Date.now() : this.settings.timeoutMs
+      return retryCount < this.settings.rateLimitRetries && retryAfterS * 1000 < left
+    }
+    const auth = this.settings.auth
+    const common = {
+      baseUrl: this.settings.baseUrl,
+      userAgent: this.settings.userAgent,
+      log: { debug: noop, info: noop, warn, error: noop },
+      retry: { doNotRetry: DO_NOT_RETRY, retries: this.settings.retries, retryAfterBaseValue: this.settings.retryBaseMs },
+      throttle: {
+        onRateLimit: onLimit,
+        onSecondaryRateLimit: onLimit,
+        fallbackSecondaryRateRetryAfter: SECONDARY_FALLBACK_S,
+        write: PASS_THROUGH,
+        notifications: PASS_THROUGH
+      }
+    }
+    this.octokit =
+      auth.kind === 'token'
+        ? new ForgeOctokit({ ...common, auth: auth.token })
+        : new ForgeOctokit({
+            ...common,
+            authStrategy: createAppAuth,
+            auth: { appId: auth.appId, privateKey: auth.privateKey, installationId: auth.installationId }
+          })
+  }
+
+  async getPull(repo: Repo, number: number): Promise<PullRequest | null> {
+    const { owner, name } = splitRepo(repo)
+    checkNumber(number)
+    try {
+      return await this.call(`getPull ${repo}#${number}`, async (request) => {
+        const { data } = await this.octokit.rest.pulls.get({ owner, repo: name, pull_number: number, request })
+        return toPull(repo, data, true)
+      })
+    } catch (err) {
+      if (err instanceof ForgeError && err.kind === 'not-found') return null
+      throw err
+    }
+  }
+
+  async getGate(repo: Repo, sha: string): Promise<GateReading> {
+    const { owner, name } = splitRepo(repo)
+    checkSha(sha)
+    return this.call(`getGate ${repo}@${sha}`, async (request) => {
+      const perPage = this.settings.pageSize
+      const runs = await allPages(async (page) => {
+        const res = await this.octokit.rest.checks.listForRef({ owner, repo: name, ref: sha, per_page: perPage, page, request })
+        return { items: res.data.check_runs, link: res.headers.link }
+      })
+      const checks: CheckReading[] = runs.map((r) => ({ name: r.name, status: r.status, conclusion: r.conclusion ?? null }))
+      const combined = await allPages(async (page) => {
+        const res = await this.octokit.rest.repos.getCombinedStatusForRef({ owner, repo: name, ref: sha, per_page: perPage, page, request })
+        return { items: res.data.statuses, link: res.headers.link }
+      })
+      const statuses: StatusReading[] = combined.map((s) => ({ context: s.context, state: toStatusState(s.state) }))
+      return { sha, checks, statuses }
+    })
+  }
+
+  async merge(repo: Repo, number: number, opts: MergeOptions): Promise<MergeOutcome> {
+    const { owner, name } = splitRepo(repo)
+    checkNumber(number)
+    checkSha(opts.sha)
+    if (opts.method !== 'merge' && opts.method !== 'squash' && opts.method !== 'rebase') throw new ForgeError('invalid', `not a merge method: ${String(opts.method)}`)
+    const headers = epochHeaders(opts)
+    return this.spacer.run(repo, () =>
+      this.call(`merge ${repo}#${number}`, async (request) => {
+        try {
+          const { data } = await this.octokit.rest.pulls.merge({
+            owner,
+            repo: name,
+            pull_number: number,
+            sha: opts.sha,
+            merge_method: opts.method,
+            headers,
+            request: { ...request, retries: 0 }
+          })
+          if (data.merged !== true) return { result: 'not-mergeable', message: data.message || 'not merged' }
+          return { result: 'merged', sha: data.sha }
+        } catch (err) {
+          const status = statusOf(err)
+          const message = messageOf(err)
+          if (status === 409) return { result: 'head-moved', message }
+          if (status === 405) return /base branch was modified/i.test(message) ? { result: 'base-modified', message } : { result: 'not-mergeable', message }
+          throw err
+        }
+      })
+    )
+  }
+
+  async comment(repo: Repo, number: number, body: string, ctx: MutationContext): Promise<void> {
+    const { owner, name } = splitRepo(repo)
+    checkNumber(number)
+    if (typeof body !== 'string' || body.length === 0) throw new ForgeError('invalid', 'a comment needs a body')
+    const headers = epochHeaders(ctx)
+    await this.spacer.run(repo, () =>
+      this.call(`comment ${repo}#${number}`, async (request) => {
+        await this.octokit.rest.issues.createComment({ owner, repo: name, issue_number: number, body, headers, request: { ...request, retries: 0 } })
+      })
+    )
+  }
+
+  async removeLabel(repo: Repo, number: number, label: string, ctx: MutationContext): Promise<RemoveLabelOutcome> {
+    const { owner, name } = splitRepo(repo)
+    checkNumber(number)
+    if (typeof label !== 'string' || label.length === 0) throw new ForgeError('invalid', 'a label needs a name')
+    const headers = epochHeaders(ctx)
+    return this.spacer.run(repo, () =>
+      this.call(`removeLabel ${repo}#${number}`, async (request) => {
+        try {
+          await this.octokit.rest.issues.removeLabel({ owner, repo: name, issue_number: number, name: label, headers, request })
+          return 'removed'
+        } catch (err) {
+          // GitHub answers 404 "Label does not exist" for a label the issue does not carry (a bare "Not Found" is a missing PR).
+          if (statusOf(err) === 404 && /label does not exist/i.test(messageOf(err))) return 'absent'
+          throw err
+        }
+      })
+    )
+  }
+
+  async listCandidates(repo: Repo, label: string): Promise<PullRequest[]> {
+    const { owner, name } = splitRepo(repo)
+    const wanted = label.toLowerCase() // GitHub label names are case-insensitive
+    return this.call(`listCandidates ${repo}`, async (request) => {
+      const pulls = await allPages(async (page) => {
+        const res = await this.octokit.rest.pulls.list({ owner, repo: name, state: 'open', per_page: this.settings.pageSize, page, request })
+        return { items: res.data, link: res.headers.link }
+      })
+      return pulls
+        .map((p) => toPull(repo, p, false))
+        .filter((p) => p.state === 'open' && (p.autoMerge || p.labels.some((l) => l.toLowerCase() === wanted)))
+        .sort((a, b) => a.number - b.number)
+    })
+  }
+
+  /** Runs one forge call under its deadline and maps what escapes it to a ForgeError. */
+  private async call<T>(what: string, fn: (request: { signal: AbortSignal; [DEADLINE]: number }) => Promise<T>): Promise<T> {
+    const controller = new AbortController()
+    const timeoutMs = this.settings.timeoutMs
+    const timedOut = new ForgeError('timeout', `${what}: no answer within ${timeoutMs} ms`)
+    let fire!: (err: ForgeError) => void
+    const deadline = new Promise<never>((_resolve, reject) => {
+      fire = reject
+    })
+    // The race ends the call on time even while a retry layer sleeps. abort() without a reason makes fetch
+    // reject with an AbortError, which octokit rethrows without `request`: neither plugin retries it, so
+    // a call that timed out sends nothing more.
+    const timer = setTimeout(() => {
+      controller.abort()
+      fire(timedOut)
+    }, timeoutMs)
+    try {
+      return await Promise.race([fn({ signal: controller.signal, [DEADLINE]: Date.now() + timeoutMs }), deadline])
+    } catch (err) {
+      if (controller.signal.aborted) throw timedOut
+      throw toForgeError(err, what)
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+}
+
+/**
+ * Every page of a list, following `Link: rel="next"` by page number. Not
+ * octokit.paginate: it drops the per-request options (our abort signal and
+ * deadline) and turns a 409 into an empty list, which a resync would read
+ * as "no open PRs".
+ */
+async function allPages<T>(fetchPage: (page: number) => Promise<{ items: T[]; link: string | undefined }>): Promise<T[]> {
+  const out: T[] = []
+  for (let page = 1; ; page++) {
+    const { items, link } = await fetchPage(page)
+    out.push(...items)
+    if (items.length === 0 || !/rel="next"/.test(link ?? '')) return out
+  }
+}
+
+/**
+ * Per repo: one mutating call at a time, starts at least spacingMs apart.
+ * The next call starts at max(previous end, previous start + spacingMs).
+ */
+class RepoSpacer {
+  private readonly tails = new Map<string, Promise<void>>()
+
+  constructor(private readonly spacingMs: number) {}
+
+  async run<T>(repo: string, fn: () => Promise<T>): Promise<T> {
+    const key = repo.toLowerCase()
+    const prev = this.tails.get(key) ?? Promise.resolve()
+    let release!: () => void
+    const mine = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const tail = prev.then(() => mine)
+    this.tails.set(key, tail)
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key)
+    })
+    await prev
+    const started = performance.now()
+    try {
+      return await fn()
+    } finally {
+      const wait = started + this.spacingMs - performance.now()
+      if (wait > 0) setTimeout(release, wait)
+      else release()
+    }
+  }
+}
+
+function resolveConfig(config: GitHubForgeConfig, env: Record<string, string | undefined>): Settings {
+  if (typeof config !== 'object' || config === null) throw invalid('the GitHub forge config must be an object')
+  const sources = (['token', 'tokenFile', 'tokenEnv', 'app'] as const).filter((k) => config[k] !== undefined)
+  if (sources.length !== 1) {
+    throw invalid(`GitHub credentials: give exactly one of token, tokenFile, tokenEnv, app (got ${sources.length === 0 ? 'none' : sources.join(', ')})`)
+  }
+  let auth: Auth
+  if (config.token !== undefined) {
+    auth = { kind: 'token', token: nonEmpty(config.token, 'token') }
+  } else if (config.tokenFile !== undefined) {
+    auth = { kind: 'token', token: nonEmpty(readText(config.tokenFile, 'tokenFile').trim(), `tokenFile ${config.tokenFile}`) }
+  } else if (config.tokenEnv !== undefined) {
+    const envName = nonEmpty(config.tokenEnv, 'tokenEnv')
+    const value = env[envName]
+    if (value === undefined || value.trim() === '') throw invalid(`tokenEnv: the environment variable ${envName} is not set or empty`)
+    auth = { kind: 'token', token: value.trim() }
+  } else {
+    const app = config.app
+    if (typeof app !== 'object' || app === null) throw invalid('app must be an object {appId, privateKey | privateKeyFile, installationId}')
+    const appId = app.appId
+    if (!(typeof appId === 'number' ? Number.isSafeInteger(appId) && appId > 0 : typeof appId === 'string' && appId.length > 0)) throw invalid('app.appId: a positive integer (or a client id string)')
+    if (!Number.isSafeInteger(app.installationId) || app.installationId <= 0) throw invalid('app.installationId: a positive integer')
+    if ((app.privateKey === undefined) === (app.privateKeyFile === undefined)) throw invalid('app: give exactly one of privateKey, privateKeyFile')
+    const privateKey = app.privateKey !== undefined ? nonEmpty(app.privateKey, 'app.privateKey') : readText(app.privateKeyFile!, 'app.privateKeyFile')
+    if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(privateKey)) throw invalid('app private key: not a PEM private key')
+    auth = { kind: 'app', appId, privateKey, installationId: app.installationId }
+  }
+  const baseUrl = (config.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '')
+  let parsed: URL
+  try {
+    parsed = new URL(baseUrl)
+  } catch {
+    throw invalid(`baseUrl: not a URL: ${baseUrl}`)
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw invalid(`baseUrl: http(s) only: ${baseUrl}`)
+  return {
+    baseUrl,
+    auth,
+    timeoutMs: intOption(config.timeoutMs, 'timeoutMs', 10_000, 1),
+    mutationSpacingMs: intOption(config.mutationSpacingMs, 'mutationSpacingMs', 1000, 0),
+    retries: intOption(config.retries, 'retries', 2, 0),
+    retryBaseMs: intOption(config.retryBaseMs, 'retryBaseMs', 500, 0),
+    rateLimitRetries: intOption(config.rateLimitRetries, 'rateLimitRetries', 2, 0),
+    pageSize: Math.min(100, intOption(config.pageSize, 'pageSize', 100, 1)),
+    userAgent: config.userAgent ?? 'autolease'
+  }
+}
+
+function invalid(message: string): AutoleaseError {
+  return new AutoleaseError('INVALID_CONFIG', message)
+}
+
+function nonEmpty(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.trim() === '') throw invalid(`${what}: a non-empty string`)
+  return value
+}
+
+function readText(path: string, what: string): string {
+  if (typeof path !== 'string' || path === '') throw invalid(`${what}: a file path`)
+  try {
+    return readFileSync(path, 'utf-8')
+  } catch (err) {
+    throw invalid(`${what}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
+  }
+}
+
+function intOption(value: unknown, what: string, dflt: number, min: number): number {
+  if (value === undefined) return dflt
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) throw invalid(`${what}: an integer >= ${min}`)
+  return value
+}
+
+function checkNumber(number: number): void {
+  if (!Number.isSafeInteger(number) || number <= 0) throw new ForgeError('invalid', `not a PR number: ${String(number)}`)
+}
+
+function checkSha(sha: string): void {
+  if (typeof sha !== 'string' || !SHA.test(sha)) throw new ForgeError('invalid', `not a commit SHA (40 or 64 lower-case hex): ${JSON.stringify(sha)}`)
+}
+
+function epochHeaders(ctx: MutationContext): Record<string, string> {
+  if (typeof ctx !== 'object' || ctx === null || !Number.isSafeInteger(ctx.epoch) || ctx.epoch < 0) {
+    throw new ForgeError('invalid', 'a mutation needs the holder epoch (a non-negative integer)')
+  }
+  return { [EPOCH_HEADER]: String(ctx.epoch) }
+}
+
+interface PullData {
+  number: number
+  state: string
+  merged?: boolean
+  merged_at: string | null
+  draft?: boolean
+  title: string
+  head: { sha: string }
+  base: { ref: string }
+  labels: Array<{ name?: string } | string>
+  auto_merge: unknown
+  mergeable?: boolean | null
+  mergeable_state?: string
+}
+
+function toPull(repo: Repo, d: PullData, single: boolean): PullRequest {
+  return {
+    repo,
+    number: d.number,
+    state: d.state === 'open' ? 'open' : 'closed',
+    merged: d.merged ?? d.merged_at !== null,
+    draft: d.draft === true,
+    headSha: d.head.sha,
+    baseRef: d.base.ref,
+    title: d.title,
+    labels: d.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((l) => l !== ''),
+    autoMerge: d.auto_merge !== null && d.auto_merge !== undefined,
+    mergeable: single ? (d.mergeable ?? null) : null,
+    mergeableState: single ? (d.mergeable_state ?? null) : null
+  }
+}
+
+function toStatusState(state: string): StatusReading['state'] {
+  return state === 'success' || state === 'failure' || state === 'error' ? state : 'pending'
+}
+
+function statusOf(err: unknown): number | null {
+  const s = (err as { status?: unknown } | null)?.status
+  return typeof s === 'number' ? s : null
+}
+
+interface ResponseLike {
+  headers?: Record<string, string | number | undefined>
+  data?: unknown
+}
+
+function responseOf(err: unknown): ResponseLike | null {
+  const r = (err as { response?: unknown } | null)?.response
+  return typeof r === 'object' && r !== null ? (r as ResponseLike) : null
+}
+
+/** GitHub's own message (the body's `message`), without octokit's " - documentation_url" suffix. */
+function messageOf(err: unknown): string {
+  const data = responseOf(err)?.data
+  if (typeof data === 'object' && data !== null && typeof (data as { message?: unknown }).message === 'string') return (data as { message: string }).message
+  return err instanceof Error ? err.message : String(err)
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ETIMEDOUT'])
+
+function networkCode(err: unknown): string | null {
+  for (let e: unknown = err, i = 0; e !== null && typeof e === 'object' && i < 5; e = (e as { cause?: unknown }).cause, i++) {
+    const code = (e as { code?: unknown }).code
+    if (typeof code === 'string' && (NETWORK_CODES.has(code) || code.startsWith('UND_ERR'))) return code
+  }
+  return null
+}
+
+function isRateLimit(status: number, res: ResponseLike | null, message: string): boolean {
+  if (status === 429) return true
+  if (status !== 403) return false
+  return String(res?.headers?.['x-ratelimit-remaining']) === '0' || /rate limit/i.test(message)
+}
+
+function retryAfterMs(res: ResponseLike | null, message: string): number | null {
+  const h = res?.headers ?? {}
+  const after = Number(h['retry-after'])
+  if (h['retry-after'] !== undefined && Number.isFinite(after)) return Math.max(0, after * 1000)
+  const reset = Number(h['x-ratelimit-reset'])
+  if (String(h['x-ratelimit-remaining']) === '0' && h['x-ratelimit-reset'] !== undefined && Number.isFinite(reset)) return Math.max(0, reset * 1000 - Date.now())
+  if (/secondary rate/i.test(message)) return SECONDARY_FALLBACK_S * 1000
+  return null
+}
+
+/** Maps what octokit throws to a ForgeError; anything else (a programmer error) passes unchanged. */
+function toForgeError(err: unknown, what: string): unknown {
+  if (err instanceof ForgeError) return err
+  const status = statusOf(err)
+  const res = responseOf(err)
+  if (status === null) return err
+  if (res === null) {
+    // octokit reports "no HTTP answer" as status 500 without a response.
+    const code = networkCode(err)
+    return new ForgeError('unreachable', `${what}: ${code ?? 'no answer'}: ${messageOf(err)}`, { cause: err })
+  }
+  const message = messageOf(err)
+  const text = `${what}: ${status} ${message}`
+  if (isRateLimit(status, res, message)) return new ForgeError('rate-limited', text, { status, retryAfterMs: retryAfterMs(res, message), cause: err })
+  if (status === 401 || status === 403) return new ForgeError('auth', text, { status, cause: err })
+  if (status === 404) return new ForgeError('not-found', text, { status, cause: err })
+  if (status >= 500) return new ForgeError('server', text, { status, cause: err })
+  return new ForgeError('invalid', text, { status, cause: err })
+}

@@ -1,0 +1,559 @@
+/**
+ * GitHubForge against the fake forge, over real HTTP on 127.0.0.1: reads
+ * (PR, gate, candidates, pagination), the merge outcomes and their no-retry
+ * rule, rate limits, 5xx retries, auth, unreachable, timeouts, per-repo
+ * spacing of mutations, App authentication and the credential config.
+ */
+import test from 'brittle'
+import { generateKeyPairSync } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createGitHubForge, GitHubForge } from '../lib/queue/forge/github.js'
+import { isAutoleaseError } from '../lib/errors.js'
+import type { FakeRequestInfo } from '../lib/queue/forge/fake-forge.js'
+import { REPO, TOKEN, deadPort, forgeError, forgeOn, sha, startFake, waitFor } from './forge-helpers.js'
+
+const isPull = (n: number) => (r: FakeRequestInfo) => r.method === 'GET' && r.path === `/repos/${REPO}/pulls/${n}`
+const isMerge = (r: FakeRequestInfo) => r.method === 'PUT' && r.path.endsWith('/merge')
+
+test('getPull reads a PR as GitHub returns it; a missing PR or repo is null', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1), title: 'Add the thing', labels: ['queue', 'area: core'], autoMerge: true })
+  fake.setMergeable(REPO, 1, false)
+
+  t.alike(await forge.getPull(REPO, 1), {
+    repo: REPO,
+    number: 1,
+    state: 'open',
+    merged: false,
+    draft: false,
+    headSha: sha(1),
+    baseRef: 'main',
+    title: 'Add the thing',
+    labels: ['queue', 'area: core'],
+    autoMerge: true,
+    mergeable: false,
+    mergeableState: 'dirty'
+  })
+
+  fake.setMergeable(REPO, 1, null)
+  fake.setDraft(REPO, 1, true)
+  const computing = await forge.getPull(REPO, 1)
+  t.is(computing?.mergeable, null, 'null while GitHub computes mergeability')
+  t.is(computing?.draft, true)
+
+  t.is(await forge.getPull(REPO, 99), null, 'no such PR')
+  t.is(await forge.getPull('acme/nothing-here', 1), null, 'no such repo')
+  const before = fake.requests().length
+  await forgeError(t, forge.getPull('not a repo', 1), 'invalid')
+  t.is(fake.requests().length, before, 'a malformed repo sends nothing')
+})
+
+test('getGate reads every page of check runs and the latest status per context', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { pageSize: 2 })
+  const head = sha('head')
+  fake.createPull(REPO, { headSha: head })
+  fake.setCheck(REPO, head, 'build', 'success')
+  fake.setCheck(REPO, head, 'lint', 'success')
+  fake.setCheck(REPO, head, 'unit', 'failure')
+  fake.setCheck(REPO, head, 'e2e', null)
+  fake.setCheck(REPO, head, 'docs', 'neutral')
+  fake.setStatus(REPO, head, 'ci/legacy', 'pending')
+  fake.setStatus(REPO, head, 'ci/legacy', 'success')
+  fake.setStatus(REPO, head, 'coverage', 'failure')
+
+  const gate = await forge.getGate(REPO, head)
+  t.is(gate.sha, head)
+  t.alike(
+    [...gate.checks].sort((a, b) => a.name.localeCompare(b.name)),
+    [
+      { name: 'build', status: 'completed', conclusion: 'success' },
+      { name: 'docs', status: 'completed', conclusion: 'neutral' },
+      { name: 'e2e', status: 'in_progress', conclusion: null },
+      { name: 'lint', status: 'completed', conclusion: 'success' },
+      { name: 'unit', status: 'completed', conclusion: 'failure' }
+    ]
+  )
+  t.alike(
+    [...gate.statuses].sort((a, b) => a.context.localeCompare(b.context)),
+    [
+      { context: 'ci/legacy', state: 'success' },
+      { context: 'coverage', state: 'failure' }
+    ]
+  )
+  const pages = fake.requests().filter((r) => r.path.endsWith('/check-runs'))
+  t.is(pages.length, 3, '5 check runs at 2 per page: 3 pages followed')
+
+  await forgeError(t, forge.getGate(REPO, sha('unknown')), 'not-found')
+})
+
+test('listCandidates follows pagination over 230 open PRs and keeps labelled or auto-merge ones', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  const expected: number[] = []
+  for (let n = 1; n <= 230; n++) {
+    const labels = n % 14 === 0 ? ['Queue'] : n % 7 === 0 ? ['queue'] : n % 13 === 0 ? ['other'] : [] // label names are case-insensitive
+    fake.createPull(REPO, { headSha: sha(n), labels, autoMerge: n % 11 === 0 })
+    if (n % 35 === 0) fake.closePull(REPO, n) // labelled but closed: not a candidate
+    else if (n % 7 === 0 || n % 11 === 0) expected.push(n)
+  }
+  const got = await forge.listCandidates(REPO, 'queue')
+  t.alike(
+    got.map((p) => p.number),
+    expected,
+    `${expected.length} candidates, ascending`
+  )
+  t.ok(
+    got.every((p) => p.state === 'open' && p.mergeable === null && p.headSha === sha(p.number)),
+    'open, head SHAs read, no mergeability from a list'
+  )
+  t.ok(got.find((p) => p.number === 11)?.autoMerge, 'auto-merge without the label counts')
+  const lists = fake.requests().filter((r) => r.path === `/repos/${REPO}/pulls`)
+  t.is(lists.length, 3, '196 open PRs at 100 per page: 3 pages')
+
+  const small = forgeOn(fake, { pageSize: 25 })
+  t.alike(
+    (await small.listCandidates(REPO, 'queue')).map((p) => p.number),
+    expected,
+    'same answer at 25 per page'
+  )
+})
+
+test('merge with the expected SHA: 200, the epoch header recorded, the PR closed as merged', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+
+  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'squash', epoch: 7 })
+  const pr = fake.pull(REPO, 1)
+  t.alike(outcome, { result: 'merged', sha: pr.mergeCommitSha })
+  t.is(pr.state, 'closed')
+  t.ok(pr.merged)
+
+  const [m, ...more] = fake.mutations()
+  t.is(more.length, 0, 'one mutating request')
+  t.is(m?.method, 'PUT')
+  t.is(m?.path, `/repos/${REPO}/pulls/1/merge`)
+  t.is(m?.repo, REPO)
+  t.is(m?.pr, 1)
+  t.is(m?.epoch, 7, 'X-Autolease-Epoch: 7')
+  t.is(m?.status, 200)
+  t.alike(m?.body, { sha: sha(1), merge_method: 'squash' })
+
+  const read = await forge.getPull(REPO, 1)
+  t.is(read?.merged, true)
+  t.is(read?.state, 'closed')
+})
+
+test('a moved head: 409 is head-moved, sent exactly once', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1) })
+  fake.push(REPO, 1, sha(2))
+
+  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 3 })
+  t.is(outcome.result, 'head-moved')
+  t.ok(/head branch was modified/i.test('message' in outcome ? outcome.message : ''), 'GitHub message kept')
+  t.alike(
+    fake.mutations().map((m) => m.status),
+    [409],
+    'one request, not retried'
+  )
+  t.is(fake.pull(REPO, 1).state, 'open', 'nothing merged')
+})
+
+test('405 base-modified and 405 not-mergeable are told apart, each sent once', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  for (const n of [1, 2, 3, 4]) fake.createPull(REPO, { headSha: sha(n) })
+  fake.setMergeBehaviour(REPO, 1, 'base-modified')
+  fake.setMergeBehaviour(REPO, 2, 'conflict')
+  fake.setMergeable(REPO, 3, false)
+  fake.setDraft(REPO, 4, true)
+
+  const base = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 })
+  t.is(base.result, 'base-modified')
+  const conflict = await forge.merge(REPO, 2, { sha: sha(2), method: 'merge', epoch: 1 })
+  t.alike(conflict, { result: 'not-mergeable', message: 'Pull Request is not mergeable' })
+  t.is((await forge.merge(REPO, 3, { sha: sha(3), method: 'merge', epoch: 1 })).result, 'not-mergeable', 'mergeable false')
+  t.is((await forge.merge(REPO, 4, { sha: sha(4), method: 'merge', epoch: 1 })).result, 'not-mergeable', 'a draft')
+  t.alike(
+    fake.mutations().map((m) => [m.pr, m.status]),
+    [
+      [1, 405],
+      [2, 405],
+      [3, 405],
+      [4, 405]
+    ],
+    'one request each'
+  )
+
+  fake.setMergeBehaviour(REPO, 1, 'ok')
+  t.is((await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 })).result, 'merged', 'merges once the base settles')
+})
+
+test('a merge without a well-formed SHA or epoch is refused before any request', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1) })
+  await forgeError(t, forge.merge(REPO, 1, { sha: '', method: 'merge', epoch: 1 }), 'invalid')
+  await forgeError(t, forge.merge(REPO, 1, { sha: 'HEAD', method: 'merge', epoch: 1 }), 'invalid')
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge' } as unknown as { sha: string; method: 'merge'; epoch: number }), 'invalid')
+  await forgeError(t, forge.comment(REPO, 1, 'hi', { epoch: -1 }), 'invalid')
+  t.is(fake.mutations().length, 0, 'nothing sent')
+  t.is(fake.pull(REPO, 1).state, 'open')
+})
+
+test('comment (201) and removeLabel (removed, then absent) carry the epoch', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue: merge', 'keep'] })
+
+  await forge.comment(REPO, 1, 'Bounced: conflicts with main', { epoch: 4 })
+  t.alike(fake.comments(REPO, 1), [{ body: 'Bounced: conflicts with main', user: 'autolease-bot' }])
+  t.is(await forge.removeLabel(REPO, 1, 'queue: merge', { epoch: 4 }), 'removed', 'a label with a colon and a space')
+  t.alike(fake.pull(REPO, 1).labels, ['keep'])
+  t.is(await forge.removeLabel(REPO, 1, 'queue: merge', { epoch: 5 }), 'absent', 'gone already: absent, not an error')
+  await forgeError(t, forge.removeLabel(REPO, 42, 'keep', { epoch: 5 }), 'not-found')
+
+  t.alike(
+    fake.mutations().map((m) => [m.method, m.status, m.epoch]),
+    [
+      ['POST', 201, 4],
+      ['DELETE', 200, 4],
+      ['DELETE', 404, 5],
+      ['DELETE', 404, 5]
+    ]
+  )
+})
+
+test('a secondary rate limit (403 + Retry-After) is waited out, then the call succeeds', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1) })
+  fake.rateLimitNext(isPull(1), { kind: 'secondary', retryAfterS: 1 })
+
+  const started = Date.now()
+  const pr = await forge.getPull(REPO, 1)
+  const elapsed = Date.now() - started
+  t.is(pr?.number, 1)
+  t.ok(elapsed >= 950, `waited the Retry-After (${elapsed} ms)`)
+  t.alike(
+    fake.requests().map((r) => r.status),
+    [403, 200]
+  )
+})
+
+test('a primary rate limit (429, x-ratelimit-remaining 0) is waited out until the reset', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1) })
+  fake.rateLimitNext(isMerge, { kind: 'primary', status: 429, retryAfterS: 0 })
+
+  const started = Date.now()
+  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 2 })
+  t.is(outcome.result, 'merged', 'a rate-limited merge did not run: retried after the wait')
+  t.ok(Date.now() - started >= 900, 'waited for the reset (+1 s, octokit rounds up)')
+  t.alike(
+    fake.mutations().map((m) => m.status),
+    [429, 200]
+  )
+})
+
+test('a rate limit that outlasts two retries surfaces as rate-limited with retryAfterMs', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1) })
+  fake.rateLimitNext(isPull(1), { kind: 'secondary', retryAfterS: 1, times: Infinity })
+
+  const err = await forgeError(t, forge.getPull(REPO, 1), 'rate-limited')
+  t.is(err.retryAfterMs, 1000)
+  t.is(err.status, 403)
+  t.is(fake.requests().length, 3, 'the first try and 2 retries')
+})
+
+test('a rate limit longer than what is left of the timeout surfaces at once', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { timeoutMs: 5000 })
+  fake.createPull(REPO, { headSha: sha(1) })
+  fake.rateLimitNext(isPull(1), { kind: 'secondary', retryAfterS: 60 })
+
+  const started = Date.now()
+  const err = await forgeError(t, forge.getPull(REPO, 1), 'rate-limited')
+  t.is(err.retryAfterMs, 60_000, 'the caller learns how long to wait')
+  t.ok(Date.now() - started < 2000, 'no waiting for a retry that cannot fit')
+  t.is(fake.requests().length, 1)
+})
+
+test('5xx is retried, then the call succeeds', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+  fake.failNext(isPull(1), 502, undefined, { times: 2 })
+  t.is((await forge.getPull(REPO, 1))?.number, 1)
+  t.alike(
+    fake.requests().map((r) => r.status),
+    [502, 502, 200]
+  )
+
+  fake.failNext((r) => r.method === 'DELETE', 503)
+  t.is(await forge.removeLabel(REPO, 1, 'queue', { epoch: 1 }), 'removed', 'label removal is idempotent: retried')
+  t.alike(
+    fake.mutations().map((m) => m.status),
+    [503, 200]
+  )
+})
+
+test('5xx that persists is server after the retries; a merge or comment meeting 5xx is sent once', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { retries: 2 })
+  fake.createPull(REPO, { headSha: sha(1) })
+  const undo = fake.failNext(isPull(1), 503, undefined, { times: Infinity })
+  const err = await forgeError(t, forge.getPull(REPO, 1), 'server')
+  t.is(err.status, 503)
+  t.is(fake.requests().length, 3, 'the first try and 2 retries')
+  undo()
+
+  fake.failNext(isMerge, 502)
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 }), 'server')
+  fake.failNext((r) => r.method === 'POST', 500)
+  await forgeError(t, forge.comment(REPO, 1, 'hello', { epoch: 1 }), 'server')
+  t.alike(
+    fake.mutations().map((m) => [m.method, m.status]),
+    [
+      ['PUT', 502],
+      ['POST', 500]
+    ],
+    'never retried: the first attempt may have landed'
+  )
+})
+
+test('405, 409, 422 and a bare 429 are answers: never retried, even on calls that retry 5xx', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { retries: 3 })
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+  const isDelete = (r: FakeRequestInfo) => r.method === 'DELETE'
+
+  for (const status of [405, 409, 422]) {
+    fake.failNext(isDelete, status, { message: `injected ${status}` })
+    const err = await forgeError(t, forge.removeLabel(REPO, 1, 'queue', { epoch: 1 }), 'invalid')
+    t.is(err.status, status)
+  }
+  fake.failNext(isPull(1), 409, { message: 'injected 409' })
+  await forgeError(t, forge.getPull(REPO, 1), 'invalid')
+  // A 429 without Retry-After or x-ratelimit-* is no rate limit octokit can time: surfaced, not retried on a guess.
+  fake.failNext(isPull(1), 429)
+  const limited = await forgeError(t, forge.getPull(REPO, 1), 'rate-limited')
+  t.is(limited.retryAfterMs, null)
+
+  // A 409 on a list is an error, not an empty list (a resync would drop every queued PR).
+  fake.failNext((r) => r.path === `/repos/${REPO}/pulls`, 409, { message: 'Git Repository is empty.' })
+  await forgeError(t, forge.listCandidates(REPO, 'queue'), 'invalid')
+
+  t.alike(
+    fake.requests().map((r) => r.status),
+    [405, 409, 422, 409, 429, 409],
+    'one request each'
+  )
+})
+
+test('bad credentials are auth (401, not retried); so is a 403 that is no rate limit', async (t) => {
+  const fake = await startFake(t)
+  fake.requireToken('the-right-one')
+  fake.createPull(REPO, { headSha: sha(1) })
+
+  const wrong = forgeOn(fake, { token: 'the-wrong-one' })
+  const err = await forgeError(t, wrong.getPull(REPO, 1), 'auth')
+  t.is(err.status, 401)
+  t.is(fake.requests().length, 1, 'not retried')
+
+  const right = forgeOn(fake, { token: 'the-right-one' })
+  t.is((await right.getPull(REPO, 1))?.number, 1, 'the right token passes')
+  fake.failNext(isMerge, 403, { message: 'Resource not accessible by integration' })
+  const denied = await forgeError(t, right.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 }), 'auth')
+  t.is(denied.status, 403)
+})
+
+test('connection refused is unreachable', async (t) => {
+  const port = await deadPort()
+  const forge = new GitHubForge({ baseUrl: `http://127.0.0.1:${port}`, token: TOKEN, retries: 1, retryBaseMs: 10 })
+  const err = await forgeError(t, forge.getPull(REPO, 1), 'unreachable')
+  t.ok(/ECONNREFUSED/.test(err.message), err.message)
+  t.is(err.status, null)
+})
+
+test('a held answer with timeoutMs 300 is a timeout, on time', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { timeoutMs: 300 })
+  fake.createPull(REPO, { headSha: sha(1) })
+  const release = fake.hold(isPull(1))
+  t.teardown(release)
+
+  const started = Date.now()
+  const err = await forgeError(t, forge.getPull(REPO, 1), 'timeout')
+  const elapsed = Date.now() - started
+  t.ok(elapsed >= 280 && elapsed < 1500, `gave up after ${elapsed} ms`)
+  t.is(err.status, null)
+  t.is(release.waiting, 1, 'the request reached the fake and is still held')
+  await waitFor(() => fake.requests()[0]?.abandoned === true, 5000, 'the client to drop the connection')
+  t.pass('the timed-out request was aborted, not left open')
+})
+
+test('a paginated call times out as a whole, and the page in flight is aborted', async (t) => {
+  const fake = await startFake(t)
+  for (let n = 1; n <= 3; n++) fake.createPull(REPO, { headSha: sha(n), labels: ['queue'] })
+  const forge = forgeOn(fake, { timeoutMs: 300, pageSize: 1 })
+  const release = fake.hold((r) => r.path === `/repos/${REPO}/pulls` && r.query.get('page') === '2')
+  t.teardown(release)
+
+  await forgeError(t, forge.listCandidates(REPO, 'queue'), 'timeout')
+  const pages = () => fake.requests().filter((r) => r.path === `/repos/${REPO}/pulls`)
+  await waitFor(() => pages()[1]?.abandoned === true, 5000, 'page 2 to be dropped by the client')
+  t.alike(
+    pages().map((r) => [new URLSearchParams(r.query).get('page'), r.status, r.abandoned]),
+    [
+      ['1', 200, false],
+      ['2', null, true]
+    ],
+    'page 1 answered, page 2 abandoned, page 3 never asked'
+  )
+})
+
+test('a merge whose answer never comes is a timeout; it may still land, so the caller re-reads', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { timeoutMs: 300 })
+  fake.createPull(REPO, { headSha: sha(1) })
+  const release = fake.hold(isMerge) // the request is processed only when released
+  t.teardown(release)
+
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 9 }), 'timeout')
+  t.is(fake.mutations().length, 1, 'sent once, not retried after the timeout')
+  release()
+  await waitFor(() => fake.mutations()[0]?.status === 200, 5000, 'the held merge to be processed')
+  const pr = await forgeOn(fake).getPull(REPO, 1)
+  t.is(pr?.merged, true, 'the re-read shows the merge landed')
+})
+
+test('per repo, mutations start mutationSpacingMs apart, one at a time; two repos proceed in parallel', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { mutationSpacingMs: 400 })
+  const A = 'acme/one'
+  const B = 'acme/two'
+  fake.createPull(A, { headSha: sha('a'), labels: ['queue'] })
+  fake.createPull(B, { headSha: sha('b'), labels: ['queue'] })
+
+  const started = Date.now()
+  await Promise.all([
+    forge.comment(A, 1, 'first', { epoch: 1 }),
+    forge.removeLabel(A, 1, 'queue', { epoch: 1 }),
+    forge.comment(A, 1, 'third', { epoch: 1 }),
+    forge.comment(B, 1, 'first', { epoch: 1 }),
+    forge.removeLabel(B, 1, 'queue', { epoch: 1 })
+  ])
+  const elapsed = Date.now() - started
+  const times = (repo: string) => fake.mutations().filter((m) => m.repo === repo).map((m) => m.time)
+  const a = times(A)
+  const b = times(B)
+  t.is(a.length, 3)
+  t.is(b.length, 2)
+  // Measured at arrival, so a few ms of request latency jitter either way; unspaced calls arrive within a few ms.
+  t.ok(a[1]! - a[0]! >= 350 && a[2]! - a[1]! >= 350, `repo A spaced: ${a[1]! - a[0]!} ms, ${a[2]! - a[1]!} ms`)
+  t.ok(b[1]! - b[0]! >= 350, `repo B spaced: ${b[1]! - b[0]!} ms`)
+  t.ok(Math.abs(b[0]! - a[0]!) < 200, `repo B did not wait for repo A (${b[0]! - a[0]!} ms apart)`)
+  t.ok(elapsed < 1500, `5 mutations over 2 repos in ${elapsed} ms (serial would be >= 1600)`)
+  t.alike(
+    fake.comments(A, 1).map((c) => c.body),
+    ['first', 'third'],
+    'in call order'
+  )
+
+  // One at a time: a held mutation on A keeps the next A mutation waiting, not B's.
+  const release = fake.hold((r) => r.repo === A && r.method === 'POST')
+  const heldA = forge.comment(A, 1, 'held', { epoch: 2 })
+  await release.reached()
+  const nextA = forge.removeLabel(A, 1, 'nothing', { epoch: 2 })
+  await forge.comment(B, 1, 'B is not blocked', { epoch: 2 })
+  t.is(fake.mutations().filter((m) => m.repo === A).length, 4, 'the second A mutation has not been sent while the first is held')
+  release()
+  await heldA
+  t.is(await nextA, 'absent')
+})
+
+test('GitHub App: a JWT signed with the app key mints an installation token, which the API calls use', async (t) => {
+  const fake = await startFake(t)
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' }
+  })
+  fake.registerApp({ appId: 4242, publicKeyPem: publicKey, installationId: 77, slug: 'autolease' })
+  fake.requireToken('some-other-static-token') // from now on only known or issued tokens pass
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+
+  const forge = forgeOn(fake, { app: { appId: 4242, privateKey, installationId: 77 } })
+  t.is((await forge.getPull(REPO, 1))?.number, 1)
+  t.is(await forge.removeLabel(REPO, 1, 'queue', { epoch: 1 }), 'removed')
+  const tokenCalls = fake.requests().filter((r) => r.path === '/app/installations/77/access_tokens')
+  t.is(tokenCalls.length, 1, 'one token, cached for both calls')
+  t.is(tokenCalls[0]?.status, 201)
+  t.is(fake.comments(REPO, 1).length, 0)
+  t.absent(
+    fake.mutations().some((m) => m.path.startsWith('/app/')),
+    'minting a token is not a repo mutation'
+  )
+
+  // From a key file, too.
+  const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(join(dir, 'app.pem'), privateKey)
+  const fromFile = forgeOn(fake, { app: { appId: '4242', privateKeyFile: join(dir, 'app.pem'), installationId: 77 } })
+  t.is((await fromFile.getPull(REPO, 1))?.headSha, sha(1))
+
+  // A JWT signed by another key is refused at the token endpoint.
+  const other = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } })
+  const impostor = forgeOn(fake, { app: { appId: 4242, privateKey: other.privateKey, installationId: 77 } })
+  const err = await forgeError(t, impostor.getPull(REPO, 1), 'auth')
+  t.is(err.status, 401)
+})
+
+test('config: exactly one credential source; tokenFile and tokenEnv are read; GitHub Enterprise base URL', async (t) => {
+  const fake = await startFake(t)
+  fake.requireToken('from-file')
+  fake.requireToken('from-env')
+  for (let n = 1; n <= 5; n++) fake.createPull(REPO, { headSha: sha(n), labels: ['queue'] })
+
+  const invalidConfig = (fn: () => unknown, what: string): void => {
+    try {
+      fn()
+      t.fail(`${what}: accepted`)
+    } catch (err) {
+      t.ok(isAutoleaseError(err, 'INVALID_CONFIG'), `${what}: ${(err as Error).message}`)
+    }
+  }
+  invalidConfig(() => createGitHubForge({}), 'no credentials')
+  invalidConfig(() => createGitHubForge({ token: 'a', tokenEnv: 'B' }), 'two credential sources')
+  invalidConfig(() => createGitHubForge({ tokenEnv: 'AUTOLEASE_NO_SUCH_VAR' }, { env: {} }), 'an unset tokenEnv')
+  invalidConfig(() => createGitHubForge({ tokenFile: '/nonexistent/token' }), 'a missing tokenFile')
+  invalidConfig(() => createGitHubForge({ token: 'a', baseUrl: 'ftp://example.com' }), 'a non-http base URL')
+  invalidConfig(() => createGitHubForge({ token: 'a', timeoutMs: 0 }), 'timeoutMs 0')
+  invalidConfig(() => createGitHubForge({ app: { appId: 1, installationId: 2 } }), 'an app without a key')
+
+  const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(join(dir, 'token'), 'from-file\n')
+  const fromFile = createGitHubForge({ baseUrl: fake.url, tokenFile: join(dir, 'token') })
+  t.is((await fromFile.getPull(REPO, 1))?.number, 1, 'token file read (newline trimmed)')
+  const fromEnv = createGitHubForge({ baseUrl: fake.url, tokenEnv: 'FORGE_TOKEN' }, { env: { FORGE_TOKEN: 'from-env' } })
+  t.is((await fromEnv.getPull(REPO, 2))?.number, 2, 'token from the environment')
+
+  const ghe = createGitHubForge({ baseUrl: `${fake.url}/api/v3/`, tokenEnv: 'FORGE_TOKEN', pageSize: 2 }, { env: { FORGE_TOKEN: 'from-env' } })
+  t.is(ghe.baseUrl, `${fake.url}/api/v3`)
+  t.alike(
+    (await ghe.listCandidates(REPO, 'queue')).map((p) => p.number),
+    [1, 2, 3, 4, 5],
+    'a /api/v3 base URL, pagination links included'
+  )
+})
