@@ -6,62 +6,14 @@
  */
 import test from 'brittle'
 import b4a from 'b4a'
-import type { ApplyHost, ApplyNode } from 'autobase'
+import type { ApplyHost } from 'autobase'
 import { apply, APPLY_VERSION, type View } from '../lib/log/apply.js'
-import { encodeOp, SIGNER_LEASE, type Op } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/log/ops.js'
+import { MemoryView, host, node } from './helpers/memory-view.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, leaseKey, rejectedKey, writerKey } from '../lib/log/view-layout.js'
 
 const FOUNDER = 'f'.repeat(64)
 const OTHER = 'e'.repeat(64)
-
-/** A hyperbee stand-in: a Map, with hooks to poison a read. */
-class MemoryView {
-  readonly data = new Map<string, unknown>()
-  poison: ((key: string) => unknown) | null = null
-  failRead: string | null = null
-
-  batch() {
-    const staged = new Map<string, unknown>()
-    return {
-      get: async (key: string) => {
-        if (this.failRead === key) throw Object.assign(new Error('disk on fire'), { code: 'EIO' })
-        const poisoned = this.poison?.(key)
-        if (poisoned !== undefined) return { seq: 0, key, value: poisoned }
-        const v = staged.has(key) ? staged.get(key) : this.data.get(key)
-        return v === undefined || v === DELETED ? null : { seq: 0, key, value: v }
-      },
-      put: async (key: string, value: unknown) => void staged.set(key, value),
-      del: async (key: string) => void staged.set(key, DELETED),
-      flush: async () => {
-        for (const [k, v] of staged) {
-          if (v === DELETED) this.data.delete(k)
-          else this.data.set(k, v)
-        }
-      },
-      close: async () => {}
-    }
-  }
-}
-const DELETED = Symbol('deleted')
-
-function host(calls: string[]): ApplyHost {
-  return {
-    addWriter: async (key) => void calls.push(`add ${b4a.toString(key, 'hex').slice(0, 4)}`),
-    removeWriter: async (key) => void calls.push(`remove ${b4a.toString(key, 'hex').slice(0, 4)}`),
-    removeable: () => true,
-    interrupt: () => {}
-  }
-}
-
-function node(author: string, length: number, op: Op | Uint8Array): ApplyNode {
-  return {
-    indexed: true,
-    optimistic: false,
-    from: { key: b4a.from(author, 'hex') },
-    length,
-    value: op instanceof Uint8Array ? op : encodeOp(op)
-  }
-}
 
 test('the founder fixes the apply version; a throw inside one node is counted and leaves no trace', async (t) => {
   const view = new MemoryView()

@@ -13,6 +13,30 @@ const NAMES = ['owner/repo#1', 'owner/repo#2', 'other/x#9']
 const OWNERS = ['alice', 'bob', 'agent-1']
 const hex = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((u) => b4a.toString(u, 'hex'))
 
+const TENANTS = ['t1', 't2']
+const REPOS = ['o/a', 'o/b']
+const SHAS = ['1', '2', '3', '4'].map((c) => c.repeat(40))
+const eventArb = fc.record({
+  v: fc.constant(OP_VERSION),
+  type: fc.constant('event'),
+  tenant: fc.constantFrom(...TENANTS),
+  repo: fc.constantFrom(...REPOS),
+  delivery: fc.integer({ min: 1, max: 60 }).map((n) => `d${n}`),
+  bodySha256: fc.constantFrom('a'.repeat(64), 'b'.repeat(64)),
+  event: fc.constantFrom('pull_request', 'check_run', 'check_suite', 'status'),
+  action: fc.constantFrom('labeled', 'unlabeled', 'opened', 'closed', 'synchronize', 'completed', 'auto_merge_enabled', 'converted_to_draft'),
+  pr: fc.option(fc.integer({ min: 1, max: 5 })),
+  prs: fc.subarray([1, 2, 3, 4, 5], { maxLength: 2 }),
+  sha: fc.option(fc.constantFrom(...SHAS)),
+  draft: fc.option(fc.boolean()),
+  merged: fc.option(fc.boolean()),
+  autoMerge: fc.option(fc.boolean()),
+  labels: fc.option(fc.subarray(['queue', 'bug'])),
+  label: fc.option(fc.constantFrom('queue', 'Queue', 'bug')),
+  check: fc.option(fc.record({ name: fc.constantFrom('ci', 'lint', 'suite:x'), conclusion: fc.constantFrom('success', 'failure', 'pending', 'neutral') })),
+  ts: fc.integer({ min: 0, max: 10_000 })
+})
+
 /** Ops from authorized writers: valid ones that race, invalid ones, and garbage. */
 function opArb(keys: string[]): fc.Arbitrary<Uint8Array> {
   const enc = (v: unknown): Uint8Array => b4a.from(JSON.stringify(v))
@@ -26,6 +50,11 @@ function opArb(keys: string[]): fc.Arbitrary<Uint8Array> {
     // Writers that never write: non-indexers only, or the quorum would change under the test.
     { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('add-writer'), key: hex, indexer: fc.constant(false) }).map(enc) },
     { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('remove-writer'), key: hex }).map(enc) },
+    // The queue: repo config (all three are indexers) and webhook events whose
+    // delivery ids repeat (duplicates) and sometimes change body (conflicts).
+    { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('repo-add'), tenant: fc.constantFrom(...TENANTS), repo: fc.constantFrom(...REPOS), label: fc.constantFrom('queue', 'Queue'), mergeMethod: fc.constantFrom('merge', 'squash'), requiredChecks: fc.subarray(['ci', 'lint']) }).map(enc) },
+    { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('repo-remove'), tenant: fc.constantFrom(...TENANTS), repo: fc.constantFrom(...REPOS) }).map(enc) },
+    { weight: 5, arbitrary: eventArb.map(enc) },
     { weight: 2, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 80 }) },
     { weight: 2, arbitrary: fc.json().map((s) => b4a.from(s)) },
     { weight: 1, arbitrary: fc.record({ v: fc.integer({ min: 2, max: 9 }), type: fc.constantFrom('claim', 'future-op') }).map(enc) },
@@ -98,6 +127,16 @@ test('generated ops (garbage included) in different interleavings leave byte-ide
     )
   }
   t.ok(total >= 9_000, `${total} generated ops over ${run} runs`)
+
+  // The queue was part of it: events recorded in rings, PRs queued.
+  const queueKeys = await devices[0]!.log.read('confirmed', async (v) => {
+    let events = 0
+    let queued = 0
+    for await (const e of v.createReadStream({ gte: 'events/', lt: 'events/\uffff' }, { wait: false })) events += e.key.length > 0 ? 1 : 0
+    for await (const e of v.createReadStream({ gte: 'queue/', lt: 'queue/\uffff' }, { wait: false })) queued += e.key.length > 0 ? 1 : 0
+    return { events, queued }
+  })
+  t.ok(queueKeys.events > 0 && queueKeys.queued > 0, `the queue took part: ${queueKeys.events} ring events, ${queueKeys.queued} queued PRs`)
 
   // No base was stopped: a valid op still applies everywhere.
   const rejected = await devices[0]!.log.rejected('confirmed')

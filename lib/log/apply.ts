@@ -40,12 +40,18 @@ import b4a from 'b4a'
 import { decodeOp, opId, type ApplyVersionOp, type Op, type WriterOp } from './ops.js'
 import { StorageFailure, ViewTx } from './view-tx.js'
 import { applyLeaseOp } from '../lease/lease-apply.js'
+import { applyEventOp, applyRepoOp } from '../queue/queue-apply.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type RejectionReason, type WriterEntry } from './view-layout.js'
 
 export type View = Hyperbee<unknown>
 
-/** The apply behaviour this build implements. Groups start at this version (the founder's first op says so). */
-export const APPLY_VERSION = 1
+/**
+ * The apply behaviour this build implements. Groups start at this version
+ * (the founder's first op says so). Version 1: leases and writers. Version
+ * 2: repo config and webhook events too; in a version-1 group those ops
+ * stay unknown (as a version-1 build sees them) until the group is upgraded.
+ */
+export const APPLY_VERSION = 2
 /** A group whose first op is not an apply-version op runs version 1. */
 const FIRST_VERSION = 1
 
@@ -88,10 +94,11 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode): Promise<
     if (decoded.ok && decoded.op.type === 'apply-version') return
     version = first
   }
-  if ((version ?? FIRST_VERSION) > APPLY_VERSION) return count('version-ahead')
+  const groupVersion = version ?? FIRST_VERSION
+  if (groupVersion > APPLY_VERSION) return count('version-ahead')
   if (!decoded.ok) return count(decoded.reason)
   if (writer === null || writer.removed) return count('unauthorized')
-  return dispatch(tx, host, decoded.op, writer, id, count)
+  return dispatch(tx, host, decoded.op, writer, id, groupVersion, count)
 }
 
 async function dispatch(
@@ -100,6 +107,7 @@ async function dispatch(
   op: Op,
   writer: WriterEntry,
   id: string,
+  groupVersion: number,
   count: (reason: RejectionReason) => Promise<void>
 ): Promise<void> {
   switch (op.type) {
@@ -115,9 +123,15 @@ async function dispatch(
     case 'renew':
     case 'release':
       return applyLeaseOp(tx, op, writer.key, id, count)
-    default:
-      // Config and event ops belong to a later apply version.
-      return count('unknown-type')
+    case 'repo-add':
+    case 'repo-remove':
+      if (groupVersion < 2) return count('unknown-type')
+      // Config is replicated so every apply sees the same; only indexers change it.
+      if (!writer.indexer) return count('unauthorized')
+      return applyRepoOp(tx, op, id)
+    case 'event':
+      if (groupVersion < 2) return count('unknown-type')
+      return applyEventOp(tx, op, id, count)
   }
 }
 

@@ -21,6 +21,12 @@ export type RejectionReason =
   | 'version-ahead'
   /** The op's handler threw: a bug in pure code, isolated so it cannot stop the base (DESIGN §1.2). */
   | 'apply-error'
+  /** An event for a repo that is not (or no longer) managed for its tenant. */
+  | 'unmanaged-repo'
+  /** A webhook delivery applied before (same id, same body): no second event. */
+  | 'duplicate'
+  /** A delivery id seen before with another body. */
+  | 'delivery-conflict'
 
 export interface TenureEntry {
   name: string

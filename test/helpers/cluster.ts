@@ -11,6 +11,7 @@ import { Elector } from '../../lib/lease/elector.js'
 import type { ElectionConfig } from '../../lib/lease/config.js'
 import type { Clock } from '../../lib/lease/clock.js'
 import { Mesh } from './mesh.js'
+import { systemClock } from '../../lib/lease/clock.js'
 
 export interface Device {
   index: number
@@ -137,20 +138,44 @@ export class OverlapMonitor {
   samples = 0
   overlaps = 0
   maxHolders = 0
+  /** What each holder believed at the first few overlapping samples: a failed check says why. */
+  readonly evidence: string[] = []
   private timer: NodeJS.Timeout
 
   constructor(cluster: Cluster, everyMs = 3) {
     this.timer = setInterval(() => {
-      const n = cluster.holders().length
+      const holders = cluster.holders()
+      const n = holders.length
       this.samples++
-      if (n > 1) this.overlaps++
+      if (n > 1) {
+        this.overlaps++
+        if (this.evidence.length < 3) this.evidence.push(describeHolders(cluster, holders))
+      }
       if (n > this.maxHolders) this.maxHolders = n
     }, everyMs)
+  }
+
+  /** The message for the no-overlap assertion, with the evidence when there was one. */
+  report(): string {
+    return `no overlap in ${this.samples} samples${this.overlaps > 0 ? `; overlaps: ${this.evidence.join(' | ')}` : ''}`
   }
 
   stop(): void {
     clearInterval(this.timer)
   }
+}
+
+function describeHolders(cluster: Cluster, holders: number[]): string {
+  const now = systemClock.now()
+  return holders
+    .map((i) => {
+      const d = cluster.devices[i]!
+      const st = d.elector!.status()
+      const c = st.confirmed
+      const deadline = d.elector!.deadline()
+      return `device ${i}: confirmed ${c ? `${c.holder?.slice(0, 8)}@${c.epoch} rev ${c.rev} op ${c.opId.slice(0, 8)}:${c.opId.split(':')[1]}` : 'none'}, deadline in ${deadline === null ? '-' : Math.round(deadline - now)} ms, events ${d.events.map((e) => `${e.msg}@${e.epoch}${e.reason ? `/${e.reason}` : ''}`).join(',')}`
+    })
+    .join('; ')
 }
 
 export async function waitFor(fn: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {

@@ -1,0 +1,263 @@
+/**
+ * The queue's part of apply: repo config ops and webhook event ops, folded
+ * into the view through a ViewTx (see lib/log/apply.ts for the isolation
+ * and the authorization of the author).
+ *
+ * Invariants enforced here alone (DESIGN §4):
+ * - An event is applied at most once per delivery id: the same id with the
+ *   same body hash is a duplicate (counted and audited, no second event,
+ *   even when three devices received it at once and each appended it); the
+ *   same id with another body is rejected and audited.
+ * - Events set facts only (queued, head SHA, gate result); the queue
+ *   transitions are queue-state's.
+ * - Time is the op's own `ts` (the receiving device's clock at intake).
+ * - Per (tenant, repo) everything stays bounded: rings of 100 events and
+ *   200 audit entries, the dedup index and the head-SHA index capped by
+ *   count (and the dedup index by a week of op time), evicted in op order a
+ *   few entries per op, so no op does unbounded work.
+ */
+import type { ViewTx } from '../log/view-tx.js'
+import type { EventOp, RepoAddOp, RepoRemoveOp } from '../log/ops.js'
+import type { RejectionReason } from '../log/view-layout.js'
+import { evaluateGate, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
+import {
+  CHECKS_PER_SHA,
+  DEDUP_MAX,
+  DEDUP_MAX_AGE_MS,
+  EMPTY_REPO_STATE,
+  SHA_MAX,
+  auditKey,
+  dedupKey,
+  dedupSeqKey,
+  eventKey,
+  queueKey,
+  repoKey,
+  repoStateKey,
+  shaKey,
+  shaSeqKey,
+  type AuditEntry,
+  type DedupEntry,
+  type EventEntry,
+  type RepoConfig,
+  type RepoState,
+  type ShaEntry
+} from './queue-layout.js'
+
+type Count = (reason: RejectionReason) => Promise<void>
+
+/** Evictions per op and index: more than the one entry each op adds, so the caps hold. */
+const EVICT_PER_OP = 4
+
+export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: string): Promise<void> {
+  const key = repoKey(op.tenant, op.repo)
+  if (op.type === 'repo-remove') {
+    // The repo's queue and rings stay (for audit); its events are ignored from here on.
+    tx.del(key)
+    return
+  }
+  const existing = await tx.get<RepoConfig>(key)
+  const config: RepoConfig = {
+    tenant: op.tenant,
+    repo: op.repo,
+    label: op.label,
+    mergeMethod: op.mergeMethod,
+    requiredChecks: op.requiredChecks,
+    paused: existing?.paused ?? false,
+    addedOp: existing?.addedOp ?? id
+  }
+  tx.put(key, config)
+}
+
+/** A repo's rings and indexes, and the writes of one op to them. */
+class RepoScope {
+  readonly state: RepoState
+  constructor(
+    private readonly tx: ViewTx,
+    readonly tenant: string,
+    readonly repo: string,
+    state: RepoState | null,
+    private readonly id: string
+  ) {
+    this.state = { ...EMPTY_REPO_STATE, ...state }
+  }
+
+  static async open(tx: ViewTx, tenant: string, repo: string, id: string): Promise<RepoScope> {
+    return new RepoScope(tx, tenant, repo, await tx.get<RepoState>(repoStateKey(tenant, repo)), id)
+  }
+
+  audit(ts: number, action: AuditAction, pr: number | null, sha: string | null, epoch: number | null, detail: string | null): void {
+    const entry: AuditEntry = { seq: this.state.audit, ts, action, prNumber: pr, prSha: sha, epoch, detail, op: this.id }
+    this.tx.put(auditKey(this.tenant, this.repo, this.state.audit), entry)
+    this.state.audit++
+  }
+
+  event(entry: Omit<EventEntry, 'seq' | 'op'>): void {
+    this.tx.put(eventKey(this.tenant, this.repo, this.state.events), { ...entry, seq: this.state.events, op: this.id })
+    this.state.events++
+  }
+
+  entry(pr: number): Promise<QueueEntry | null> {
+    return this.tx.get<QueueEntry>(queueKey(this.tenant, this.repo, pr))
+  }
+
+  setEntry(pr: number, before: QueueEntry | null, after: QueueEntry | null): void {
+    const key = queueKey(this.tenant, this.repo, pr)
+    if (after === null) {
+      if (before !== null) {
+        this.tx.del(key)
+        this.state.queueLength--
+      }
+      return
+    }
+    if (before === null) this.state.queueLength++
+    this.tx.put(key, after)
+  }
+
+  save(): void {
+    this.tx.put(repoStateKey(this.tenant, this.repo), this.state)
+  }
+}
+
+export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: Count): Promise<void> {
+  const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
+  if (config === null) return count('unmanaged-repo')
+  const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
+  const pr = op.pr ?? op.prs[0] ?? null
+
+  const seen = await tx.get<DedupEntry>(dedupKey(op.tenant, op.repo, op.delivery))
+  if (seen !== null) {
+    if (seen.bodySha256 === op.bodySha256) {
+      await count('duplicate')
+      scope.audit(op.ts, 'duplicate', pr, op.sha, null, `delivery ${op.delivery}`)
+    } else {
+      await count('delivery-conflict')
+      scope.audit(op.ts, 'rejected', pr, op.sha, null, `delivery ${op.delivery} came again with another body`)
+    }
+    scope.save()
+    return
+  }
+
+  scope.state.maxTs = Math.max(scope.state.maxTs, op.ts)
+  await remember(tx, scope, op)
+
+  const results: Array<{ pr: number; result: QueueResult }> = []
+  if (op.event === 'pull_request') {
+    if (op.pr !== null && op.sha !== null) await indexSha(tx, scope, op.sha, op.pr, null)
+    const fact = pullRequestFact(op, config)
+    if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts) })
+  } else if (op.sha !== null && op.check !== null && (op.event === 'status' || op.action === 'completed')) {
+    const sha = await indexSha(tx, scope, op.sha, null, [op.check.name, op.check.conclusion])
+    const prs = new Set(op.prs)
+    if (sha.pr !== null) prs.add(sha.pr)
+    const result = evaluateGate(sha.checks, config.requiredChecks)
+    for (const n of [...prs].sort((a, b) => a - b)) {
+      results.push({ pr: n, result: await transition(tx, scope, config, n, { kind: 'gate', sha: op.sha, result }, op.ts) })
+    }
+  }
+
+  scope.event({ ts: op.ts, delivery: op.delivery, eventType: op.event, action: op.action, prNumber: pr, sha: op.sha, results })
+  scope.save()
+}
+
+/** What a pull_request event says about its PR's place in the queue. */
+function pullRequestFact(op: EventOp, config: RepoConfig): QueueFact | null {
+  if (op.sha === null) return null
+  const label = config.label.toLowerCase()
+  const labelled = (op.labels ?? []).some((l) => l.toLowerCase() === label)
+  const isQueueLabel = op.label !== null && op.label.toLowerCase() === label
+  const draft = op.draft === true
+  const autoMerge = op.autoMerge === true
+  switch (op.action) {
+    case 'labeled':
+      return isQueueLabel ? { kind: 'join', sha: op.sha, via: 'label', draft } : null
+    case 'unlabeled':
+      return isQueueLabel && !autoMerge ? { kind: 'leave', merged: false } : null
+    case 'auto_merge_enabled':
+      return { kind: 'join', sha: op.sha, via: 'auto-merge', draft }
+    case 'auto_merge_disabled':
+      return labelled ? null : { kind: 'leave', merged: false }
+    case 'opened':
+    case 'reopened':
+    case 'ready_for_review':
+      return labelled || autoMerge ? { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft } : null
+    case 'closed':
+      return { kind: 'leave', merged: op.merged === true }
+    case 'converted_to_draft':
+      return { kind: 'leave', merged: false }
+    case 'synchronize':
+      return { kind: 'head', sha: op.sha, autoMerge, draft }
+    default:
+      return null
+  }
+}
+
+/**
+ * One queue fact for one PR: store the outcome and audit it. A PR that
+ * joins or moves to a new head picks up the checks already reported for
+ * that head (they may have arrived first).
+ */
+async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number): Promise<QueueResult> {
+  const before = await scope.entry(pr)
+  const out = queueTransition(pr, before, fact, ts)
+  let entry = out.entry
+  if (out.audit !== null) scope.audit(ts, out.audit, pr, entry?.prSha ?? before?.prSha ?? null, fact.kind === 'decide' ? fact.epoch : null, auditDetail(fact, out.result))
+  if (entry !== null && (out.result === 'joined' || out.result === 'reevaluated')) {
+    const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, entry.prSha))
+    if (sha !== null && sha.checks.length > 0) {
+      const gate = queueTransition(pr, entry, { kind: 'gate', sha: entry.prSha, result: evaluateGate(sha.checks, config.requiredChecks) }, ts)
+      if (gate.audit !== null) scope.audit(ts, gate.audit, pr, entry.prSha, null, null)
+      entry = gate.entry
+    }
+  }
+  scope.setEntry(pr, before, entry)
+  return out.result
+}
+
+function auditDetail(fact: QueueFact, result: QueueResult): string | null {
+  if (fact.kind === 'decide') return fact.reason ?? (result === 'decided' ? null : result)
+  if (fact.kind === 'join') return `via ${fact.via}`
+  return null
+}
+
+/** Remember a delivery for dedup, and forget the oldest beyond the caps. */
+async function remember(tx: ViewTx, scope: RepoScope, op: EventOp): Promise<void> {
+  const s = scope.state
+  const entry: DedupEntry = { bodySha256: op.bodySha256, seq: s.dedupNext, ts: op.ts }
+  tx.put(dedupKey(op.tenant, op.repo, op.delivery), entry)
+  tx.put(dedupSeqKey(op.tenant, op.repo, s.dedupNext), op.delivery)
+  s.dedupNext++
+  for (let i = 0; i < EVICT_PER_OP && s.dedupFirst < s.dedupNext; i++) {
+    const delivery = await tx.get<string>(dedupSeqKey(op.tenant, op.repo, s.dedupFirst))
+    const oldest = delivery === null ? null : await tx.get<DedupEntry>(dedupKey(op.tenant, op.repo, delivery))
+    const tooOld = oldest !== null && oldest.ts < s.maxTs - DEDUP_MAX_AGE_MS
+    if (s.dedupNext - s.dedupFirst <= DEDUP_MAX && !tooOld) break
+    tx.del(dedupSeqKey(op.tenant, op.repo, s.dedupFirst))
+    if (delivery !== null && oldest?.seq === s.dedupFirst) tx.del(dedupKey(op.tenant, op.repo, delivery))
+    s.dedupFirst++
+  }
+}
+
+/** Record what we learned about a head SHA (its PR, or one check's conclusion); evict the oldest SHAs beyond the cap. */
+async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | null, check: [string, string] | null): Promise<ShaEntry> {
+  const s = scope.state
+  const key = shaKey(scope.tenant, scope.repo, sha)
+  const existing = await tx.get<ShaEntry>(key)
+  let entry: ShaEntry = existing ?? { sha, pr: null, checks: [], seq: s.shaNext }
+  if (pr !== null) entry = { ...entry, pr }
+  if (check !== null) {
+    const others = entry.checks.filter(([name]) => name !== check[0])
+    if (others.length < CHECKS_PER_SHA) entry = { ...entry, checks: [...others, check].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)) }
+  }
+  tx.put(key, entry)
+  if (existing === null) {
+    tx.put(shaSeqKey(scope.tenant, scope.repo, s.shaNext), sha)
+    s.shaNext++
+    for (let i = 0; i < EVICT_PER_OP && s.shaNext - s.shaFirst > SHA_MAX; i++) {
+      const old = await tx.get<string>(shaSeqKey(scope.tenant, scope.repo, s.shaFirst))
+      tx.del(shaSeqKey(scope.tenant, scope.repo, s.shaFirst))
+      if (old !== null && old !== sha) tx.del(shaKey(scope.tenant, scope.repo, old))
+      s.shaFirst++
+    }
+  }
+  return entry
+}

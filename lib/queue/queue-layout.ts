@@ -1,0 +1,118 @@
+/**
+ * The queue's part of the view: keys and entry shapes, shared by apply (the
+ * only writer) and the intent log's reads.
+ *
+ * Everything is keyed by (tenant, repo): one tenant's or one repository's
+ * events, queue and rings never touch another's (seed 000: one Durable
+ * Object per (tenant, repo)). Tenants and repos are validated ASCII without
+ * `/` in the tenant (ops.ts), so `<tenant>/<owner>/<name>` cannot collide.
+ *
+ * Bounded by construction, whatever the log's length: the events ring (100
+ * slots) and the audit ring (200 slots) per repo are fixed slots indexed by
+ * a sequence number; the delivery-dedup index and the head-SHA index are
+ * FIFOs with a count cap per repo, evicted in op order.
+ */
+import type { AuditAction, GateResult, JoinVia, QueueEntry, QueueResult } from './queue-state.js'
+import type { MergeMethod, WebhookEventType } from '../log/ops.js'
+
+export const EVENTS_RING = 100
+export const AUDIT_RING = 200
+/** Deliveries remembered per repo for dedup (GitHub lets users redeliver for a few days). */
+export const DEDUP_MAX = 5_000
+/** ...and for at most a week of op time. */
+export const DEDUP_MAX_AGE_MS = 7 * 24 * 3600 * 1000
+/** Head SHAs (with their check results and PR) remembered per repo. */
+export const SHA_MAX = 2_000
+/** Check names remembered per SHA. */
+export const CHECKS_PER_SHA = 100
+
+export interface RepoConfig {
+  tenant: string
+  repo: string
+  label: string
+  mergeMethod: MergeMethod
+  requiredChecks: string[]
+  /** Set by the holder's pause/resume ops: a paused repo takes events but merges nothing. */
+  paused: boolean
+  addedOp: string
+}
+
+/** Counters of one repo's rings and indexes. */
+export interface RepoState {
+  queueLength: number
+  /** Next sequence number of the events ring (= events ever recorded). */
+  events: number
+  audit: number
+  dedupFirst: number
+  dedupNext: number
+  shaFirst: number
+  shaNext: number
+  /** The latest event ts seen: the age bound of the dedup index never moves backwards. */
+  maxTs: number
+}
+
+export interface EventEntry {
+  seq: number
+  ts: number
+  delivery: string
+  eventType: WebhookEventType
+  action: string | null
+  prNumber: number | null
+  sha: string | null
+  /** What the event did to the queue (per PR it touched), e.g. "joined", "gate". */
+  results: Array<{ pr: number; result: QueueResult }>
+  /** The op that carried it. */
+  op: string
+}
+
+export interface AuditEntry {
+  seq: number
+  ts: number
+  action: AuditAction
+  prNumber: number | null
+  prSha: string | null
+  epoch: number | null
+  /** The delivery, gate result or reason behind it. */
+  detail: string | null
+  op: string
+}
+
+export interface DedupEntry {
+  bodySha256: string
+  seq: number
+  ts: number
+}
+
+export interface ShaEntry {
+  sha: string
+  /** The PR whose head it is (from pull_request events): how fork PRs' checks, which carry no PR list, find their PR. */
+  pr: number | null
+  /** Latest conclusion per check name, sorted by name. */
+  checks: Array<[string, string]>
+  seq: number
+}
+
+export type { QueueEntry, GateResult, JoinVia }
+
+const pad = (n: number, width: number): string => String(n).padStart(width, '0')
+const scope = (tenant: string, repo: string): string => `${tenant}/${repo}`
+
+export const REPO_PREFIX = 'repo/'
+export const QUEUE_PREFIX = 'queue/'
+export const EVENTS_PREFIX = 'events/'
+export const AUDIT_PREFIX = 'audit/'
+
+export const repoKey = (tenant: string, repo: string): string => REPO_PREFIX + scope(tenant, repo)
+export const repoStateKey = (tenant: string, repo: string): string => `rstate/${scope(tenant, repo)}`
+export const queuePrefix = (tenant: string, repo: string): string => `${QUEUE_PREFIX}${scope(tenant, repo)}/`
+export const queueKey = (tenant: string, repo: string, pr: number): string => queuePrefix(tenant, repo) + pad(pr, 10)
+export const eventsPrefix = (tenant: string, repo: string): string => `${EVENTS_PREFIX}${scope(tenant, repo)}/`
+export const eventKey = (tenant: string, repo: string, seq: number): string => eventsPrefix(tenant, repo) + pad(seq % EVENTS_RING, 3)
+export const auditPrefix = (tenant: string, repo: string): string => `${AUDIT_PREFIX}${scope(tenant, repo)}/`
+export const auditKey = (tenant: string, repo: string, seq: number): string => auditPrefix(tenant, repo) + pad(seq % AUDIT_RING, 3)
+export const dedupKey = (tenant: string, repo: string, delivery: string): string => `dedup/${scope(tenant, repo)}/${delivery}`
+export const dedupSeqKey = (tenant: string, repo: string, seq: number): string => `dedupseq/${scope(tenant, repo)}/${pad(seq, 15)}`
+export const shaKey = (tenant: string, repo: string, sha: string): string => `sha/${scope(tenant, repo)}/${sha}`
+export const shaSeqKey = (tenant: string, repo: string, seq: number): string => `shaseq/${scope(tenant, repo)}/${pad(seq, 15)}`
+
+export const EMPTY_REPO_STATE: RepoState = { queueLength: 0, events: 0, audit: 0, dedupFirst: 0, dedupNext: 0, shaFirst: 0, shaNext: 0, maxTs: 0 }

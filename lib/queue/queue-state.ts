@@ -1,0 +1,174 @@
+/**
+ * Pure queue transitions: (entry, fact, op time) -> outcome. No I/O, no
+ * clock: `ts` is the op's own timestamp (the receiving device's clock at
+ * intake, or the holder's at decision), never apply's.
+ *
+ * Invariants enforced here alone (DESIGN §4, seed 000 LeaseDO):
+ * - One entry per PR (keyed by number): join is idempotent
+ *   (`already-queued`), leave is silent when absent, drafts never join.
+ * - Events set facts (queued, head SHA, gate result); only the holder's
+ *   fenced decisions set evaluating / gate_passed / bounced.
+ * - A fact about another SHA than the entry's head is ignored: a gate
+ *   result for an old commit never passes a new one, and a decision taken
+ *   on an old head is stale.
+ * - A new head SHA re-evaluates: status back to queued, gate cleared. A
+ *   bounced entry re-joins when labelled again or, under auto-merge, on a
+ *   new head.
+ */
+
+export type QueueStatus = 'queued' | 'evaluating' | 'gate_passed' | 'bounced'
+export type GateResult = 'success' | 'failure' | 'pending'
+export type JoinVia = 'label' | 'auto-merge'
+
+export interface QueueEntry {
+  prNumber: number
+  prSha: string
+  queuedAt: number
+  status: QueueStatus
+  reevaluatedAt: number | null
+  gateResult: GateResult | null
+  gateResultAt: number | null
+  bounceReason: string | null
+  via: JoinVia
+  /** The epoch of the holder decision that set the status; null when events set it. */
+  epoch: number | null
+}
+
+export type AuditAction =
+  | 'join'
+  | 'leave'
+  | 'reevaluate'
+  | 'gate_success'
+  | 'gate_failure'
+  | 'evaluating'
+  | 'gate_passed'
+  | 'merge'
+  | 'bounce'
+  | 'duplicate'
+  | 'rejected'
+
+export type QueueFact =
+  /** Labelled with the queue label, auto-merge enabled, or opened/reopened/ready while so. */
+  | { kind: 'join'; sha: string; via: JoinVia; draft: boolean }
+  /** Closed (merged or not), unlabelled, auto-merge disabled, converted to draft. */
+  | { kind: 'leave'; merged: boolean }
+  /** A new head was pushed (synchronize); `autoMerge`: the PR has auto-merge on. */
+  | { kind: 'head'; sha: string; autoMerge: boolean; draft: boolean }
+  /** The gate over the checks reported for `sha`. */
+  | { kind: 'gate'; sha: string; result: GateResult }
+  /** A fenced decision of the holder at `epoch` about the entry at `sha`. */
+  | { kind: 'decide'; sha: string; status: 'evaluating' | 'gate_passed' | 'bounced' | 'queued'; reason: string | null; epoch: number }
+
+export type QueueResult =
+  | 'joined'
+  | 'already-queued'
+  | 'draft'
+  | 'left'
+  | 'absent'
+  | 'reevaluated'
+  | 'gate'
+  | 'decided'
+  | 'ignored'
+  | 'not-queued'
+  | 'stale-sha'
+  | 'bad-transition'
+
+export interface QueueOutcome {
+  result: QueueResult
+  /** The entry after the fact; null = no entry (never was, or it left). */
+  entry: QueueEntry | null
+  /** What goes to the audit ring, if anything. */
+  audit: AuditAction | null
+}
+
+/** Which statuses a holder decision may move an entry from. */
+const DECISIONS: Record<'evaluating' | 'gate_passed' | 'bounced' | 'queued', QueueStatus[]> = {
+  evaluating: ['queued'],
+  gate_passed: ['evaluating'],
+  bounced: ['queued', 'evaluating', 'gate_passed'],
+  // Back in line: the merge found the head moved or the base changed.
+  queued: ['evaluating', 'gate_passed']
+}
+
+/** What `fact` does to PR `pr`'s entry (null: not in the queue) at op time `ts`. */
+export function queueTransition(pr: number, entry: QueueEntry | null, fact: QueueFact, ts: number): QueueOutcome {
+  switch (fact.kind) {
+    case 'join':
+      if (fact.draft) return { result: 'draft', entry, audit: null }
+      if (entry === null) return { result: 'joined', entry: fresh(pr, fact.sha, fact.via, ts), audit: 'join' }
+      // Labelled again after a bounce: back in the queue.
+      if (entry.status === 'bounced') return { result: 'joined', entry: fresh(pr, fact.sha, fact.via, ts), audit: 'join' }
+      if (entry.prSha !== fact.sha) return { result: 'reevaluated', entry: reevaluated(entry, fact.sha, ts), audit: 'reevaluate' }
+      return { result: 'already-queued', entry, audit: null }
+    case 'leave':
+      if (entry === null) return { result: 'absent', entry: null, audit: null }
+      return { result: 'left', entry: null, audit: fact.merged ? 'merge' : 'leave' }
+    case 'head':
+      if (entry === null) {
+        // Under auto-merge a new head is a reason to (re)join; a labelled PR joins by its label.
+        if (fact.autoMerge && !fact.draft) return { result: 'joined', entry: fresh(pr, fact.sha, 'auto-merge', ts), audit: 'join' }
+        return { result: 'ignored', entry: null, audit: null }
+      }
+      if (entry.prSha === fact.sha) return { result: 'ignored', entry, audit: null }
+      return { result: 'reevaluated', entry: reevaluated(entry, fact.sha, ts), audit: 'reevaluate' }
+    case 'gate': {
+      if (entry === null || entry.prSha !== fact.sha) return { result: 'ignored', entry, audit: null }
+      if (entry.gateResult === fact.result) return { result: 'ignored', entry, audit: null }
+      const audit = fact.result === 'success' ? 'gate_success' : fact.result === 'failure' ? 'gate_failure' : null
+      return { result: 'gate', entry: { ...entry, gateResult: fact.result, gateResultAt: ts }, audit }
+    }
+    case 'decide': {
+      if (entry === null) return { result: 'not-queued', entry: null, audit: 'rejected' }
+      if (entry.prSha !== fact.sha) return { result: 'stale-sha', entry, audit: 'rejected' }
+      if (!DECISIONS[fact.status].includes(entry.status)) return { result: 'bad-transition', entry, audit: 'rejected' }
+      const next: QueueEntry = {
+        ...entry,
+        status: fact.status,
+        epoch: fact.epoch,
+        bounceReason: fact.status === 'bounced' ? fact.reason : null
+      }
+      const audit = fact.status === 'bounced' ? 'bounce' : fact.status === 'queued' ? 'reevaluate' : fact.status
+      return { result: 'decided', entry: next, audit }
+    }
+  }
+}
+
+function fresh(pr: number, sha: string, via: JoinVia, ts: number): QueueEntry {
+  return {
+    prNumber: pr,
+    prSha: sha,
+    queuedAt: ts,
+    status: 'queued',
+    reevaluatedAt: null,
+    gateResult: null,
+    gateResultAt: null,
+    bounceReason: null,
+    via,
+    epoch: null
+  }
+}
+
+function reevaluated(entry: QueueEntry, sha: string, ts: number): QueueEntry {
+  return { ...entry, prSha: sha, status: 'queued', reevaluatedAt: ts, gateResult: null, gateResultAt: null, bounceReason: null, epoch: null }
+}
+
+const PASSING = new Set(['success', 'neutral', 'skipped'])
+const FAILING = new Set(['failure', 'cancelled', 'timed_out', 'action_required', 'startup_failure', 'error'])
+
+/**
+ * The gate over the checks reported for one SHA (check runs by name, check
+ * suites by app, commit statuses by context; the latest report per name).
+ * Without required checks: every reported check passes and at least one
+ * exists. With them: each required one is reported and passes (others are
+ * ignored). Any failing one that counts fails the gate; otherwise pending.
+ */
+export function evaluateGate(checks: ReadonlyArray<readonly [string, string]>, required: readonly string[]): GateResult {
+  const counted = required.length === 0 ? checks : checks.filter(([name]) => required.includes(name))
+  if (counted.some(([, conclusion]) => FAILING.has(conclusion))) return 'failure'
+  if (required.length === 0) {
+    if (checks.length === 0) return 'pending'
+    return checks.every(([, conclusion]) => PASSING.has(conclusion)) ? 'success' : 'pending'
+  }
+  const passed = new Set(counted.filter(([, conclusion]) => PASSING.has(conclusion)).map(([name]) => name))
+  return required.every((name) => passed.has(name)) ? 'success' : 'pending'
+}

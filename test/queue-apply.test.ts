@@ -1,0 +1,258 @@
+/**
+ * The queue in apply, on an in-memory view: config and event ops, what
+ * each event does to the queue, dedup of deliveries, the rings and indexes
+ * staying bounded, per-tenant and per-repo isolation, and the apply-version
+ * gate (a version-1 group ignores queue ops until it is upgraded).
+ */
+import test from 'brittle'
+import { apply, APPLY_VERSION, type View } from '../lib/log/apply.js'
+import type { EventOp, Op } from '../lib/log/ops.js'
+import { rejectedKey } from '../lib/log/view-layout.js'
+import {
+  AUDIT_RING,
+  DEDUP_MAX,
+  EVENTS_RING,
+  SHA_MAX,
+  auditPrefix,
+  eventsPrefix,
+  queueKey,
+  queuePrefix,
+  repoKey,
+  repoStateKey,
+  type AuditEntry,
+  type EventEntry,
+  type QueueEntry,
+  type RepoState
+} from '../lib/queue/queue-layout.js'
+import { MemoryView, host, node } from './helpers/memory-view.js'
+
+const FOUNDER = 'f'.repeat(64)
+const WRITER = 'e'.repeat(64)
+const T = 'acme'
+const R = 'acme/app'
+const SHA1 = '1'.repeat(40)
+const SHA2 = '2'.repeat(40)
+
+class Group {
+  readonly view = new MemoryView()
+  private readonly lengths = new Map<string, number>()
+
+  static async create(version = APPLY_VERSION): Promise<Group> {
+    const g = new Group()
+    await g.run(FOUNDER, { type: 'apply-version', version })
+    await g.run(FOUNDER, { type: 'add-writer', key: WRITER, indexer: false })
+    return g
+  }
+
+  async run(author: string, ...ops: Op[]): Promise<void> {
+    const nodes = ops.map((op) => {
+      const n = (this.lengths.get(author) ?? 0) + 1
+      this.lengths.set(author, n)
+      return node(author, n, op)
+    })
+    await apply(nodes, this.view as unknown as View, host([]))
+  }
+
+  get<T>(key: string): T | undefined {
+    return this.view.data.get(key) as T | undefined
+  }
+
+  range<T>(prefix: string): T[] {
+    return [...this.view.data.entries()]
+      .filter(([k]) => k.startsWith(prefix))
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([, v]) => v as T)
+  }
+
+  rejected(reason: string): number {
+    return (this.view.data.get(rejectedKey(reason as never)) as number | undefined) ?? 0
+  }
+
+  keys(prefix: string): number {
+    return [...this.view.data.keys()].filter((k) => k.startsWith(prefix)).length
+  }
+}
+
+let deliveries = 0
+function event(patch: Partial<EventOp>): EventOp {
+  return {
+    type: 'event',
+    tenant: T,
+    repo: R,
+    delivery: `d-${++deliveries}`,
+    bodySha256: 'ab'.repeat(32),
+    event: 'pull_request',
+    action: 'opened',
+    pr: 7,
+    prs: [],
+    sha: SHA1,
+    draft: false,
+    merged: false,
+    autoMerge: false,
+    labels: [],
+    label: null,
+    check: null,
+    ts: 1_000,
+    ...patch
+  }
+}
+const labeled = (pr: number, sha: string, ts = 1_000): EventOp => event({ action: 'labeled', pr, sha, label: 'autolease:queue', labels: ['autolease:queue'], ts })
+const check = (sha: string, name: string, conclusion: string, prs: number[] = [], ts = 2_000): EventOp =>
+  event({ event: 'check_run', action: 'completed', pr: null, prs, sha, draft: null, merged: null, autoMerge: null, labels: null, check: { name, conclusion }, ts })
+
+const REPO_ADD: Op = { type: 'repo-add', tenant: T, repo: R, label: 'autolease:queue', mergeMethod: 'squash', requiredChecks: [] }
+
+test('config: only indexers manage repos; events for unmanaged repos are skipped and counted', async (t) => {
+  const g = await Group.create()
+  await g.run(WRITER, REPO_ADD)
+  t.is(g.rejected('unauthorized'), 1, 'a plain writer cannot add a repo')
+  await g.run(WRITER, labeled(7, SHA1))
+  t.is(g.rejected('unmanaged-repo'), 1, 'an event for an unmanaged repo is skipped')
+  await g.run(FOUNDER, REPO_ADD)
+  t.alike(g.get(repoKey(T, R)), { tenant: T, repo: R, label: 'autolease:queue', mergeMethod: 'squash', requiredChecks: [], paused: false, addedOp: `${FOUNDER}:3` })
+  await g.run(WRITER, labeled(7, SHA1))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.status, 'queued', 'now it joins')
+  await g.run(FOUNDER, { type: 'repo-remove', tenant: T, repo: R })
+  await g.run(WRITER, labeled(8, SHA2))
+  t.is(g.rejected('unmanaged-repo'), 2, 'after repo remove its events are skipped again')
+  t.absent(g.get(queueKey(T, R, 8)))
+})
+
+test('events drive the queue: join, checks before and after, old SHA, synchronize, fork checks, merged', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  // Checks for SHA1 arrive before the PR joins: they count once it does.
+  await g.run(WRITER, event({ action: 'opened', pr: 7, sha: SHA1 }))
+  await g.run(WRITER, check(SHA1, 'ci', 'success'))
+  t.absent(g.get(queueKey(T, R, 7)), 'opened without the label: not queued')
+  await g.run(WRITER, labeled(7, SHA1, 3_000))
+  let e = g.get<QueueEntry>(queueKey(T, R, 7))!
+  t.alike([e.status, e.prSha, e.queuedAt, e.gateResult, e.gateResultAt], ['queued', SHA1, 3_000, 'success', 3_000], 'joined with the checks already reported')
+  await g.run(WRITER, labeled(7, SHA1, 3_100))
+  t.is(g.get<RepoState>(repoStateKey(T, R))?.queueLength, 1, 'a second label event: already queued, still one entry')
+
+  // A new head: back to queued, gate cleared; a late failure for the old head is ignored.
+  await g.run(WRITER, event({ action: 'synchronize', pr: 7, sha: SHA2, labels: ['autolease:queue'], ts: 4_000 }))
+  e = g.get<QueueEntry>(queueKey(T, R, 7))!
+  t.alike([e.prSha, e.status, e.gateResult, e.reevaluatedAt], [SHA2, 'queued', null, 4_000], 'reevaluated at the new head')
+  await g.run(WRITER, check(SHA1, 'ci', 'failure', [7]))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.gateResult, null, 'a result for the old SHA is ignored')
+
+  // A fork PR: its check payload lists no PR; the head-SHA index finds it.
+  await g.run(WRITER, check(SHA2, 'ci', 'failure', [], 5_000))
+  e = g.get<QueueEntry>(queueKey(T, R, 7))!
+  t.alike([e.gateResult, e.gateResultAt], ['failure', 5_000], 'the check found its PR through the head SHA')
+
+  await g.run(WRITER, event({ action: 'closed', pr: 7, sha: SHA2, merged: true, ts: 6_000 }))
+  t.absent(g.get(queueKey(T, R, 7)), 'merged: out of the queue')
+  const audit = g.range<AuditEntry>(auditPrefix(T, R)).map((a) => a.action)
+  t.alike(audit, ['join', 'gate_success', 'reevaluate', 'gate_failure', 'merge'], 'the audit trail')
+  const events = g.range<EventEntry>(eventsPrefix(T, R))
+  t.is(events.length, 8, 'every event is in the ring')
+  t.alike(events[5]?.results, [{ pr: 7, result: 'ignored' }], 'with what it did')
+})
+
+test('drafts never join; auto-merge joins and a new head re-joins a bounced-out PR', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(WRITER, event({ action: 'labeled', pr: 9, sha: SHA1, draft: true, label: 'autolease:queue', labels: ['autolease:queue'] }))
+  t.absent(g.get(queueKey(T, R, 9)), 'a draft does not join')
+  await g.run(WRITER, event({ action: 'ready_for_review', pr: 9, sha: SHA1, labels: ['autolease:queue'] }))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 9))?.via, 'label', 'ready for review while labelled: joins')
+  await g.run(WRITER, event({ action: 'converted_to_draft', pr: 9, sha: SHA1, draft: true }))
+  t.absent(g.get(queueKey(T, R, 9)), 'converted to draft: leaves')
+
+  await g.run(WRITER, event({ action: 'auto_merge_enabled', pr: 10, sha: SHA1, autoMerge: true }))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 10))?.via, 'auto-merge')
+  await g.run(WRITER, event({ action: 'auto_merge_disabled', pr: 10, sha: SHA1 }))
+  t.absent(g.get(queueKey(T, R, 10)), 'auto-merge disabled: leaves')
+  await g.run(WRITER, event({ action: 'synchronize', pr: 10, sha: SHA2, autoMerge: true }))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 10))?.prSha, SHA2, 'under auto-merge a new head joins again')
+  await g.run(WRITER, event({ action: 'labeled', pr: 11, sha: SHA1, label: 'AutoLease:Queue', labels: ['AutoLease:Queue'] }))
+  t.ok(g.get(queueKey(T, R, 11)), 'labels compare case-insensitively, as on GitHub')
+  await g.run(WRITER, event({ action: 'unlabeled', pr: 11, sha: SHA1, label: 'other' }))
+  t.ok(g.get(queueKey(T, R, 11)), 'removing another label changes nothing')
+})
+
+test('dedup: the same delivery again is one event; the same id with another body is rejected and audited', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  const first = labeled(7, SHA1)
+  // Three devices received it and each appended it.
+  await g.run(WRITER, first)
+  await g.run(FOUNDER, first)
+  await g.run(WRITER, first)
+  t.is(g.range(eventsPrefix(T, R)).length, 1, 'one event')
+  t.is(g.rejected('duplicate'), 2, 'two duplicates counted')
+  await g.run(WRITER, { ...first, bodySha256: 'cd'.repeat(32) })
+  t.is(g.rejected('delivery-conflict'), 1, 'another body under the same id is rejected')
+  const audit = g.range<AuditEntry>(auditPrefix(T, R)).map((a) => [a.action, a.detail])
+  t.alike(audit.slice(-3), [
+    ['duplicate', `delivery ${first.delivery}`],
+    ['duplicate', `delivery ${first.delivery}`],
+    ['rejected', `delivery ${first.delivery} came again with another body`]
+  ])
+  t.is(g.range(eventsPrefix(T, R)).length, 1, 'still one event')
+})
+
+test('rings, dedup and SHA indexes stay bounded; tenants and repos stay isolated', async (t) => {
+  const g = await Group.create()
+  const scopes: Array<[string, string]> = [
+    [T, R],
+    [T, 'acme/lib'],
+    ['other', R]
+  ]
+  for (const [tenant, repo] of scopes) await g.run(FOUNDER, { ...REPO_ADD, tenant, repo })
+  const ops: EventOp[] = []
+  for (let i = 0; i < 1_000; i++) {
+    const [tenant, repo] = scopes[i % 3]!
+    const sha = (i + 1).toString(16).padStart(40, '0')
+    ops.push(i % 2 === 0 ? { ...labeled(100 + (i % 50), sha, 10_000 + i), tenant, repo } : { ...check(sha, 'ci', 'success', [100 + (i % 50)], 10_000 + i), tenant, repo })
+  }
+  for (let i = 0; i < ops.length; i += 100) await g.run(WRITER, ...ops.slice(i, i + 100))
+  for (const [tenant, repo] of scopes) {
+    t.ok(g.keys(eventsPrefix(tenant, repo)) <= EVENTS_RING, `${tenant}/${repo}: events ring at ${g.keys(eventsPrefix(tenant, repo))} <= ${EVENTS_RING}`)
+    t.ok(g.keys(auditPrefix(tenant, repo)) <= AUDIT_RING, `${tenant}/${repo}: audit ring at ${g.keys(auditPrefix(tenant, repo))} <= ${AUDIT_RING}`)
+    const state = g.get<RepoState>(repoStateKey(tenant, repo))!
+    t.ok(state.events >= 333, `${tenant}/${repo}: ${state.events} events recorded in all`)
+    for (const e of g.range<EventEntry>(eventsPrefix(tenant, repo))) {
+      if (!ops.some((o) => o.delivery === e.delivery && o.tenant === tenant && o.repo === repo)) t.fail(`${tenant}/${repo} holds another scope's event`)
+    }
+    t.is(g.range<QueueEntry>(queuePrefix(tenant, repo)).length, state.queueLength, `${tenant}/${repo}: queue length counter matches the entries`)
+  }
+  const joinedUnder = (tenant: string): number => new Set(ops.filter((o) => o.tenant === tenant && o.repo === R && o.action === 'labeled').map((o) => o.pr)).size
+  t.is(g.keys(queuePrefix('other', R)), joinedUnder('other'), 'the same repo name under another tenant has its own queue')
+  t.is(g.keys(queuePrefix(T, R)), joinedUnder(T), '...and so does the first tenant')
+
+  // Count caps of the dedup and SHA indexes (checked on one repo with more deliveries than the cap).
+  const many: EventOp[] = []
+  for (let i = 0; i < DEDUP_MAX + 150; i++) many.push(check((i + 5_000).toString(16).padStart(40, '0'), 'ci', 'success', [], 20_000 + i))
+  for (let i = 0; i < many.length; i += 500) await g.run(WRITER, ...many.slice(i, i + 500))
+  t.ok(g.keys(`dedup/${T}/${R}/`) <= DEDUP_MAX, `dedup index capped at ${g.keys(`dedup/${T}/${R}/`)} <= ${DEDUP_MAX}`)
+  t.ok(g.keys(`sha/${T}/${R}/`) <= SHA_MAX, `SHA index capped at ${g.keys(`sha/${T}/${R}/`)} <= ${SHA_MAX}`)
+  t.is(g.keys(`dedupseq/${T}/${R}/`), g.keys(`dedup/${T}/${R}/`), 'the dedup FIFO and index agree')
+})
+
+test('dedup forgets deliveries older than a week of op time', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  const DAY = 24 * 3600 * 1000
+  const ops: EventOp[] = []
+  for (let day = 0; day < 10; day++) for (let i = 0; i < 20; i++) ops.push(check(`${day}${i}`.padStart(40, 'f'), 'ci', 'success', [], day * DAY + i))
+  for (let i = 0; i < ops.length; i += 50) await g.run(WRITER, ...ops.slice(i, i + 50))
+  const kept = g.keys(`dedup/${T}/${R}/`)
+  t.ok(kept <= 8 * 20 && kept >= 7 * 20, `about a week of deliveries kept: ${kept} of 200`)
+  t.absent(g.get(`dedup/${T}/${R}/${ops[0]!.delivery}`), 'the first day is forgotten')
+})
+
+test('a version-1 group ignores queue ops until it is upgraded to version 2', async (t) => {
+  const g = await Group.create(1)
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(WRITER, labeled(7, SHA1))
+  t.is(g.rejected('unknown-type'), 2, 'both unknown to version 1')
+  t.absent(g.get(repoKey(T, R)))
+  await g.run(FOUNDER, { type: 'apply-version', version: 2 })
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(WRITER, labeled(7, SHA1))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.status, 'queued', 'after the upgrade they apply')
+})
