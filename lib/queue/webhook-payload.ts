@@ -1,0 +1,218 @@
+/**
+ * A GitHub webhook delivery reduced to an `event` op: the few facts the
+ * merge queue needs (DESIGN §4), never the payload itself.
+ *
+ * Invariants enforced here alone:
+ * - Pure and total: no clock (`ts` is an input), no I/O, and no throw for any
+ *   input whatsoever (a getter or proxy that throws included). Whatever the
+ *   payload holds comes back as `op`, `ignored` or `invalid` with a reason.
+ * - An `op` result has passed the codec: it is what
+ *   `decodeOp(encodeOp(op))` gives back, so the device never appends an op
+ *   that every peer's apply would reject (and encodeOp would throw on).
+ * - Only own properties of the payload are read (`field`): a `__proto__`
+ *   key or a missing field never picks up something from a prototype.
+ * - A reason never echoes payload or header text beyond a short word, so an
+ *   answer built from it cannot carry attacker-chosen bytes.
+ */
+import { createHash } from 'node:crypto'
+import { decodeOp, encodeOp, isLabel, isRepo, isSha, normalizeRepo, type CheckFact, type EventOp, type WebhookEventType } from '../log/ops.js'
+
+export interface WebhookInput {
+  tenant: string
+  /** X-GitHub-Event */
+  event: string
+  /** X-GitHub-Delivery */
+  delivery: string
+  /** The raw body bytes as received (what the signature covers). */
+  body: Uint8Array
+  /** The parsed JSON payload. */
+  payload: unknown
+  /** The receiving device's wall clock, ms since the Unix epoch. */
+  ts: number
+}
+
+export type WebhookMapping = { kind: 'op'; op: EventOp } | { kind: 'ignored'; reason: string } | { kind: 'invalid'; reason: string }
+
+/** Limits of the op codec (lib/log/ops.ts), restated only to give a precise reason; the codec stays the final judge. */
+const MAX_LABELS = 100
+const MAX_PRS = 50
+const WORD = /^[a-z0-9_]{1,64}$/
+
+class Invalid extends Error {}
+
+export function toEventOp(input: WebhookInput): WebhookMapping {
+  try {
+    return map(input)
+  } catch (err) {
+    if (err instanceof Invalid) return { kind: 'invalid', reason: err.message }
+    // A throwing getter or proxy in `payload`, or a bug here: still a value, never a throw.
+    return { kind: 'invalid', reason: 'payload could not be read' }
+  }
+}
+
+/** Hex SHA-256 of the raw body: with the delivery id, what apply dedups on. */
+export function bodySha256(body: Uint8Array): string {
+  return createHash('sha256').update(body).digest('hex')
+}
+
+function map(input: WebhookInput): WebhookMapping {
+  const { event, payload } = input
+  if (event === 'ping') return ignored('ping')
+  if (event !== 'pull_request' && event !== 'check_run' && event !== 'check_suite' && event !== 'status') {
+    return ignored(typeof event === 'string' && WORD.test(event) ? `event ${event} is not used` : 'event is not used')
+  }
+  if (!isObject(payload)) throw new Invalid('payload is not a JSON object')
+  const action = event === 'status' ? null : word(field(payload, 'action'), 'action')
+  if ((event === 'check_run' || event === 'check_suite') && action !== 'completed') return ignored(`${event} ${action} is not used`)
+
+  const base = {
+    type: 'event' as const,
+    tenant: input.tenant,
+    repo: repoOf(payload),
+    delivery: input.delivery,
+    bodySha256: bodySha256(input.body),
+    event: event as WebhookEventType,
+    action,
+    pr: null as number | null,
+    prs: [] as number[],
+    sha: null as string | null,
+    draft: null as boolean | null,
+    merged: null as boolean | null,
+    autoMerge: null as boolean | null,
+    labels: null as string[] | null,
+    label: null as string | null,
+    check: null as CheckFact | null,
+    ts: input.ts
+  }
+  let op: EventOp
+  switch (event) {
+    case 'pull_request': {
+      const pr = object(field(payload, 'pull_request'), 'pull_request')
+      const head = object(field(pr, 'head'), 'pull_request.head')
+      const labeling = action === 'labeled' || action === 'unlabeled'
+      op = {
+        ...base,
+        pr: prNumber(field(pr, 'number'), 'pull_request.number'),
+        sha: sha(field(head, 'sha'), 'pull_request.head.sha'),
+        draft: optionalBoolean(field(pr, 'draft'), 'pull_request.draft'),
+        merged: optionalBoolean(field(pr, 'merged'), 'pull_request.merged'),
+        // Absent (older GHES payloads) and null both mean auto-merge is off.
+        autoMerge: field(pr, 'auto_merge') != null,
+        labels: labelsOf(field(pr, 'labels')),
+        label: labeling ? label(field(object(field(payload, 'label'), 'label'), 'name'), 'label.name') : null
+      }
+      break
+    }
+    case 'check_run': {
+      const run = object(field(payload, 'check_run'), 'check_run')
+      op = {
+        ...base,
+        sha: sha(field(run, 'head_sha'), 'check_run.head_sha'),
+        prs: prsOf(field(run, 'pull_requests'), 'check_run.pull_requests'),
+        check: { name: label(field(run, 'name'), 'check_run.name'), conclusion: word(field(run, 'conclusion'), 'check_run.conclusion') }
+      }
+      break
+    }
+    case 'check_suite': {
+      const suite = object(field(payload, 'check_suite'), 'check_suite')
+      const app = object(field(suite, 'app'), 'check_suite.app')
+      const slug = field(app, 'slug')
+      if (typeof slug !== 'string' || slug.length === 0) throw new Invalid('check_suite.app.slug missing or not a string')
+      op = {
+        ...base,
+        sha: sha(field(suite, 'head_sha'), 'check_suite.head_sha'),
+        prs: prsOf(field(suite, 'pull_requests'), 'check_suite.pull_requests'),
+        check: { name: label(`suite:${slug}`, 'check_suite.app.slug'), conclusion: word(field(suite, 'conclusion'), 'check_suite.conclusion') }
+      }
+      break
+    }
+    case 'status':
+      op = {
+        ...base,
+        sha: sha(field(payload, 'sha'), 'sha'),
+        check: { name: label(field(payload, 'context'), 'context'), conclusion: word(field(payload, 'state'), 'state') }
+      }
+      break
+  }
+  return { kind: 'op', op: throughCodec(op) }
+}
+
+/** The op as every peer's apply will see it, or Invalid naming the field the codec refused. */
+function throughCodec(op: EventOp): EventOp {
+  let bytes: Uint8Array
+  try {
+    bytes = encodeOp(op)
+  } catch (err) {
+    const detail = err instanceof Error ? err.message.replace(/^refusing to encode an invalid op: /, '') : 'unknown'
+    // The codec names the refused field (a schema word) or the size limit; nothing from the payload.
+    throw new Invalid(/larger than/.test(detail) ? 'event op over 64 KiB' : `event op field ${/^[A-Za-z0-9]{1,20}$/.test(detail) ? detail : '?'} out of bounds`)
+  }
+  const decoded = decodeOp(bytes)
+  if (!decoded.ok || decoded.op.type !== 'event') throw new Invalid('event op refused by the codec')
+  return decoded.op
+}
+
+function ignored(reason: string): WebhookMapping {
+  return { kind: 'ignored', reason }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/** An own property only: `payload.constructor` or a missing key never reaches Object.prototype. */
+function field(obj: Record<string, unknown>, key: string): unknown {
+  return Object.hasOwn(obj, key) ? obj[key] : undefined
+}
+
+function object(v: unknown, path: string): Record<string, unknown> {
+  if (!isObject(v)) throw new Invalid(`${path} missing or not an object`)
+  return v
+}
+
+function repoOf(payload: Record<string, unknown>): string {
+  const repository = object(field(payload, 'repository'), 'repository')
+  const name = field(repository, 'full_name')
+  if (typeof name !== 'string') throw new Invalid('repository.full_name missing or not a string')
+  const repo = normalizeRepo(name)
+  if (!isRepo(repo)) throw new Invalid('repository.full_name is not owner/name')
+  return repo
+}
+
+function word(v: unknown, path: string): string {
+  if (typeof v !== 'string' || !WORD.test(v)) throw new Invalid(`${path} missing or not a lower-case word`)
+  return v
+}
+
+function sha(v: unknown, path: string): string {
+  if (!isSha(v)) throw new Invalid(`${path} missing or not a hex commit id`)
+  return v
+}
+
+function prNumber(v: unknown, path: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > 1_000_000_000) throw new Invalid(`${path} missing or not a PR number`)
+  return v
+}
+
+function optionalBoolean(v: unknown, path: string): boolean | null {
+  if (v === undefined || v === null) return null
+  if (typeof v !== 'boolean') throw new Invalid(`${path} is not a boolean`)
+  return v
+}
+
+function label(v: unknown, path: string): string {
+  if (!isLabel(v)) throw new Invalid(`${path} missing, empty, over 100 characters or not printable text`)
+  return v
+}
+
+function labelsOf(v: unknown): string[] {
+  if (!Array.isArray(v)) throw new Invalid('pull_request.labels missing or not a list')
+  if (v.length > MAX_LABELS) throw new Invalid(`pull_request.labels has more than ${MAX_LABELS} labels`)
+  return v.map((item: unknown) => label(isObject(item) ? field(item, 'name') : undefined, 'pull_request.labels[].name'))
+}
+
+function prsOf(v: unknown, path: string): number[] {
+  if (!Array.isArray(v)) throw new Invalid(`${path} missing or not a list`)
+  if (v.length > MAX_PRS) throw new Invalid(`${path} lists more than ${MAX_PRS} PRs`)
+  return v.map((item: unknown) => prNumber(isObject(item) ? field(item, 'number') : undefined, `${path}[].number`))
+}

@@ -1,0 +1,118 @@
+/**
+ * The webhook secrets of this device's tenants, from a local file that is
+ * never replicated: `{"<tenant>": ["<secret>", "<previous secret>"], ...}`.
+ * A tenant lists its current secret and, during a rotation, the previous one.
+ *
+ * Invariants enforced here alone:
+ * - A secrets file readable or writable by group or others is refused (the
+ *   secrets let anyone append events to the group's log), as is a file that
+ *   is not a regular file. The mode is checked on the descriptor that is
+ *   then read, so the file cannot be swapped in between.
+ * - Every tenant is a valid tenant id and has 1..MAX_SECRETS non-empty,
+ *   well-formed secrets: the server never verifies against an empty secret
+ *   (`verify` throws on one) and never serves a tenant with none.
+ * - A bad file on `reload()` keeps the secrets in use: a typo during a
+ *   rotation must not lock every tenant out. The error is returned for the
+ *   log.
+ */
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
+import { AutoleaseError } from '../errors.js'
+import { isTenant } from '../log/ops.js'
+
+const MAX_FILE_BYTES = 1024 * 1024
+const MAX_SECRETS = 8
+const MAX_SECRET_LENGTH = 1024
+
+/** What the webhook server needs: the secrets of a tenant, empty when it is unknown. */
+export interface WebhookSecretSource {
+  secretsFor(tenant: string): readonly string[]
+}
+
+export class WebhookSecrets implements WebhookSecretSource {
+  readonly path: string
+  private table: ReadonlyMap<string, readonly string[]>
+
+  private constructor(path: string, table: ReadonlyMap<string, readonly string[]>) {
+    this.path = path
+    this.table = table
+  }
+
+  /** Reads and validates the file; throws an AutoleaseError INVALID_CONFIG naming the file and the problem. */
+  static load(path: string): WebhookSecrets {
+    return new WebhookSecrets(path, readSecretsFile(path))
+  }
+
+  /** The tenant's secrets (current first), or an empty list for an unknown tenant. */
+  secretsFor(tenant: string): readonly string[] {
+    return this.table.get(tenant) ?? []
+  }
+
+  tenants(): string[] {
+    return [...this.table.keys()].sort()
+  }
+
+  /** Re-reads the file (on SIGHUP). On a bad file the old secrets stay in use and the error is returned. */
+  reload(): Error | null {
+    try {
+      this.table = readSecretsFile(this.path)
+      return null
+    } catch (err) {
+      return err instanceof Error ? err : new AutoleaseError('INVALID_CONFIG', `webhook secrets file ${this.path}: ${String(err)}`)
+    }
+  }
+}
+
+function readSecretsFile(path: string): Map<string, readonly string[]> {
+  const refuse = (why: string): AutoleaseError => new AutoleaseError('INVALID_CONFIG', `webhook secrets file ${path}: ${why}`)
+  let text: string
+  let fd: number
+  try {
+    fd = openSync(path, 'r')
+  } catch (err) {
+    throw refuse(`cannot open it (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  try {
+    const st = fstatSync(fd)
+    if (!st.isFile()) throw refuse('not a regular file')
+    const mode = st.mode & 0o777
+    if ((mode & 0o077) !== 0) {
+      throw refuse(`mode ${mode.toString(8).padStart(4, '0')} lets group or others read it; it must be 0600 or stricter (chmod 600 ${path})`)
+    }
+    if (st.size > MAX_FILE_BYTES) throw refuse(`larger than ${MAX_FILE_BYTES} bytes`)
+    const buf = Buffer.alloc(st.size)
+    let off = 0
+    while (off < buf.length) {
+      const n = readSync(fd, buf, off, buf.length - off, off)
+      if (n === 0) break
+      off += n
+    }
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(0, off))
+    } catch {
+      throw refuse('not UTF-8')
+    }
+  } finally {
+    closeSync(fd)
+  }
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch {
+    throw refuse('not valid JSON')
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw refuse('expected a JSON object {"<tenant>": ["<secret>", ...]}')
+  const table = new Map<string, readonly string[]>()
+  for (const [tenant, secrets] of Object.entries(raw)) {
+    const shown = JSON.stringify(tenant.slice(0, 70))
+    if (!isTenant(tenant)) throw refuse(`${shown} is not a valid tenant id (letters, digits, '_', '.', '-'; at most 64)`)
+    if (!Array.isArray(secrets) || secrets.length === 0) throw refuse(`tenant ${tenant}: expected a non-empty list of secrets`)
+    if (secrets.length > MAX_SECRETS) throw refuse(`tenant ${tenant}: more than ${MAX_SECRETS} secrets`)
+    for (const s of secrets) {
+      if (typeof s !== 'string' || s.length === 0 || s.length > MAX_SECRET_LENGTH || !s.isWellFormed()) {
+        throw refuse(`tenant ${tenant}: every secret must be a non-empty string of at most ${MAX_SECRET_LENGTH} characters`)
+      }
+    }
+    table.set(tenant, Object.freeze([...new Set(secrets as string[])]))
+  }
+  return table
+}

@@ -1,0 +1,341 @@
+/**
+ * The webhook intake: GitHub POSTs to `/webhook/<tenant>`; a verified,
+ * relevant delivery is appended to this device's own writer core as an
+ * `event` op before it is answered 2xx (DESIGN §4). `GET /healthz` says
+ * whether this device can take deliveries.
+ *
+ * Invariants enforced here alone:
+ * - 2xx means stored or deliberately ignored: an event op is answered 202
+ *   only after `intake.append` resolved (GitHub never redelivers, so a 2xx
+ *   for an event that was not stored loses it for good). Every failure to
+ *   store answers 503 with Retry-After.
+ * - Nothing reaches the parser unauthenticated: the signature is checked
+ *   over the exact raw body bytes, in constant time, against every secret
+ *   of the tenant named in the path (a rotation accepts the previous one),
+ *   and only then are headers and JSON looked at. A tenant's secret never
+ *   authenticates another tenant's path.
+ * - Bounded work per request: a body over `maxBodyBytes` is refused as soon
+ *   as its length is known and never buffered past the limit; headers and
+ *   whole requests time out; the intake stage is bounded below GitHub's
+ *   10 s, so nothing slow runs before the answer beyond the append.
+ * - Never crashes the daemon: malformed requests, aborted connections and
+ *   handler errors become answers (or a closed socket), never an uncaught
+ *   exception. Every answer is JSON and reported once through `onanswer`.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import { verify } from '@octokit/webhooks-methods'
+import ReadyResource from 'ready-resource'
+import type { EventOp } from '../log/ops.js'
+import { toEventOp } from './webhook-payload.js'
+import type { WebhookSecretSource } from './webhook-secrets.js'
+
+export interface WebhookIntake {
+  /** Whether this device can append right now (a writer, not closing). */
+  canAppend(): boolean
+  /** Whether `repo` is a managed repo of `tenant` (read from the local view). */
+  managed(tenant: string, repo: string): Promise<boolean>
+  /** Append the event op to this device's own writer core; resolves once it is stored there (survives a SIGKILL). */
+  append(op: EventOp): Promise<void>
+}
+
+export interface WebhookServerOptions {
+  /** 0 picks a free port (read it from `port` after ready()). */
+  port: number
+  host?: string
+  secrets: WebhookSecretSource
+  intake: WebhookIntake
+  /** GitHub caps payloads at 25 MB. */
+  maxBodyBytes?: number
+  /** Wall-clock ms for the op's `ts`. */
+  clock?: () => number
+  /** Every answer's status and short reason (metrics, logs). Must not throw; a throw is swallowed. */
+  onanswer?: (status: number, reason: string) => void
+  /** Whole request (headers and body) must arrive within this; default 30 s. */
+  requestTimeoutMs?: number
+  /** Headers must arrive within this; default 10 s. */
+  headersTimeoutMs?: number
+  /** managed() + append() must finish within this, or the delivery is answered 503; default 9 s (GitHub waits 10 s). */
+  intakeTimeoutMs?: number
+}
+
+const RETRY_AFTER_S = '5'
+const JSON_TYPES = new Set(['application/json', 'application/x-www-form-urlencoded'])
+const WEBHOOK_PATH = /^\/webhook\/([^/]*)$/
+
+type Answer = { status: number; reason: string; body: Record<string, unknown>; headers?: Record<string, string> }
+
+export class WebhookServer extends ReadyResource {
+  port: number
+  readonly host: string
+  private readonly secrets: WebhookSecretSource
+  private readonly intake: WebhookIntake
+  private readonly maxBodyBytes: number
+  private readonly clock: () => number
+  private readonly onanswer: (status: number, reason: string) => void
+  private readonly intakeTimeoutMs: number
+  private readonly server: Server
+  private readonly sockets = new Set<Socket>()
+  private readonly inflight = new Set<Promise<void>>()
+  /** Sockets with a request being handled: a parse error on a pipelined request there must not write into that answer. */
+  private readonly busy = new Map<Socket, number>()
+  /** Strict: a body that is not UTF-8 has no string form the signature check could cover byte for byte. */
+  private readonly utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+  constructor(opts: WebhookServerOptions) {
+    super()
+    this.port = opts.port
+    this.host = opts.host ?? '127.0.0.1'
+    this.secrets = opts.secrets
+    this.intake = opts.intake
+    this.maxBodyBytes = opts.maxBodyBytes ?? 25 * 1024 * 1024
+    this.clock = opts.clock ?? Date.now
+    const onanswer = opts.onanswer
+    this.onanswer = (status, reason) => {
+      try {
+        onanswer?.(status, reason)
+      } catch {
+        // metrics must never take the intake down
+      }
+    }
+    this.intakeTimeoutMs = opts.intakeTimeoutMs ?? 9_000
+    const requestTimeout = opts.requestTimeoutMs ?? 30_000
+    const headersTimeout = Math.min(opts.headersTimeoutMs ?? 10_000, requestTimeout)
+    // Node checks both timeouts only every connectionsCheckingInterval (30 s by default): check often enough for them to mean something.
+    const connectionsCheckingInterval = Math.max(50, Math.min(1_000, Math.floor(headersTimeout / 4)))
+    this.server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval }, (req, res) => this.onrequest(req, res))
+    this.server.keepAliveTimeout = 5_000
+    this.server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket)
+      socket.on('close', () => this.sockets.delete(socket))
+    })
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.onclienterror(err, socket))
+  }
+
+  override async _open(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject)
+      this.server.listen(this.port, this.host, () => {
+        this.server.off('error', reject)
+        resolve()
+      })
+    })
+    // After listening, a server error (none expected) must not become an uncaught 'error' event.
+    this.server.on('error', () => {})
+    const address = this.server.address()
+    if (address !== null && typeof address === 'object') this.port = address.port
+  }
+
+  override async _close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()))
+    for (const s of this.sockets) s.destroy()
+    await closed
+    // Handlers still awaiting the intake finish (each is bounded by intakeTimeoutMs) before close resolves.
+    await Promise.allSettled([...this.inflight])
+  }
+
+  private onrequest(req: IncomingMessage, res: ServerResponse): void {
+    req.on('error', () => {})
+    res.on('error', () => {})
+    const socket = req.socket
+    this.busy.set(socket, (this.busy.get(socket) ?? 0) + 1)
+    res.once('close', () => {
+      const n = (this.busy.get(socket) ?? 1) - 1
+      if (n <= 0) this.busy.delete(socket)
+      else this.busy.set(socket, n)
+    })
+    const done = this.route(req)
+      .catch(() => ({ status: 500, reason: 'internal error', body: { ok: false, error: 'internal error' } }) satisfies Answer)
+      .then((answer) => this.send(req, res, answer))
+      .catch(() => {
+        res.destroy()
+      })
+      .finally(() => this.inflight.delete(done))
+    this.inflight.add(done)
+  }
+
+  private async route(req: IncomingMessage): Promise<Answer | null> {
+    const path = (req.url ?? '').split('?')[0] ?? ''
+    if (path === '/healthz') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') return fail(405, 'method not allowed', { Allow: 'GET, HEAD' })
+      return this.intake.canAppend() ? ok(200, 'healthy', {}) : fail(503, 'cannot append')
+    }
+    const m = WEBHOOK_PATH.exec(path)
+    if (m === null) return fail(404, 'not found')
+    if (req.method !== 'POST') return fail(405, 'method not allowed', { Allow: 'POST' })
+    return this.webhook(req, m[1] ?? '')
+  }
+
+  private async webhook(req: IncomingMessage, tenant: string): Promise<Answer | null> {
+    const secrets = this.secrets.secretsFor(tenant)
+    if (secrets.length === 0) return fail(401, 'unknown tenant')
+
+    const length = req.headers['content-length']
+    if (length !== undefined && Number(length) > this.maxBodyBytes) return fail(413, 'payload too large')
+    const body = await this.readBody(req)
+    if (body === 'aborted') return null
+    if (body === 'too-large') return fail(413, 'payload too large')
+
+    const type = mediaType(req.headers['content-type'])
+    if (type === null || !JSON_TYPES.has(type)) return fail(415, 'content type must be application/json or application/x-www-form-urlencoded')
+
+    const signature = req.headers['x-hub-signature-256']
+    if (typeof signature !== 'string' || signature === '') return fail(401, 'missing X-Hub-Signature-256')
+    const text = this.decode(body)
+    if (text === null || !(await verifyAny(secrets, text, signature))) return fail(401, 'bad signature')
+
+    const event = req.headers['x-github-event']
+    const delivery = req.headers['x-github-delivery']
+    if (typeof event !== 'string' || event === '') return fail(400, 'missing X-GitHub-Event')
+    if (typeof delivery !== 'string' || delivery === '') return fail(400, 'missing X-GitHub-Delivery')
+
+    const payload = parsePayload(type, text)
+    if (payload === undefined) return fail(400, type === 'application/json' ? 'body is not JSON' : 'form body without a JSON payload field')
+
+    const mapped = toEventOp({ tenant, event, delivery, body, payload, ts: Math.floor(this.clock()) })
+    if (mapped.kind === 'invalid') return fail(400, mapped.reason)
+    if (mapped.kind === 'ignored') return { status: 202, reason: `ignored: ${mapped.reason}`, body: { ok: true, ignored: mapped.reason } }
+    const op = mapped.op
+
+    const deadline = performance.now() + this.intakeTimeoutMs
+    const managed = await within(this.intake.managed(tenant, op.repo), deadline)
+    if (managed === timedOut) return fail(503, 'intake timed out', { 'Retry-After': RETRY_AFTER_S })
+    if (!managed) return { status: 202, reason: 'ignored: unmanaged repository', body: { ok: true, ignored: 'unmanaged repository' } }
+    if (!this.intake.canAppend()) return fail(503, 'cannot append', { 'Retry-After': RETRY_AFTER_S })
+    let stored: unknown
+    try {
+      stored = await within(this.intake.append(op), deadline)
+    } catch {
+      return fail(503, 'append failed', { 'Retry-After': RETRY_AFTER_S })
+    }
+    if (stored === timedOut) return fail(503, 'append timed out', { 'Retry-After': RETRY_AFTER_S })
+    return { status: 202, reason: 'stored', body: { ok: true, delivery: op.delivery } }
+  }
+
+  /** The body, at most maxBodyBytes of it: reading stops at the limit (nothing past it is buffered). */
+  private readBody(req: IncomingMessage): Promise<Uint8Array | 'too-large' | 'aborted'> {
+    return new Promise((resolve) => {
+      const chunks: Buffer[] = []
+      let size = 0
+      let settled = false
+      const finish = (result: Uint8Array | 'too-large' | 'aborted'): void => {
+        if (settled) return
+        settled = true
+        req.off('data', ondata)
+        req.off('end', onend)
+        req.off('close', onclose)
+        resolve(result)
+      }
+      const ondata = (chunk: Buffer): void => {
+        size += chunk.length
+        if (size > this.maxBodyBytes) {
+          chunks.length = 0
+          req.pause()
+          finish('too-large')
+          return
+        }
+        chunks.push(chunk)
+      }
+      const onend = (): void => finish(Buffer.concat(chunks, size))
+      const onclose = (): void => finish('aborted')
+      req.on('data', ondata)
+      req.on('end', onend)
+      req.on('close', onclose)
+    })
+  }
+
+  private decode(body: Uint8Array): string | null {
+    try {
+      return this.utf8.decode(body)
+    } catch {
+      return null
+    }
+  }
+
+  private send(req: IncomingMessage, res: ServerResponse, answer: Answer | null): void {
+    if (answer === null) return // the client went away before its request was complete: nobody to answer
+    this.onanswer(answer.status, answer.reason)
+    if (res.headersSent || res.destroyed) return
+    const payload = JSON.stringify(answer.body)
+    const headers: Record<string, string | number> = {
+      'Content-Type': 'application/json',
+      'Content-Length': Buffer.byteLength(payload),
+      'Cache-Control': 'no-store',
+      ...answer.headers
+    }
+    // An answer given before the whole body was read closes the connection rather than reading the rest.
+    if (!req.complete) headers.Connection = 'close'
+    res.writeHead(answer.status, headers)
+    res.end(req.method === 'HEAD' ? undefined : payload)
+  }
+
+  private onclienterror(err: NodeJS.ErrnoException, socket: Socket): void {
+    if (err.code === 'ECONNRESET' || !socket.writable || this.busy.has(socket)) {
+      socket.destroy()
+      return
+    }
+    const [status, text, reason]: [number, string, string] =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'request timeout']
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, 'Request Header Fields Too Large', 'headers too large']
+          : [400, 'Bad Request', 'malformed request']
+    this.onanswer(status, reason)
+    const payload = JSON.stringify({ ok: false, error: reason })
+    socket.on('finish', () => socket.destroy())
+    socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\nConnection: close\r\n\r\n${payload}`)
+  }
+}
+
+const timedOut: unique symbol = Symbol('timed out')
+
+/** The promise's value, or `timedOut` once the deadline passes (the promise keeps running; its rejection still propagates if it comes first). */
+async function within<T>(promise: Promise<T>, deadline: number): Promise<T | typeof timedOut> {
+  let timer: NodeJS.Timeout | undefined
+  const expiry = new Promise<typeof timedOut>((resolve) => {
+    timer = setTimeout(() => resolve(timedOut), Math.max(0, deadline - performance.now()))
+  })
+  try {
+    return await Promise.race([promise, expiry])
+  } finally {
+    clearTimeout(timer)
+    promise.catch(() => {}) // a late rejection after the timeout is not unhandled
+  }
+}
+
+/**
+ * Constant time per secret (`verify` compares with timingSafeEqual) and
+ * every secret is tried, so timing does not tell which one matched. `text`
+ * is the strict UTF-8 decoding of the raw body, so the HMAC that `verify`
+ * computes over it covers exactly the bytes received.
+ */
+async function verifyAny(secrets: readonly string[], text: string, signature: string): Promise<boolean> {
+  const results = await Promise.all(secrets.map((secret) => verify(secret, text, signature).catch(() => false)))
+  return results.includes(true)
+}
+
+function mediaType(header: string | undefined): string | null {
+  if (typeof header !== 'string') return null
+  const type = (header.split(';')[0] ?? '').trim().toLowerCase()
+  return type === '' ? null : type
+}
+
+/** The parsed payload, or undefined when there is none (not JSON, or a form without `payload`). */
+function parsePayload(type: string, text: string): unknown {
+  let json: string | null = text
+  if (type === 'application/x-www-form-urlencoded') json = new URLSearchParams(text).get('payload')
+  if (json === null) return undefined
+  try {
+    return JSON.parse(json) as unknown
+  } catch {
+    return undefined
+  }
+}
+
+function ok(status: number, reason: string, extra: Record<string, unknown>): Answer {
+  return { status, reason, body: { ok: true, ...extra } }
+}
+
+function fail(status: number, reason: string, headers?: Record<string, string>): Answer {
+  return headers === undefined ? { status, reason, body: { ok: false, error: reason } } : { status, reason, body: { ok: false, error: reason }, headers }
+}
