@@ -2,14 +2,23 @@
  * `autolease run --lease NAME`: follow a named work lease instead of the
  * signer lease. Acquires NAME with a TTL, renews it every ttl/2, and reports
  * a hold (the same HoldState the Runner takes for the signer lease) whose
- * deadline is LOCAL: the monotonic send time of the latest acquire/renew
- * whose outcome is confirmed, + ttl x HOLD_FRACTION.
+ * deadline is the monotonic send time of the latest acquire/renew whose
+ * outcome is confirmed, + ttl x HOLD_FRACTION. The deadline is on
+ * systemClock.now(), the Runner's clock, in this same process: nothing is
+ * in transit.
  *
  * Invariants enforced here alone:
  * - A hold is reported only after a CONFIRMED claimed/reacquired/renewed
  *   outcome; a renew that comes back rejected or not at all ends the hold.
  * - The window is measured from the moment the op was sent, never from
  *   when its confirmation arrived (which is later).
+ * - The renew slack (window - ttl/2) holds the runner's term lead
+ *   (2 x killLeadMs) with room left for the renew's confirmation
+ *   (checkTtl, the named-lease form of lib/lease/config.ts rule 3), so a
+ *   renew confirmed in time never stops the child.
+ * - The owner is whatever the caller passes: `run --lease` passes one of its
+ *   own per process, so two runs by the same user take turns instead of
+ *   both "re-acquiring" the same lease.
  *
  * What it does not guarantee: named-lease expiry is judged in apply from
  * the requesting ops' wall-clock timestamps (DESIGN §3), so a device whose
@@ -18,14 +27,26 @@
  * skew can overlap. The signer lease has no such caveat.
  */
 import { RemoteError } from '../daemon/control-client.js'
+import { systemClock } from '../lease/clock.js'
 import type { HoldState } from './runner.js'
 
 export const HOLD_FRACTION = 0.75
 
+/** Why `ttlMs` cannot carry a run child with this kill lead, or null when it can. */
+export function checkTtl(ttlMs: number, killLeadMs: number): string | null {
+  const slack = ttlMs * HOLD_FRACTION - ttlMs / 2
+  // At least as much again as the term lead for the renew's round trip.
+  if (slack < 4 * killLeadMs) {
+    return `a TTL of ${ttlMs} ms leaves a renew slack of ${slack} ms; the daemon's killLeadMs (${killLeadMs} ms) needs at least ${4 * killLeadMs} ms (a TTL of ${Math.ceil((16 * killLeadMs) / 1000)} s)`
+  }
+  return null
+}
+
 /** The part of a lease op's outcome the hold needs. */
 export interface HoldOutcome {
   result: string
-  record?: { epoch: number; expiresAt: number | null } | null
+  reason?: string | null
+  record?: { epoch: number; expiresAt: number | null; owner?: string | null } | null
 }
 
 export interface LeaseCalls {
@@ -38,15 +59,21 @@ export interface LeaseHoldOptions {
   ttlMs: number
   /** How long to wait before trying again to acquire a lease held by someone else. */
   retryMs?: number
+  /** The hold's clock (default systemClock.now: the Runner's). */
   now?: () => number
   onupdate: (state: HoldState) => void
   /** The daemon went away (a call failed for a reason other than the daemon's answer). */
   onlost: (err: unknown) => void
+  /** An acquire was refused (e.g. held by another owner): the hold waits its turn. */
+  onrefused?: (outcome: HoldOutcome) => void
 }
 
 export class LeaseHold {
   private readonly calls: LeaseCalls
-  private readonly opts: Required<Omit<LeaseHoldOptions, 'onupdate' | 'onlost'>> & Pick<LeaseHoldOptions, 'onupdate' | 'onlost'>
+  private readonly ttlMs: number
+  private readonly retryMs: number
+  private readonly now: () => number
+  private readonly opts: LeaseHoldOptions
   private epoch: number | null = null
   private deadline = 0
   private lastSentAt = 0
@@ -56,7 +83,10 @@ export class LeaseHold {
 
   constructor(calls: LeaseCalls, opts: LeaseHoldOptions) {
     this.calls = calls
-    this.opts = { retryMs: Math.max(200, Math.floor(opts.ttlMs / 4)), now: () => performance.now(), ...opts }
+    this.opts = opts
+    this.ttlMs = opts.ttlMs
+    this.retryMs = opts.retryMs ?? Math.max(200, Math.floor(opts.ttlMs / 4))
+    this.now = opts.now ?? systemClock.now
   }
 
   start(): void {
@@ -77,9 +107,9 @@ export class LeaseHold {
   private async run(): Promise<void> {
     while (!this.stopped) {
       const renewing = this.epoch !== null
-      if (renewing) await this.sleep(this.lastSentAt + this.opts.ttlMs / 2 - this.opts.now())
+      if (renewing) await this.sleep(this.lastSentAt + this.ttlMs / 2 - this.now())
       if (this.stopped) return
-      const sentAt = this.opts.now()
+      const sentAt = this.now()
       this.lastSentAt = sentAt
       let outcome: HoldOutcome
       try {
@@ -91,18 +121,19 @@ export class LeaseHold {
           return
         }
         // The daemon answered with an error (e.g. not confirmed in time): no hold on that.
-        outcome = { result: 'error' }
+        outcome = { result: 'error', reason: err.message }
       }
       const ok = renewing ? outcome.result === 'renewed' : outcome.result === 'claimed' || outcome.result === 'reacquired'
       const epoch = outcome.record?.epoch ?? null
       if (ok && epoch !== null && (!renewing || epoch === this.epoch)) {
         this.epoch = epoch
-        this.deadline = sentAt + this.opts.ttlMs * HOLD_FRACTION
+        this.deadline = sentAt + this.ttlMs * HOLD_FRACTION
         this.report()
         continue
       }
       this.end()
-      await this.sleep(this.opts.retryMs)
+      if (!renewing) this.opts.onrefused?.(outcome)
+      await this.sleep(this.retryMs)
     }
   }
 
@@ -113,8 +144,8 @@ export class LeaseHold {
   }
 
   private report(): void {
-    const remainingMs = this.epoch === null ? null : Math.max(0, this.deadline - this.opts.now())
-    this.opts.onupdate({ holding: this.epoch !== null && remainingMs! > 0, epoch: this.epoch, remainingMs })
+    const holding = this.epoch !== null && this.deadline > this.now()
+    this.opts.onupdate({ holding, epoch: this.epoch, deadline: this.epoch === null ? null : this.deadline })
   }
 
   private sleep(ms: number): Promise<void> {

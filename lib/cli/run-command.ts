@@ -2,12 +2,25 @@
  * `autolease run`: the CLI side of running a command only while holding the
  * signer lease (lib/cli/runner.ts follows the daemon's hold) or a named
  * lease (lib/cli/lease-hold.ts keeps it).
+ *
+ * - The kill lead is the daemon's (ElectionConfig.killLeadMs, sent with
+ *   every hold event), never chosen here: config validation has already
+ *   fitted it into the renew slack.
+ * - `run --lease` holds with an owner of its own, `<holder>/run-<pid>-<4 hex>`:
+ *   with the bare holder name, a second run by the same user on this device
+ *   "re-acquired" the lease (idempotent for the same owner) and both
+ *   children ran, and `lease release --holder <holder>` freed it under a
+ *   running child. The owner is printed in the progress lines.
+ * - A repeated SIGINT/SIGTERM only cuts the child's grace short: exiting at
+ *   once (the default action) would orphan it.
  */
-import { watch, call } from '../daemon/control-client.js'
-import { Runner, type HoldState } from './runner.js'
-import { LeaseHold, HOLD_FRACTION, type HoldOutcome } from './lease-hold.js'
-import { EXIT, Exit, defaultOwner, socketOf } from './args.js'
+import { randomBytes } from 'node:crypto'
+import { watch, call, type WatchHandle } from '../daemon/control-client.js'
 import type { Json } from '../daemon/control-server.js'
+import { isOwner } from '../log/ops.js'
+import { Runner, type HoldState } from './runner.js'
+import { LeaseHold, checkTtl, type HoldOutcome } from './lease-hold.js'
+import { EXIT, Exit, defaultOwner, socketOf } from './args.js'
 
 export interface RunFlags {
   storage: string
@@ -17,80 +30,79 @@ export interface RunFlags {
   quiet?: boolean
 }
 
+/** A `hold` stream event, checked. */
+interface HoldEvent extends HoldState {
+  killLeadMs: number
+}
+
 export async function cmdRun(command: string, args: string[], f: RunFlags): Promise<number> {
   if (f.lease !== undefined) return cmdRunLease(command, args, f, f.lease)
   if (f.ttl !== undefined || f.holder !== undefined) throw new Exit(EXIT.USAGE, '--ttl and --holder go with --lease NAME')
-  const note = (msg: string): void => {
-    if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
-  }
+  const note = noter(f)
   let runner: Runner | null = null
-  let pending: HoldState[] = []
-  const handle = await watch(socketOf(f.storage), 'hold', {}, (e) => {
-    const ev = e as unknown as HoldState & { leaseMs: number; renewDeadlineMs: number }
+  let first!: (r: Runner | null) => void
+  const ready = new Promise<Runner | null>((resolve) => (first = resolve))
+  const handle: WatchHandle = await watch(socketOf(f.storage), 'hold', {}, (e) => {
+    let ev: HoldEvent
+    try {
+      ev = holdEvent(e)
+    } catch (err) {
+      note((err as Error).message)
+      return handle.stop() // treated as the daemon going away: no hold to follow
+    }
     if (runner === null) {
-      // SIGTERM a quarter of the renew slack before the deadline, SIGKILL a third of that before it.
-      const slack = ev.renewDeadlineMs - ev.leaseMs / 2
-      const termLeadMs = Math.max(60, Math.floor(slack / 4))
-      runner = new Runner({ command, args, termLeadMs, killLeadMs: Math.max(20, Math.floor(termLeadMs / 3)) })
-      runner.on('started', ({ pid, epoch }) => note(`started pid ${pid} at epoch ${epoch}`))
-      runner.on('stopping', ({ pid, signal, why }) => note(`${signal} to pid ${pid}: ${why}`))
-      runner.on('stopped', ({ pid, code, signal }) => note(`pid ${pid} exited (code ${String(code)}, signal ${String(signal)})`))
-      for (const p of pending) runner.update(p)
-      pending = []
+      runner = new Runner({ command, args, killLeadMs: ev.killLeadMs })
+      wire(runner, note, (epoch) => `at epoch ${epoch}`)
+      first(runner)
     }
     runner.update(ev)
   })
-  const done = new Promise<number>((resolve) => {
-    const wire = (): void => {
-      if (runner === null) {
-        setTimeout(wire, 10)
-        return
-      }
-      runner.once('done', ({ code, why }) => {
-        note(why)
-        resolve(code)
-      })
-    }
-    wire()
-  })
-  handle.closed.then(
-    () => runner?.lost(),
-    () => runner?.lost()
-  )
-  // A repeated signal must not kill us (default action) while the child
-  // still runs: that would orphan it. It only cuts the child's grace short.
-  let signals = 0
-  const onsignal = (): void => {
-    if (signals++ > 0) return void runner?.stop(0)
-    handle.stop()
-    void (runner ? runner.stop() : Promise.resolve()).then(() => process.exit(EXIT.OK))
+  const onclosed = (): void => {
+    if (runner !== null) runner.lost()
+    else first(null)
   }
-  process.on('SIGINT', onsignal)
-  process.on('SIGTERM', onsignal)
-  return done
+  handle.closed.then(onclosed, onclosed)
+  onSignals(() => runner, handle)
+  const r = await ready
+  if (r === null) {
+    note('the daemon went away')
+    return EXIT.FAILURE
+  }
+  const { code, why } = await new Promise<{ code: number; why: string }>((resolve) => r.once('done', resolve))
+  note(why)
+  return code
 }
 
-/** `run --lease NAME`: the child runs only while this device's holder holds NAME (lib/lease-hold.ts). */
+/** `run --lease NAME`: the child runs only while this process holds NAME (lib/cli/lease-hold.ts). */
 async function cmdRunLease(command: string, args: string[], f: RunFlags, name: string): Promise<number> {
-  const note = (msg: string): void => {
-    if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
-  }
+  const note = noter(f)
   const socket = socketOf(f.storage)
-  await call(socket, 'status', {}, 5_000) // fail now, clearly, if no daemon runs there
-  const owner = f.holder ?? defaultOwner()
   const ttlMs = Math.round((f.ttl ?? 60) * 1000)
   if (ttlMs < 2_000) throw new Exit(EXIT.USAGE, '--ttl must be at least 2 seconds for run --lease')
-  // As for the signer lease: SIGTERM a quarter of the renew slack before the deadline, SIGKILL a third of that before it.
-  const termLeadMs = Math.max(60, Math.floor((ttlMs * HOLD_FRACTION - ttlMs / 2) / 4))
-  const runner = new Runner({ command, args, termLeadMs, killLeadMs: Math.max(20, Math.floor(termLeadMs / 3)) })
-  runner.on('started', ({ pid, epoch }) => note(`started pid ${pid} holding ${name} with token ${epoch}`))
-  runner.on('stopping', ({ pid, signal, why }) => note(`${signal} to pid ${pid}: ${why}`))
-  runner.on('stopped', ({ pid, code, signal }) => note(`pid ${pid} exited (code ${String(code)}, signal ${String(signal)})`))
+  const owner = runOwner(f.holder ?? defaultOwner())
+  const killLeadMs = await daemonKillLeadMs(socket) // also fails now, clearly, if no daemon runs there
+  const tooShort = checkTtl(ttlMs, killLeadMs)
+  if (tooShort !== null) throw new Exit(EXIT.USAGE, `--ttl too short for run --lease: ${tooShort}`)
+
+  // The hold is kept in this process, on the Runner's clock: nothing in transit.
+  const runner = new Runner({ command, args, killLeadMs, transitMs: 0 })
+  wire(runner, note, (epoch) => `holding ${name} as ${owner} with token ${epoch}`)
   const op = (method: string, params: Record<string, Json>) => async () => (await call(socket, method, params, ttlMs)) as unknown as HoldOutcome
+  let refusedBy: string | null = null
   const hold = new LeaseHold(
     { acquire: op('lease.acquire', { name, owner, ttlMs }), renew: op('lease.renew', { name, owner }), release: op('lease.release', { name, owner }) },
-    { ttlMs, onupdate: (state) => runner.update(state), onlost: () => runner.lost() }
+    {
+      ttlMs,
+      onupdate: (state) => runner.update(state),
+      onlost: () => runner.lost(),
+      onrefused: (o) => {
+        const by = o.reason === 'held-by-other' ? (o.record?.owner ?? 'someone else') : (o.reason ?? o.result)
+        if (by !== refusedBy) note(o.reason === 'held-by-other' ? `${name} is held by ${by}; waiting as ${owner}` : `acquiring ${name} as ${owner}: ${by}; retrying`)
+        refusedBy = by
+      }
+    }
   )
+  note(`following ${name} as ${owner}`)
   hold.start()
   let signals = 0
   const onsignal = (): void => {
@@ -108,3 +120,66 @@ async function cmdRunLease(command: string, args: string[], f: RunFlags, name: s
   return code
 }
 
+/** This process's owner for a named lease: the holder name plus a per-process suffix. */
+function runOwner(holder: string): string {
+  const suffix = `/run-${process.pid}-${randomBytes(2).toString('hex')}`
+  const owner = holder + suffix
+  if (!isOwner(owner)) throw new Exit(EXIT.USAGE, `--holder must be well-formed text without control characters, at most ${100 - suffix.length} characters for run --lease`)
+  return owner
+}
+
+function noter(f: RunFlags): (msg: string) => void {
+  return (msg) => {
+    if (!f.quiet) process.stderr.write(`autolease run: ${msg}\n`)
+  }
+}
+
+function wire(runner: Runner, note: (msg: string) => void, holding: (epoch: number) => string): void {
+  runner.on('started', ({ pid, epoch }) => note(`started pid ${pid} (process group ${pid}) ${holding(epoch)}`))
+  runner.on('stopping', ({ pid, signal, why }) => note(`${signal} to process group ${pid}: ${why}`))
+  runner.on('stopped', ({ pid, code, signal }) => note(`pid ${pid} exited (code ${String(code)}, signal ${String(signal)}); its process group is gone`))
+}
+
+/** First signal: stop the child with the default grace, then exit 0. Any further one: SIGKILL it now. */
+function onSignals(runner: () => Runner | null, handle: WatchHandle): void {
+  let signals = 0
+  const onsignal = (): void => {
+    const r = runner()
+    if (signals++ > 0) return void r?.stop(0)
+    void (r ? r.stop() : Promise.resolve()).then(() => {
+      handle.stop()
+      process.exit(EXIT.OK)
+    })
+  }
+  process.on('SIGINT', onsignal)
+  process.on('SIGTERM', onsignal)
+}
+
+function holdEvent(e: Json): HoldEvent {
+  const ev = e as Record<string, unknown>
+  const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null)
+  const killLeadMs = num(ev.killLeadMs)
+  if (killLeadMs === null || killLeadMs <= 0) throw new Exit(EXIT.FAILURE, 'the daemon sent a hold without killLeadMs (a daemon of another version?)')
+  return { holding: ev.holding === true, epoch: num(ev.epoch), deadline: num(ev.deadline), remainingMs: num(ev.remainingMs), killLeadMs }
+}
+
+/** The daemon's killLeadMs, from the first event of its hold stream. */
+async function daemonKillLeadMs(socket: string): Promise<number> {
+  let got!: (v: number | Error) => void
+  const first = new Promise<number | Error>((resolve) => (got = resolve))
+  const handle = await watch(socket, 'hold', {}, (e) => {
+    try {
+      got(holdEvent(e).killLeadMs)
+    } catch (err) {
+      got(err as Error)
+    }
+  })
+  const closed = (): void => got(new Exit(EXIT.FAILURE, 'the daemon closed the hold stream'))
+  handle.closed.then(closed, closed)
+  const timer = setTimeout(() => got(new Exit(EXIT.FAILURE, 'the daemon did not report its hold within 5 s')), 5_000)
+  const v = await first
+  clearTimeout(timer)
+  handle.stop()
+  if (v instanceof Error) throw v
+  return v
+}
