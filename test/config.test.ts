@@ -21,7 +21,7 @@ function satisfiesRule(cfg: ElectionConfig): boolean {
 test('defaults satisfy every timing rule', (t) => {
   const cfg = electionConfig()
   t.is(cfg.leaseMs, DEFAULT_LEASE_MS)
-  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 3750, retryMs: 500, maxDriftRate: 0.05, suspendToleranceMs: 407, killLeadMs: 187, ackIntervalMs: 1000 })
+  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 4000, retryMs: 500, maxDriftRate: 0.05, suspendToleranceMs: 275, killLeadMs: 250, ackIntervalMs: 250 })
   t.ok(cfg.leaseMs > cfg.renewDeadlineMs, 'leaseMs > renewDeadlineMs')
   t.ok(cfg.renewDeadlineMs > 1.2 * cfg.retryMs, 'renewDeadlineMs > 1.2 x retryMs')
   t.ok(cfg.renewDeadlineMs > cfg.leaseMs / 2, 'the deadline comes after the first renew is due')
@@ -29,11 +29,11 @@ test('defaults satisfy every timing rule', (t) => {
   t.execution(() => validateElectionConfig(cfg), 'the defaults pass validation')
 })
 
-test('derived defaults are valid for any leaseMs >= 360', (t) => {
+test('derived defaults are valid for any leaseMs >= 300', (t) => {
   let runs = 0
   holds(
     t,
-    fc.property(fc.integer({ min: 360, max: 100_000_000 }), (leaseMs) => {
+    fc.property(fc.integer({ min: 300, max: 100_000_000 }), (leaseMs) => {
       runs++
       const cfg = electionConfig({ leaseMs })
       const { maxDriftRate, ...ms } = cfg
@@ -42,7 +42,7 @@ test('derived defaults are valid for any leaseMs >= 360', (t) => {
     { numRuns: 1000 },
     'derived defaults satisfy the rule'
   )
-  for (const leaseMs of [360, 1000, 2000, 60_000]) t.ok(satisfiesRule(electionConfig({ leaseMs })), `leaseMs ${leaseMs}`)
+  for (const leaseMs of [300, 1000, 2000, 60_000]) t.ok(satisfiesRule(electionConfig({ leaseMs })), `leaseMs ${leaseMs}`)
   t.is(runs, 1000)
 })
 
@@ -51,19 +51,19 @@ test('derived defaults are valid for any leaseMs >= 360', (t) => {
 // standby's lease ran out, and the holder acted ~650 ms into its successor's
 // tenure. The suspend tolerance must now fit in what drift leaves over.
 test('a suspend tolerance that does not fit the lease is refused (the old default 2500 at leaseMs 5000)', (t) => {
-  const err = thrown(() => electionConfig({ leaseMs: 5000, suspendToleranceMs: 2500 }))
+  const err = thrown(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 3750, suspendToleranceMs: 2500 }))
   t.is(isAutoleaseError(err) ? err.code : null, 'INVALID_CONFIG', 'refused')
   t.ok(err instanceof Error && /suspendToleranceMs/.test(err.message) && /maxDriftRate/.test(err.message), 'the message names the margins')
   const budget = suspendBudgetMs({ leaseMs: 5000, renewDeadlineMs: 3750, maxDriftRate: 0.05 })
   t.ok(budget > 800 && budget < 820, `the budget at the defaults is ${budget.toFixed(1)} ms`)
-  t.execution(() => electionConfig({ leaseMs: 5000, suspendToleranceMs: Math.floor(budget) }), 'the largest tolerance that fits is accepted')
-  t.exception(() => electionConfig({ leaseMs: 5000, suspendToleranceMs: Math.ceil(budget) }), 'one more ms is refused')
-  t.exception(() => electionConfig({ leaseMs: 5000, maxDriftRate: 0.15 }), 'a larger drift allowance eats the whole budget')
+  t.execution(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 3750, suspendToleranceMs: Math.floor(budget) }), 'the largest tolerance that fits is accepted')
+  t.exception(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 3750, suspendToleranceMs: Math.ceil(budget) }), 'one more ms is refused')
+  t.exception(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 3750, maxDriftRate: 0.15 }), 'a larger drift allowance eats the whole budget')
   t.execution(() => electionConfig({ leaseMs: 5000, renewDeadlineMs: 3200, maxDriftRate: 0.15 }), 'unless the deadline comes earlier')
 })
 
 test('a leaseMs too small for the derived defaults is refused, not clamped', (t) => {
-  const err = thrown(() => electionConfig({ leaseMs: 359 }))
+  const err = thrown(() => electionConfig({ leaseMs: 299 }))
   t.ok(isAutoleaseError(err, 'INVALID_CONFIG'), 'INVALID_CONFIG')
   t.ok(err instanceof Error && err.message.includes('renewDeadlineMs'), `names renewDeadlineMs: ${err instanceof Error ? err.message : ''}`)
 })
@@ -96,7 +96,7 @@ const VIOLATIONS: Violation[] = [
   { label: 'maxDriftRate 0.5', input: { maxDriftRate: 0.5 }, names: ['maxDriftRate'] },
   { label: 'maxDriftRate NaN', input: { maxDriftRate: NaN, suspendToleranceMs: 100 }, names: ['maxDriftRate'] },
   { label: 'killLeadMs below 20', input: { killLeadMs: 19 }, names: ['killLeadMs'] },
-  { label: 'killLeadMs eating the renew slack', input: { leaseMs: 2000, killLeadMs: 200 }, names: ['killLeadMs', 'slack'] },
+  { label: 'killLeadMs eating the renew slack', input: { leaseMs: 2000, killLeadMs: 201 }, names: ['killLeadMs', 'slack'] },
   { label: 'a deadline just below the lease leaves no room for drift', input: { leaseMs: 5000, renewDeadlineMs: 4999, retryMs: 500 }, names: ['maxDriftRate', 'suspendToleranceMs'] }
 ]
 

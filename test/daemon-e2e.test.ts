@@ -120,7 +120,7 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
   let m = marks(markFile)
   // A renew confirmed later than its slack (500 ms at leaseMs 2000, on a busy
   // machine) demotes the holder and costs its child a restart: never another device.
-  t.alike([...new Set(m.filter((x) => x.what === 'start').map((x) => x.dev))], [names[h0]], 'only the holder runs the child')
+  t.alike([...new Set(m.filter((x) => x.what === 'start').map((x) => x.dev))], [names[h0]], `only the holder runs the child (marks: ${JSON.stringify(m)}; roles: ${JSON.stringify(daemons.map((d) => (d?.lines ?? []).filter((l) => l.msg === 'elected' || l.msg === 'demoted').map((l) => JSON.stringify(l))))})`)
 
   // SIGKILL the holder: a standby is elected at epoch + 1, exactly one other child starts.
   const runnerExit = new Promise<number | null>((resolve) => runners[h0]!.on('exit', (code) => resolve(code)))

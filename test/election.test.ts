@@ -1,7 +1,7 @@
 import test from 'brittle'
 import { holds } from './helpers/props.js'
 import fc from 'fast-check'
-import { decide, holdDeadline, holdingEpoch, type Decision, type ElectionView, type Timing } from '../lib/lease/election.js'
+import { chooseSuccessor, claimRank, decide, holdDeadline, holdingEpoch, type Decision, type ElectionView, type Timing } from '../lib/lease/election.js'
 import { electionConfig } from '../lib/lease/config.js'
 import { opId, SIGNER_LEASE } from '../lib/log/ops.js'
 import type { LeaseRecord } from '../lib/lease/lease-state.js'
@@ -9,8 +9,8 @@ import type { LeaseRecord } from '../lib/lease/lease-state.js'
 
 const SELF = 'a'.repeat(64)
 const OTHER = 'b'.repeat(64)
-// The defaults: leaseMs 5000, renewDeadlineMs 3750, retryMs 500.
-const T: Timing = electionConfig()
+// leaseMs 5000, renewDeadlineMs 3750, retryMs 500 (pinned: the numbers below are worked out for them).
+const T: Timing = electionConfig({ leaseMs: 5000, renewDeadlineMs: 3750, retryMs: 500 })
 
 function record(patch: Partial<LeaseRecord>): LeaseRecord {
   return {
@@ -233,15 +233,48 @@ test('property: for any rates within the allowance and any delay d >= 0, no over
   t.ok(runs > 500, `${runs} runs within the allowance, none overlapped`)
 })
 
-test('claim delay: spreads standbys over retryMs, only ever later, never earlier', (t) => {
+test('claim order: rank r waits r x retryMs more, only ever later; the holder renews on time', (t) => {
   const held = record({})
   const observedAt = 10_000
-  const delay = 321
-  t.alike(decide(view({ tip: held, observedAt, now: 15_000, claimDelayMs: delay }), T), { action: 'wait', until: 15_321, reason: 'lease-live' }, 'held: waits leaseMs + delay')
-  t.alike(decide(view({ tip: held, observedAt, now: 15_321, claimDelayMs: delay }), T), { action: 'claim', seen: held.opId, epoch: 5 }, 'held: claims at leaseMs + delay')
+  t.alike(decide(view({ tip: held, observedAt, now: 15_000, rank: 0 }), T), { action: 'claim', seen: held.opId, epoch: 5 }, 'rank 0 claims at expiry')
+  t.alike(decide(view({ tip: held, observedAt, now: 15_000, rank: 2 }), T), { action: 'wait', until: 16_000, reason: 'lease-live' }, 'rank 2 waits 2 x retryMs')
+  t.alike(decide(view({ tip: held, observedAt, now: 16_000, rank: 2 }), T), { action: 'claim', seen: held.opId, epoch: 5 }, 'then claims')
   const released = record({ holder: null, since: null, opId: opId(OTHER, 12) })
-  t.alike(decide(view({ tip: released, observedAt, now: 10_100, claimDelayMs: delay }), T), { action: 'wait', until: 10_321, reason: 'lease-live' }, 'free: waits the delay')
-  t.alike(decide(view({ tip: released, observedAt, now: 10_321, claimDelayMs: delay }), T), { action: 'claim', seen: released.opId, epoch: 5 }, 'free: then claims')
+  t.alike(decide(view({ tip: released, observedAt, now: 10_000, rank: 1 }), T), { action: 'wait', until: 10_500, reason: 'lease-live' }, 'free: rank 1 waits one step')
+  t.alike(decide(view({ tip: released, observedAt, now: 10_000, rank: 0 }), T), { action: 'claim', seen: released.opId, epoch: 5 }, 'free: rank 0 at once')
   const mine = record({ holder: SELF, opId: opId(SELF, 20) })
-  t.alike(decide(view({ tip: mine, lastSentAt: 7_000, now: 10_000, claimDelayMs: delay }), T), { action: 'renew', epoch: 4 }, 'the holder renews on time: no delay')
+  t.alike(decide(view({ tip: mine, lastSentAt: 7_000, now: 10_000, rank: 3 }), T), { action: 'renew', epoch: 4 }, 'the holder renews on time whatever its rank')
+})
+
+test('claimRank: a deterministic order per epoch; chooseSuccessor picks rank 0 among live standbys', (t) => {
+  const keys = ['1', '2', '3', '4', '5'].map((c) => c.repeat(64))
+  for (const epoch of [1, 2, 7, 1000]) {
+    const ranks = keys.map((k) => claimRank(k, keys, epoch))
+    t.alike([...ranks].sort(), [0, 1, 2, 3, 4], `epoch ${epoch}: every device has its own place`)
+    t.alike(keys.map((k) => claimRank(k, [...keys].reverse(), epoch)), ranks, `epoch ${epoch}: the order does not depend on how the list is given`)
+  }
+  const orders = new Set([1, 2, 3, 4, 5, 6, 7, 8].map((epoch) => keys.map((k) => claimRank(k, keys, epoch)).join()))
+  t.ok(orders.size > 1, 'the order changes from one epoch to the next (no device is always last)')
+  t.is(claimRank(keys[0]!, [keys[0]!], 3), 0, 'alone: first')
+  const successor = chooseSuccessor(keys[0]!, keys, 9)
+  t.ok(successor !== null && successor !== keys[0], 'a standby, never the releasing holder')
+  t.is(claimRank(successor!, keys.slice(1), 9), 0, 'the first in the claim order among the others')
+  t.is(chooseSuccessor(keys[0]!, [keys[0]!], 9), null, 'no live standby: nobody')
+})
+
+test('nomination: the nominee claims at once; everyone else treats the release as a live record', (t) => {
+  const nominated = record({ holder: null, since: null, epoch: 4, opId: opId(OTHER, 30), nominee: SELF })
+  t.alike(decide(view({ tip: nominated, observedAt: 10_000, now: 10_000, rank: 3 }), T), { action: 'claim', seen: nominated.opId, epoch: 5 }, 'the nominee: at once, whatever its rank')
+  const other = record({ holder: null, since: null, epoch: 4, opId: opId(OTHER, 30), nominee: 'c'.repeat(64) })
+  t.alike(decide(view({ tip: other, observedAt: 10_000, now: 10_000, rank: 0 }), T), { action: 'wait', until: 15_000, reason: 'lease-live' }, 'another standby: waits leaseMs')
+  t.alike(decide(view({ tip: other, observedAt: 10_000, now: 15_000, rank: 0 }), T), { action: 'claim', seen: other.opId, epoch: 5 }, 'a dead nominee is replaced after leaseMs')
+})
+
+test('early renew: a slow confirm latency moves the renew ahead of leaseMs/2, never closer than retryMs', (t) => {
+  const mine = record({ holder: SELF, epoch: 6, opId: opId(SELF, 20) })
+  const base = { tip: mine, lastSentAt: 10_000, holdDeadline: 10_000 + T.renewDeadlineMs }
+  t.alike(decide(view({ ...base, now: 12_000, confirmLatencyMs: 100 }), T), { action: 'wait', until: 12_500, reason: 'renewed-recently' }, 'healthy (p95 100 ms): renew at leaseMs/2')
+  t.alike(decide(view({ ...base, now: 12_000, confirmLatencyMs: 400 }), T), { action: 'wait', until: 12_150, reason: 'renewed-recently' }, 'p95 400 ms: at deadline - 4 x p95')
+  t.alike(decide(view({ ...base, now: 12_150, confirmLatencyMs: 400 }), T), { action: 'renew', epoch: 6 })
+  t.alike(decide(view({ ...base, now: 10_100, confirmLatencyMs: 5_000 }), T), { action: 'wait', until: 10_500, reason: 'renewed-recently' }, 'never more often than once per retryMs')
 })

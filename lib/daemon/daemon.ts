@@ -102,8 +102,8 @@ export class Daemon extends ReadyResource {
       logElected(this.logger, epoch)
       this.metrics?.transitions.inc({ role: 'holder' })
     })
-    this.elector.on('demoted', ({ epoch, reason }) => {
-      logDemoted(this.logger, epoch, reason)
+    this.elector.on('demoted', ({ epoch, reason, ...detail }) => {
+      logDemoted(this.logger, epoch, reason, detail)
       this.metrics?.transitions.inc({ role: 'standby' })
     })
     this.elector.on('warning', (err) => this.logger.warn({ err: err.message }, 'elector warning'))

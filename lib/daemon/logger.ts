@@ -26,6 +26,7 @@ export function logElected(log: Logger, epoch: number): void {
   log.info({ epoch }, 'elected')
 }
 
-export function logDemoted(log: Logger, epoch: number, reason: DemotionReason): void {
-  log.info({ epoch, reason }, 'demoted')
+/** One line per demotion; at a deadline also how long the pending renew had waited and the recent p95 confirm latency (why it came late). */
+export function logDemoted(log: Logger, epoch: number, reason: DemotionReason, detail: { renewPendingMs?: number | null; confirmLatencyMs?: number } = {}): void {
+  log.info({ epoch, reason, ...detail }, 'demoted')
 }

@@ -59,7 +59,7 @@ export function suspendBudgetMs(c: Pick<ElectionConfig, 'leaseMs' | 'renewDeadli
 
 export function electionConfig(input: Partial<ElectionConfig> = {}): ElectionConfig {
   const leaseMs = input.leaseMs ?? DEFAULT_LEASE_MS
-  const renewDeadlineMs = input.renewDeadlineMs ?? Math.round(leaseMs * 0.75)
+  const renewDeadlineMs = input.renewDeadlineMs ?? Math.round(leaseMs * 0.8)
   const retryMs = input.retryMs ?? Math.max(50, Math.floor(leaseMs / 10))
   const maxDriftRate = input.maxDriftRate ?? DEFAULT_MAX_DRIFT_RATE
   // Half the suspend budget: the other half stays as margin.
@@ -74,7 +74,7 @@ export function electionConfig(input: Partial<ElectionConfig> = {}): ElectionCon
     maxDriftRate,
     suspendToleranceMs,
     killLeadMs,
-    ackIntervalMs: input.ackIntervalMs ?? Math.min(1_000, Math.max(50, Math.floor(leaseMs / 4)))
+    ackIntervalMs: input.ackIntervalMs ?? Math.min(1_000, Math.max(50, Math.floor(leaseMs / 20)))
   }
   validateElectionConfig(cfg)
   return cfg

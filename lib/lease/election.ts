@@ -6,25 +6,45 @@
  * Invariants enforced here alone (DESIGN §1.4, §1.5, §1.7):
  * - Never steal a live lease: a standby claims a held record only after
  *   `leaseMs` on its OWN clock since it first saw that exact record (by op
- *   id). Another device's timestamp is never compared with ours.
+ *   id). Another device's timestamp is never compared with ours. A release
+ *   that nominates a successor counts as live for everyone but the nominee
+ *   (a handoff costs one claim, not a race); if the nominee is dead, the
+ *   others claim after leaseMs like after a crash.
  * - Holding = the CONFIRMED record names us AND now < (local send time of
  *   the op of ours that produced it) + renewDeadlineMs. A renew still
  *   unconfirmed extends nothing; an op whose send time we do not know
  *   (after a restart or a suspend) gives no window at all.
- * - Renew only once leaseMs/2 has passed since our last lease op, so an idle
- *   group appends at most 2 lease ops per leaseMs.
+ * - Renews are write-gated: at leaseMs/2 after the last one, or earlier
+ *   when the confirm latency seen lately would not fit before the deadline
+ *   (deadline - RENEW_MARGIN x p95 latency), never more often than once per
+ *   retryMs, and never while our previous claim or renew is still
+ *   unconfirmed: another op does not confirm the first one sooner, and
+ *   renewing every retryMs under load fed a storm of renews and acks in
+ *   which autobase indexed nothing for 1.6 s (measured). A healthy group
+ *   (p95 well under the slack / RENEW_MARGIN) renews exactly every
+ *   leaseMs/2: at most 2 lease ops per leaseMs. A slow one renews as soon as
+ *   its previous renew is confirmed instead of demoting at its deadline.
+ * - Standbys claim in a deterministic order for the next epoch (`rank`,
+ *   from their keys and the epoch): the first at expiry, the next one
+ *   retryMs later, and only if the first one's claim has not appeared by
+ *   then. Racing claims cost extra ack rounds; the order only ever delays a
+ *   claim, so it cannot weaken safety.
  *
  * Why it is safe: the standby's timer starts no earlier than the real moment
  * the holder sent the record it saw; the holder's window closes
- * renewDeadlineMs after it sent its latest confirmed op. With
- * leaseMs > renewDeadlineMs and clock rates within leaseMs/renewDeadlineMs
- * of each other, the window closes before any standby may claim. A claim
- * built on an older record than the confirmed one loses its CAS.
+ * renewDeadlineMs after it sent its latest confirmed op. With the margins
+ * config.ts validates (drift, undetected suspend), the window closes before
+ * any standby may claim. A claim built on an older record than the
+ * confirmed one loses its CAS.
  */
+import { createHash } from 'node:crypto'
 import type { ElectionConfig } from './config.js'
 import type { LeaseRecord } from './lease-state.js'
 
 export type Timing = Pick<ElectionConfig, 'leaseMs' | 'renewDeadlineMs' | 'retryMs'>
+
+/** How many p95 confirm latencies a renew is sent ahead of the deadline, at least. */
+export const RENEW_MARGIN = 4
 
 export interface ElectionView {
   /** This device's writer key (hex). */
@@ -41,13 +61,14 @@ export interface ElectionView {
   lastClaimAt: number | null
   /** After a graceful release the device stands back until this instant. */
   standDownUntil: number | null
-  /**
-   * Extra wait before claiming, drawn per observed record in [0, retryMs):
-   * standbys that saw the same renew (or release) would otherwise all claim
-   * at the same instant, and racing claims cost ~1 s of extra ack rounds
-   * (measured). Only ever delays a claim, so it cannot weaken safety.
-   */
-  claimDelayMs?: number
+  /** Our hold deadline now (holdDeadline below), or null when we do not hold. */
+  holdDeadline?: number | null
+  /** Our latest claim or renew is at the tip but not confirmed yet. */
+  inFlight?: boolean
+  /** The p95 of append-to-confirmed latency of our recent lease ops, in ms (0 when none measured yet). */
+  confirmLatencyMs?: number
+  /** Our place in the claim order for the next epoch (0 = first); see claimRank. */
+  rank?: number
 }
 
 export type Decision =
@@ -55,7 +76,7 @@ export type Decision =
   | { action: 'renew'; epoch: number }
   | { action: 'wait'; until: number | null; reason: WaitReason }
 
-export type WaitReason = 'standing-down' | 'renewed-recently' | 'lease-live' | 'claim-pending'
+export type WaitReason = 'standing-down' | 'renewed-recently' | 'renew-pending' | 'lease-live' | 'claim-pending'
 
 export function decide(v: ElectionView, t: Timing): Decision {
   if (v.standDownUntil !== null && v.now < v.standDownUntil) {
@@ -64,26 +85,58 @@ export function decide(v: ElectionView, t: Timing): Decision {
   const tip = v.tip
 
   if (tip !== null && tip.holder === v.self) {
-    // Our tenure at the tip. Renew past half the lease, or at once when we
-    // do not know when we last sent (restart, suspend): that renew is how a
-    // restarted holder re-establishes a window, or learns it was fenced.
-    const due = v.lastSentAt === null ? v.now : v.lastSentAt + t.leaseMs / 2
+    // Our tenure at the tip. Renew at once when we do not know when we last
+    // sent (restart, suspend): that renew is how a restarted holder
+    // re-establishes a window, or learns it was fenced.
+    if (v.lastSentAt === null) return { action: 'renew', epoch: tip.epoch }
+    if (v.inFlight === true) return { action: 'wait', until: v.holdDeadline ?? null, reason: 'renew-pending' }
+    let due = v.lastSentAt + t.leaseMs / 2
+    if (v.holdDeadline != null) due = Math.min(due, v.holdDeadline - RENEW_MARGIN * (v.confirmLatencyMs ?? 0))
+    due = Math.max(due, v.lastSentAt + t.retryMs)
     if (v.now >= due) return { action: 'renew', epoch: tip.epoch }
     return { action: 'wait', until: due, reason: 'renewed-recently' }
   }
 
-  const delay = v.claimDelayMs ?? 0
-  if (tip !== null && tip.holder !== null) {
+  const nominated = tip !== null && tip.holder === null && (tip.nominee ?? null) !== null
+  if (nominated && tip.nominee === v.self) {
+    // Handed over to us: claim at once, no queueing behind anyone.
+    return claimUnlessPending(v, t, tip)
+  }
+  const delay = (v.rank ?? 0) * t.retryMs
+  if (tip !== null && (tip.holder !== null || nominated)) {
     const expiresAt = v.observedAt + t.leaseMs + delay
     if (v.now < expiresAt) return { action: 'wait', until: expiresAt, reason: 'lease-live' }
   } else if (v.now < v.observedAt + delay) {
     return { action: 'wait', until: v.observedAt + delay, reason: 'lease-live' }
   }
+  return claimUnlessPending(v, t, tip)
+}
 
+function claimUnlessPending(v: ElectionView, t: Timing, tip: LeaseRecord | null): Decision {
   if (v.lastClaimAt !== null && v.now < v.lastClaimAt + t.retryMs) {
     return { action: 'wait', until: v.lastClaimAt + t.retryMs, reason: 'claim-pending' }
   }
   return { action: 'claim', seen: tip?.opId ?? null, epoch: (tip?.epoch ?? 0) + 1 }
+}
+
+/**
+ * This device's place in the claim order for `epoch` among `candidates`
+ * (writer keys, self included or not): candidates sorted by
+ * sha256(key, epoch), so the order changes from one epoch to the next and
+ * every device computes the same order from the same candidates.
+ */
+export function claimRank(self: string, candidates: readonly string[], epoch: number): number {
+  const score = (key: string): string => createHash('sha256').update(`${key}:${epoch}`).digest('hex')
+  const mine = score(self)
+  let rank = 0
+  for (const key of new Set(candidates)) if (key !== self && score(key) < mine) rank++
+  return rank
+}
+
+/** The successor a releasing holder nominates: the first in the claim order for the next epoch among the live standbys. */
+export function chooseSuccessor(self: string, live: readonly string[], nextEpoch: number): string | null {
+  const standbys = [...new Set(live)].filter((k) => k !== self)
+  return standbys.find((k) => claimRank(k, standbys, nextEpoch) === 0) ?? null
 }
 
 export interface HoldingView {

@@ -16,12 +16,20 @@
  *   record (a stale one can only make us hold LESS: it never shows a newer
  *   renew of ours than the real confirmed state).
  * - Every lost tenure is followed by a new campaign: nothing stops the loop
- *   but close().
+ *   but close(), not even an error (it is reported, and the timer re-armed).
+ * - The loop wakes at the instant its decision names (a renew due, a lease
+ *   expiring), or on a log update; and before it demotes at a deadline it
+ *   re-reads the confirmed record, so a renew confirmed just in time never
+ *   costs a demotion.
+ * - A graceful release first ends holding, then lets the caller stop its
+ *   local work (`run` children) bounded by the old deadline, and only then
+ *   appends the release naming a live successor: the successor may act as
+ *   soon as it sees the release, so nothing of ours may still run by then.
  */
 import ReadyResource from 'ready-resource'
 import { systemClock, type Clock } from './clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
-import { decide, holdDeadline, holdingEpoch, type Decision } from './election.js'
+import { chooseSuccessor, claimRank, decide, holdDeadline, holdingEpoch, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'
 import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
 import type { ReadMode } from '../log/intent-log.js'
@@ -31,6 +39,8 @@ export interface LeaseLog {
   readonly self: string
   lease(name: string, mode: ReadMode): Promise<LeaseRecord | null>
   append(op: LeaseOp): Promise<string>
+  /** Writers (hex keys) seen appending within the last `withinMs` (this device included): the live devices. */
+  liveWriters(withinMs: number): string[]
   on(event: 'update', listener: () => void): unknown
   off(event: 'update', listener: () => void): unknown
 }
@@ -39,7 +49,8 @@ export type DemotionReason = 'deadline' | 'taken-over' | 'released' | 'suspended
 
 export interface ElectorEvents {
   elected: [{ epoch: number }]
-  demoted: [{ epoch: number; reason: DemotionReason }]
+  /** `renewPendingMs`: at a deadline, how long our latest renew had been waiting for confirmation (null: none in flight). */
+  demoted: [{ epoch: number; reason: DemotionReason; renewPendingMs?: number | null; confirmLatencyMs?: number }]
   'holder-changed': [{ holder: string | null; epoch: number }]
   warning: [Error]
   error: [unknown]
@@ -51,8 +62,17 @@ export interface ElectorOptions {
   config?: Partial<ElectionConfig>
   /** false: no timers; the caller drives the loop with step() (manual-clock tests). */
   timers?: boolean
-  /** A number in [0, 1) that spreads standbys' claims over retryMs (default Math.random; tests pass () => 0). */
-  jitter?: () => number
+}
+
+export interface ReleaseOptions {
+  /**
+   * Called once holding has ended and before the release is appended: stop
+   * local work here (`run` children). Bounded by the old deadline: past it
+   * nothing of ours may run anyway, and a standby may already claim.
+   */
+  stopWork?: (deadline: number | null) => Promise<void>
+  /** Nominate this successor instead of the first live standby in the claim order (null: nobody). */
+  successor?: string | null
 }
 
 export interface ElectorStatus {
@@ -68,6 +88,8 @@ export interface ElectorStatus {
 }
 
 const MAX_SENT = 64
+/** Confirm latencies kept for the p95 that times early renews. */
+const LATENCY_WINDOW = 20
 
 // Typed events for the class below (declaration merging is the only way to type EventEmitter overloads here).
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
@@ -88,11 +110,14 @@ export class Elector extends ReadyResource {
 
   private tip: LeaseRecord | null = null
   private confirmed: LeaseRecord | null = null
-  private observed: { opId: string | null; at: number; delayMs: number }
-  private readonly jitter: () => number
+  private observed: { opId: string | null; at: number }
+  /** Append-to-confirmed latency of our recent lease ops (ms), newest last. */
+  private readonly latencies: number[] = []
   /** Local send time of our recent claims and renews, by op id. */
   private readonly sent = new Map<string, number>()
   private lastSentAt: number | null = null
+  /** The id of our latest claim or renew (once appended). */
+  private lastSentId: string | null = null
   private lastClaimAt: number | null = null
   private standDownUntil: number | null = null
   private cause: DemotionReason | null = null
@@ -119,10 +144,9 @@ export class Elector extends ReadyResource {
     this.config = electionConfig(opts.config)
     validateElectionConfig(this.config)
     this.timers = opts.timers !== false
-    this.jitter = opts.jitter ?? Math.random
     this.lastMono = this.clock.now()
     this.lastWall = this.clock.wall()
-    this.observed = { opId: null, at: this.lastMono, delayMs: this.drawDelay() }
+    this.observed = { opId: null, at: this.lastMono }
   }
 
   override async _open(): Promise<void> {
@@ -170,16 +194,25 @@ export class Elector extends ReadyResource {
     const epoch = this.epoch()
     let expiresInMs: number | null = null
     if (epoch !== null) expiresInMs = Math.max(0, (this.deadline() ?? now) - now)
-    else if (this.tip !== null && this.tip.holder !== null) expiresInMs = Math.max(0, this.observed.at + this.config.leaseMs + this.observed.delayMs - now)
+    else if (this.tip !== null && this.tip.holder !== null) expiresInMs = Math.max(0, this.observed.at + this.config.leaseMs - now)
     else if (this.tip !== null || this.confirmed !== null) expiresInMs = 0
     return { role: epoch === null ? 'standby' : 'holder', epoch, confirmed: this.confirmed, tip: this.tip, expiresInMs }
   }
 
+  /** The p95 of our recent append-to-confirmed latencies (0 until one is measured). */
+  confirmLatencyMs(): number {
+    if (this.latencies.length === 0) return 0
+    const sorted = [...this.latencies].sort((a, b) => a - b)
+    return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))]!
+  }
+
   /**
-   * Step down gracefully: holding ends now, a release op is appended, and we
-   * stand back for leaseMs so a standby can claim the free record at once.
+   * Step down gracefully: holding ends now; local work is stopped
+   * (opts.stopWork); a release op naming a live successor is appended; and
+   * we stand back for leaseMs so the successor claims uncontested.
    */
-  async release(): Promise<'released' | 'not-held'> {
+  async release(opts: ReleaseOptions = {}): Promise<'released' | 'not-held'> {
+    const deadline = this.deadline()
     this.releasing = true
     this.cause = 'released'
     this.evaluate()
@@ -193,7 +226,10 @@ export class Elector extends ReadyResource {
         if (tip === null || tip.holder !== this.log.self) return 'not-held'
         this.forgetSendTimes('released')
         this.standDownUntil = this.clock.now() + this.config.leaseMs
-        await this.log.append({ type: 'release', name: this.name, epoch: tip.epoch, owner: null, ts: Math.round(this.clock.wall()) })
+        if (opts.stopWork) await opts.stopWork(deadline)
+        const successor = opts.successor !== undefined ? opts.successor : chooseSuccessor(this.log.self, this.log.liveWriters(this.config.leaseMs), tip.epoch + 1)
+        const ts = Math.round(this.clock.wall())
+        await this.log.append({ type: 'release', name: this.name, epoch: tip.epoch, owner: null, ts, ...(successor !== null ? { successor } : {}) })
         return 'released'
       } finally {
         this.acting = null
@@ -223,16 +259,27 @@ export class Elector extends ReadyResource {
   }
 
   private decision(): Decision {
+    const tip = this.tip
+    // The claim order for the next epoch, among the live devices but the current holder.
+    const candidates = this.log.liveWriters(this.config.leaseMs).filter((k) => k !== tip?.holder)
     return decide(
       {
         self: this.log.self,
         now: this.clock.now(),
-        tip: this.tip,
+        tip,
         observedAt: this.observed.at,
         lastSentAt: this.lastSentAt,
         lastClaimAt: this.lastClaimAt,
         standDownUntil: this.standDownUntil,
-        claimDelayMs: this.observed.delayMs
+        holdDeadline: this.deadline(),
+        // A renew stuck for half a lease (a reboot, a lost ack) no longer holds the next one back.
+        inFlight:
+          this.lastSentId !== null &&
+          tip?.opId === this.lastSentId &&
+          this.confirmed?.opId !== this.lastSentId &&
+          this.clock.now() - (this.lastSentAt ?? -Infinity) < this.config.leaseMs / 2,
+        confirmLatencyMs: this.confirmLatencyMs(),
+        rank: claimRank(this.log.self, candidates, (tip?.epoch ?? 0) + 1)
       },
       this.config
     )
@@ -265,6 +312,7 @@ export class Elector extends ReadyResource {
       // last snapshot and pick the fresh one up next time.
       await Promise.race([this.refresh(), new Promise((resolve) => setTimeout(resolve, this.config.retryMs).unref())])
       this.evaluate()
+      let wakeAt: number | null = null
       if (this.acting === null) {
         const decision = this.decision()
         if (decision.action !== 'wait') {
@@ -272,13 +320,30 @@ export class Elector extends ReadyResource {
             this.acting = null
             this.kick()
           })
+        } else {
+          wakeAt = decision.until
         }
       }
+      this.arm(wakeAt)
     } finally {
       // Whatever went wrong (it is reported by kick), the loop goes on: a
       // quiet group sends no update that would restart it.
-      if (this.closing === null && this.tickTimer === null) this.tickTimer = setTimeout(() => this.kick(), this.config.retryMs)
+      this.arm(null)
     }
+  }
+
+  /**
+   * Wake at `at` (the decision's instant), and in any case within
+   * leaseMs/4: a safety net in case an update is missed, not a poll.
+   */
+  private arm(at: number | null): void {
+    if (this.closing !== null || this.tickTimer !== null) return
+    const now = this.clock.now()
+    const ms = Math.min(this.config.leaseMs / 4, Math.max(0, (at ?? Infinity) - now))
+    this.tickTimer = setTimeout(() => {
+      this.tickTimer = null
+      this.kick()
+    }, Math.ceil(ms))
   }
 
   private async act(decision: Decision): Promise<void> {
@@ -297,7 +362,10 @@ export class Elector extends ReadyResource {
     try {
       const id = await this.log.append(op)
       // A release or suspend since we sent voids this send time.
-      if (this.lastSentAt === at) this.remember(id, at)
+      if (this.lastSentAt === at) {
+        this.remember(id, at)
+        this.lastSentId = id
+      }
     } catch (err) {
       if (this.closing !== null) return
       this.emit('warning', err instanceof Error ? err : new Error(String(err)))
@@ -315,6 +383,7 @@ export class Elector extends ReadyResource {
   private forgetSendTimes(cause: DemotionReason): void {
     this.sent.clear()
     this.lastSentAt = null
+    this.lastSentId = null
     this.cause = cause
   }
 
@@ -344,8 +413,15 @@ export class Elector extends ReadyResource {
     }
     const now = this.clock.now()
     const tipId = tip?.opId ?? null
-    if (tipId !== this.observed.opId) this.observed = { opId: tipId, at: now, delayMs: this.drawDelay() }
+    if (tipId !== this.observed.opId) this.observed = { opId: tipId, at: now }
     const before = this.confirmed
+    if (confirmed !== null && confirmed.opId !== before?.opId) {
+      const sentAt = this.sent.get(confirmed.opId)
+      if (sentAt !== undefined) {
+        this.latencies.push(now - sentAt)
+        if (this.latencies.length > LATENCY_WINDOW) this.latencies.shift()
+      }
+    }
     this.tip = tip
     this.confirmed = confirmed
     if (confirmed !== null && (before === null || before.holder !== confirmed.holder || before.epoch !== confirmed.epoch)) {
@@ -359,7 +435,13 @@ export class Elector extends ReadyResource {
     if (this.role !== null && this.role.epoch !== epoch) {
       const old = this.role.epoch
       this.role = null
-      this.emit('demoted', { epoch: old, reason: this.demotionReason() })
+      const reason = this.demotionReason()
+      if (reason === 'deadline') {
+        const pending = this.lastSentId !== null && this.confirmed?.opId !== this.lastSentId && this.lastSentAt !== null
+        this.emit('demoted', { epoch: old, reason, renewPendingMs: pending ? Math.round(this.clock.now() - this.lastSentAt!) : null, confirmLatencyMs: Math.round(this.confirmLatencyMs()) })
+      } else {
+        this.emit('demoted', { epoch: old, reason })
+      }
     }
     if (epoch !== null && this.role === null) {
       this.role = { epoch }
@@ -370,7 +452,14 @@ export class Elector extends ReadyResource {
     this.deadlineTimer = null
     const deadline = this.role !== null ? this.deadline() : null
     if (this.timers && deadline !== null && this.closing === null) {
-      this.deadlineTimer = setTimeout(() => this.evaluate(), Math.max(0, deadline - this.clock.now()) + 1)
+      // At the deadline, read the confirmed record first: a renew confirmed
+      // since the last read moves the deadline instead of demoting us.
+      this.deadlineTimer = setTimeout(() => {
+        this.refresh().then(
+          () => this.evaluate(),
+          () => this.evaluate()
+        )
+      }, Math.max(0, deadline - this.clock.now()) + 1)
     }
   }
 
@@ -378,10 +467,6 @@ export class Elector extends ReadyResource {
     if (this.cause !== null) return this.cause
     if (this.confirmed === null || this.confirmed.holder !== this.log.self) return 'taken-over'
     return 'deadline'
-  }
-
-  private drawDelay(): number {
-    return Math.floor(Math.min(Math.max(this.jitter(), 0), 0.999) * this.config.retryMs)
   }
 
   private checkSuspend(): void {

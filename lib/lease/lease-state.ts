@@ -42,6 +42,8 @@ export interface LeaseRecord {
   ttlMs: number | null
   /** Named leases with a TTL: op ts + ttl. */
   expiresAt: number | null
+  /** Signer lease, after a release that named one: the device handed over to (advisory; see election.ts). */
+  nominee?: string | null
 }
 
 export type TenureStart = 'claimed' | 'taken-over'
@@ -79,8 +81,9 @@ export function transition(current: LeaseRecord | null, op: LeaseOp, ctx: OpCont
     case 'acquire':
       return acquire(current, op.name, op.owner, op.ttlMs, op.ts, ctx)
     case 'renew':
+      return holderOp(current, 'renew', op.name, op.epoch, op.owner, op.ts, ctx, null)
     case 'release':
-      return holderOp(current, op.type, op.name, op.epoch, op.owner, op.ts, ctx)
+      return holderOp(current, 'release', op.name, op.epoch, op.owner, op.ts, ctx, op.successor ?? null)
   }
 }
 
@@ -153,7 +156,8 @@ function holderOp(
   epoch: number | null,
   owner: string | null,
   ts: number,
-  ctx: OpContext
+  ctx: OpContext,
+  successor: string | null
 ): LeaseOutcome {
   const signer = name === SIGNER_LEASE
   if (current === null || current.holder === null) {
@@ -173,7 +177,9 @@ function holderOp(
     const expiresAt = current.ttlMs === null ? null : ts + current.ttlMs
     return { result: 'renewed', record: { ...current, rev: current.rev + 1, ts, opId: ctx.opId, expiresAt } }
   }
-  return { result: 'released', record: freed(current, ts, ctx), previous: current, expired: false }
+  const record = freed(current, ts, ctx)
+  // A nomination of the releasing holder itself would hand nothing over.
+  return { result: 'released', record: successor !== null && successor !== ctx.author ? { ...record, nominee: successor } : record, previous: current, expired: false }
 }
 
 /** The record after a release: no holder, the epoch kept (a zombie of this tenure must never match the next). */

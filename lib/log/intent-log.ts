@@ -22,13 +22,14 @@
  * few round trips instead of after autobase's 10 s default ack interval;
  * the background ack timer (ackIntervalMs) covers convergence after races.
  *
- * The confirmed length comes from STORED data only: the system block at
- * the indexed length records the view's length then. autobase's
- * `getIndexedInfo(length)` answers from its in-memory state when `length`
- * equals the system core's length, and a flush updates that state before
- * it awaits the write: a confirmed read racing an apply could then count
- * an unindexed op as confirmed (test/intent-log-race.test.ts pauses a flush
- * at that point).
+ * The confirmed length is the view length recorded in the system block at
+ * the indexed length of the last consistent point (an 'update' event, when
+ * autobase has flushed its drain and the committed view matches it), never
+ * autobase's live in-memory state: that runs ahead of the committed view in
+ * the middle of an update, by a whole reorder after a heal, and a confirmed
+ * read there counted a holder's own unconfirmed renews as confirmed (it
+ * held beside its successor). test/intent-log-race.test.ts pauses a flush
+ * in that window.
  *
  * Snapshots: one cached snapshot per (mode, length) serves every read until
  * the view moves; opening a snapshot while autobase flushes an apply could
@@ -40,7 +41,7 @@
  */
 import { createHash } from 'node:crypto'
 import Autobase from 'autobase'
-import type { ViewStore } from 'autobase'
+import type { SystemView, ViewStore } from 'autobase'
 import Hyperbee from 'hyperbee'
 import type Corestore from 'corestore'
 import type { ReplicationStream } from 'corestore'
@@ -67,12 +68,15 @@ import {
   type WriterEntry
 } from './view-layout.js'
 import { AutoleaseError } from '../errors.js'
+import { systemClock, type Clock } from '../lease/clock.js'
 
 export interface IntentLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
   key?: Uint8Array | string | null
   ackIntervalMs?: number
   namespace?: string
+  /** Monotonic time for writer liveness (default: the system clock). */
+  clock?: Clock
 }
 
 export type ReadMode = 'tip' | 'confirmed'
@@ -90,16 +94,33 @@ export class IntentLog extends ReadyResource {
   private lastApplied = -1
   private checking = false
   private recheck = false
+  private ackRetries = 0
+  /** The applied count at our last ack: a new real op is acked once. */
+  private ackedApplied = -1
+  /** We appended a real op that is not confirmed yet: we ack on every update. */
+  private ownPending = false
+  private ackRetryTimer: NodeJS.Timeout | null = null
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
-  private stalled = { indexed: -1, checks: 0 }
+  private stalled = { indexed: -1, since: 0 }
+  private pendingAckAt = 0
+  /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
+  private realPending = false
+  /** Forced acks appended by the watchdog (the bench reports them). */
+  forcedAcks = 0
   private nudging = false
   private readonly founding: boolean
+  private readonly clock: Clock
+  private consistent: { indexed: number; system: SystemView | null } = { indexed: 0, system: null }
+  private confirmedView: { point: { indexed: number; system: SystemView | null }; length: number } | null = null
+  /** Per writer (hex): the longest length seen as a DAG head, and when. */
+  private readonly activity = new Map<string, { length: number; at: number }>()
   private readonly snaps: Record<ReadMode, Snapshot | null> = { tip: null, confirmed: null }
 
   constructor(store: Corestore, opts: IntentLogOptions = {}) {
     super()
     this.founding = opts.key === undefined || opts.key === null
+    this.clock = opts.clock ?? systemClock
     // One namespace per autobase: two bases sharing one can spin (autobase #374).
     this.store = store.namespace(opts.namespace ?? NAMESPACE)
     this.base = new Autobase<View>(this.store, opts.key ?? null, {
@@ -129,17 +150,19 @@ export class IntentLog extends ReadyResource {
     if (this.founding && this.base.writable && this.base.local.length === 0) {
       await this.base.append(encodeOp({ type: 'apply-version', version: APPLY_VERSION }))
     }
+    this.noteConsistent()
     const version = await this.groupApplyVersion('tip')
     if (version > APPLY_VERSION) {
       await this.base.close()
       throw versionAhead(version)
     }
-    this.stallTimer = setInterval(() => this.checkStall(), this.stallCheckMs)
+    this.stallTimer = setInterval(() => this.checkStall(), FORCE_ACK_MS / 2)
     this.stallTimer.unref()
   }
 
   override async _close(): Promise<void> {
     if (this.stallTimer) clearInterval(this.stallTimer)
+    if (this.ackRetryTimer) clearTimeout(this.ackRetryTimer)
     this.drop('tip')
     this.drop('confirmed')
     await this.base.close()
@@ -176,26 +199,53 @@ export class IntentLog extends ReadyResource {
     if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
     if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
     const length = (await this.base.append(encodeOp(op))) as number
+    this.ownPending = true
     return `${this.self}:${length}`
   }
 
-  /** Length of the view inside the confirmed (indexed) prefix, read from the stored system block at the indexed length. */
+  /**
+   * Length of the view inside the confirmed (indexed) prefix, as of the last
+   * consistent point (see noteConsistent), read from the system block at
+   * that indexed length.
+   */
   async confirmedViewLength(): Promise<number> {
     for (let attempt = 0; ; attempt++) {
-      const system = this.base.system
-      const indexed = this.base.indexedLength
-      if (system === null || indexed === 0) return 0
+      const point = this.consistent
+      if (point.system === null || point.indexed === 0) return 0
+      const known = this.confirmedView
+      if (known !== null && known.point === point) return known.length
       try {
-        const node = await system.db.getBySeq(indexed - 1, READ_OPTS)
-        if (node === null) throw Object.assign(new Error(`system block ${indexed - 1} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
-        const info = c.decode(autobaseMessages.Info, node.value)
-        return info.views[0]?.length ?? 0
+        const node = await point.system.db.getBySeq(point.indexed - 1, READ_OPTS)
+        if (node === null) throw Object.assign(new Error(`system block ${point.indexed - 1} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
+        const length = c.decode(autobaseMessages.Info, node.value).views[0]?.length ?? 0
+        // Never move backwards: a later point can only confirm more.
+        if (this.confirmedView === null || this.confirmedView.length <= length) this.confirmedView = { point, length }
+        return this.confirmedView.length
       } catch (err) {
-        // base.system is replaced on indexer changes and reboots; retry on the new one.
-        if (attempt < 3 && (err as { code?: string }).code === 'SESSION_CLOSED' && this.closing === null) continue
+        // base.system is replaced on indexer changes and reboots; the next update records the new one.
+        if ((err as { code?: string }).code === 'SESSION_CLOSED' && this.closing === null) {
+          if (this.consistent !== point && attempt < 3) continue
+          if (known !== null) return known.length
+        }
         throw err
       }
     }
+  }
+
+  /**
+   * Record the indexed length at a consistent point: when autobase emits
+   * 'update' it has flushed its whole drain, so the committed view (what
+   * `base.view` reads) matches the indexed length. In the middle of an
+   * update the in-memory indexed length and system state run ahead of the
+   * committed view, by a whole reorder after a partition heals: a confirmed
+   * read there took a holder's own unconfirmed renews (its old tip, still
+   * in the committed view) for the confirmed prefix, and it held again
+   * beside its successor (test/election-loopback (e) caught it). The
+   * indexed prefix never changes afterwards, so a length recorded here
+   * stays valid until the next point moves it forward.
+   */
+  private noteConsistent(): void {
+    this.consistent = { indexed: this.base.indexedLength, system: this.base.system }
   }
 
   /**
@@ -323,33 +373,43 @@ export class IntentLog extends ReadyResource {
   }
 
   /**
-   * Indexing watchdog. Autobase's linearizer acks only when it thinks an ack
-   * helps (and never while any indexer's core is announced longer than what
-   * we hold of it). After a race we measured an idle group whose tail stayed
-   * unindexed for good (1 run in 15), so a release or a named-lease op at
-   * the end of activity would never be confirmed. If the indexed length has not moved for two checks while the tip is
-   * ahead, an indexer appends a forced ack (a null node referencing its
-   * heads), which is what the majority needs to move the index on.
+   * Confirmation watchdog, keyed on unconfirmed REAL ops (never on
+   * `indexedLength < length`: autobase never acks an ack, so an idle tail of
+   * acks stays unindexed for good, and a watchdog on that fired forever,
+   * growing an idle log by an ack per check).
+   *
+   * Autobase's linearizer acks only when it thinks an ack helps, and never
+   * while any indexer's core is announced longer than what we hold of it.
+   * Under load we measured all three indexers falling silent with a renew
+   * still unindexed, for 0.5-1.6 s, until a timer appended something; once
+   * (1 run in 15) an idle group's last op stayed unindexed for good. So while
+   * a real op is unconfirmed and the indexed length has not moved for
+   * FORCE_ACK_MS, an indexer appends a forced ack (a null node referencing
+   * its heads), which gives the majority the node it needs to move on.
    */
   private checkStall(): void {
     // A writer promoted to indexer counts only once it has acked as one;
     // we measured a promotion that never completed (1 e2e run in 4) while
     // the group was otherwise idle. autobase's ack() is a no-op for plain
     // writers and always writes for a pending indexer.
-    if (this.base.writable && !this.base.ackable && this.closing === null) {
+    const now = this.clock.now()
+    if (this.base.writable && !this.base.ackable && this.closing === null && now - this.pendingAckAt >= this.stallCheckMs) {
+      this.pendingAckAt = now
       this.base.ack().catch((err: unknown) => {
         if (this.closing === null) this.emit('warning', err)
       })
     }
-    const { indexedLength, length } = this.base
-    if (indexedLength >= length || indexedLength !== this.stalled.indexed) {
-      this.stalled = { indexed: indexedLength, checks: 0 }
+    const indexed = this.base.indexedLength
+    if (!this.realPending || indexed !== this.stalled.indexed) {
+      this.stalled = { indexed, since: now }
       return
     }
-    if (++this.stalled.checks < 2 || this.nudging || this.closing !== null) return
+    if (now - this.stalled.since < FORCE_ACK_MS || this.nudging || this.closing !== null || !this.base.ackable) return
     this.nudging = true
-    this.stalled.checks = 0
-    this.nudge()
+    this.stalled.since = now
+    this.forcedAcks++
+    this.base
+      .append(null)
       .catch((err: unknown) => {
         if (this.closing === null) this.emit('warning', err)
       })
@@ -358,13 +418,40 @@ export class IntentLog extends ReadyResource {
       })
   }
 
-  private async nudge(): Promise<void> {
-    // No base.update() first: it can wait for exactly the blocks that will never come.
-    if (this.base.ackable && this.base.indexedLength < this.base.length) await this.base.append(null)
+  /**
+   * The writers seen appending within the last `withinMs` (this device
+   * always included): a writer is live when one of its nodes became a head
+   * of the linearized DAG recently. Live indexers ack every renew, so they
+   * show up every leaseMs/2 at least; the elector ranks and nominates
+   * standbys among these.
+   */
+  liveWriters(withinMs: number): string[] {
+    const since = this.clock.now() - withinMs
+    const live = [this.self]
+    for (const [key, seen] of this.activity) if (seen.at >= since && key !== this.self) live.push(key)
+    return live
+  }
+
+  private noteActivity(): void {
+    const heads = this.base.system?.heads ?? []
+    const now = this.clock.now()
+    for (const h of heads) {
+      const key = b4a.toString(h.key, 'hex')
+      const seen = this.activity.get(key)
+      if (seen === undefined || h.length > seen.length) this.activity.set(key, { length: h.length, at: now })
+    }
   }
 
   private onupdate(): void {
+    this.noteConsistent()
+    this.noteActivity()
     this.emit('update')
+    this.ackRetries = 0
+    this.check()
+  }
+
+  /** Run afterUpdate, one at a time: an update during a pass gets a pass of its own. */
+  private check(): void {
     if (this.closing !== null) return
     if (this.checking) {
       // An update during a check is checked again after it, never dropped.
@@ -382,28 +469,64 @@ export class IntentLog extends ReadyResource {
         this.checking = false
         if (this.recheck) {
           this.recheck = false
-          this.onupdate()
+          this.check()
         }
       })
   }
 
   /**
-   * After a real op (not an ack) was applied: refuse a group that moved to
-   * an apply version we do not implement, and ack at once if we index.
-   * Acking on acks would make indexers answer each other forever.
+   * After every update: refuse a group that moved to an apply version we
+   * do not implement; then, while a real op (not an ack) is unconfirmed,
+   * ack if we index, in two roles:
+   * - every indexer acks once when a new real op is applied (the first hop);
+   * - the author of the unconfirmed op acks on every update while it waits
+   *   (the second hop: autobase confirms a node once a majority acked a node
+   *   that itself sees a majority, so the author's ack over the others'
+   *   acks is what confirms; left to the background timer it cost up to a
+   *   second).
+   * Not everyone on every update: three indexers answering each other's
+   * acks at once kept the DAG with three concurrent heads, and autobase
+   * indexed nothing for up to a second (measured with real daemons). Acking
+   * never loops: with only acks unconfirmed we do not call ack(), and
+   * autobase's own shouldAck never acks an ack. `base.ack()` returns
+   * quietly when an append or ack is already in flight, so a pass that
+   * leaves real ops unconfirmed looks again shortly (a few times, until the
+   * next update).
    */
   private async afterUpdate(): Promise<void> {
     const applied = await this.applied('tip')
-    if (applied === this.lastApplied) return
-    this.lastApplied = applied
-    const version = await this.groupApplyVersion('tip')
-    if (version > APPLY_VERSION) {
-      this.emit('error', versionAhead(version))
+    if (applied !== this.lastApplied) {
+      this.lastApplied = applied
+      const version = await this.groupApplyVersion('tip')
+      if (version > APPLY_VERSION) {
+        this.emit('error', versionAhead(version))
+        return
+      }
+    }
+    this.realPending = applied > (await this.applied('confirmed'))
+    if (this.closing !== null || !this.base.ackable) return
+    if (!this.realPending) {
+      this.ackRetries = 0
+      this.ownPending = false
       return
     }
-    if (this.closing === null && this.base.ackable) await this.base.ack()
+    if (applied === this.ackedApplied && !this.ownPending) return
+    this.ackedApplied = applied
+    await this.base.ack()
+    if (this.closing !== null || this.ackRetryTimer !== null || this.ackRetries >= ACK_RETRIES) return
+    this.ackRetries++
+    this.ackRetryTimer = setTimeout(() => {
+      this.ackRetryTimer = null
+      this.check()
+    }, ACK_RETRY_MS)
   }
 }
+
+/** A real op unconfirmed this long with no indexing progress gets a forced ack. */
+const FORCE_ACK_MS = 250
+/** How long after an ack pass that left real ops unconfirmed we look again, and how often in a row. */
+const ACK_RETRY_MS = 25
+const ACK_RETRIES = 8
 
 interface Snapshot {
   length: number

@@ -77,6 +77,13 @@ export interface ReleaseOp {
   epoch: number | null
   owner: string | null
   ts: number
+  /**
+   * Signer lease only: the device (writer key) the holder hands over to.
+   * Advisory: the nominee claims at once, every other standby treats the
+   * released record as live and claims only after leaseMs (DESIGN §1.4).
+   * Absent in ops written before nomination existed (= null).
+   */
+  successor?: string | null
 }
 
 export interface AddWriterOp {
@@ -251,14 +258,23 @@ function validate(raw: unknown): Decoded {
       if (!isCount(ts)) return bad('ts')
       return ok({ type: 'acquire', name, owner, ttlMs, ts })
     }
-    case 'renew':
-    case 'release': {
-      const { type, name, epoch, owner, ts } = raw
+    case 'renew': {
+      const { name, epoch, owner, ts } = raw
       if (!isLeaseName(name)) return bad('name')
       if (epoch !== null && !isCount(epoch)) return bad('epoch')
       if (owner !== null && !isOwner(owner)) return bad('owner')
       if (!isCount(ts)) return bad('ts')
-      return ok({ type, name, epoch, owner, ts })
+      return ok({ type: 'renew', name, epoch, owner, ts })
+    }
+    case 'release': {
+      const { name, epoch, owner, ts } = raw
+      const successor = raw.successor ?? null
+      if (!isLeaseName(name)) return bad('name')
+      if (epoch !== null && !isCount(epoch)) return bad('epoch')
+      if (owner !== null && !isOwner(owner)) return bad('owner')
+      if (!isCount(ts)) return bad('ts')
+      if (successor !== null && !(name === SIGNER_LEASE && isWriterKeyHex(successor))) return bad('successor')
+      return ok(successor === null ? { type: 'release', name, epoch, owner, ts } : { type: 'release', name, epoch, owner, ts, successor })
     }
     case 'add-writer': {
       const { key, indexer } = raw

@@ -20,7 +20,7 @@ export interface Device {
   log: IntentLog
   elector: Elector | null
   /** elected/demoted lines, like the daemon's log. */
-  events: Array<{ msg: 'elected' | 'demoted'; epoch: number; time: number; reason?: string }>
+  events: Array<{ msg: 'elected' | 'demoted'; epoch: number; time: number; reason?: string; detail?: string }>
 }
 
 export interface ClusterOptions {
@@ -68,7 +68,18 @@ export class Cluster {
 
   async startElector(d: Device, clock?: Clock): Promise<Elector> {
     const elector = new Elector(d.log, { config: { ...this.config }, ...(clock ? { clock } : {}) })
-    elector.on('elected', ({ epoch }) => d.events.push({ msg: 'elected', epoch, time: Date.now() }))
+    elector.on('elected', ({ epoch }) => {
+      const event: Device['events'][number] = { msg: 'elected', epoch, time: Date.now() }
+      d.events.push(event)
+      // What the log looked like when this device started to hold: evidence for an overlap report.
+      const base = d.log.base
+      const confirmed = elector.status().confirmed
+      event.detail = `indexed ${base.indexedLength}/${base.length}, indexers ${base.system?.indexers.length ?? '?'}, confirmed op ${confirmed?.opId.split(':')[1] ?? '-'} rev ${confirmed?.rev ?? '-'}`
+      void d.log.confirmedViewLength().then(
+        (l) => (event.detail += `, confirmed view ${l}/${base.view.core.length}`),
+        () => {}
+      )
+    })
     elector.on('demoted', ({ epoch, reason }) => d.events.push({ msg: 'demoted', epoch, time: Date.now(), reason }))
     elector.on('warning', () => {})
     d.elector = elector
@@ -173,7 +184,7 @@ function describeHolders(cluster: Cluster, holders: number[]): string {
       const st = d.elector!.status()
       const c = st.confirmed
       const deadline = d.elector!.deadline()
-      return `device ${i}: confirmed ${c ? `${c.holder?.slice(0, 8)}@${c.epoch} rev ${c.rev} op ${c.opId.slice(0, 8)}:${c.opId.split(':')[1]}` : 'none'}, deadline in ${deadline === null ? '-' : Math.round(deadline - now)} ms, events ${d.events.map((e) => `${e.msg}@${e.epoch}${e.reason ? `/${e.reason}` : ''}`).join(',')}`
+      return `device ${i}: confirmed ${c ? `${c.holder?.slice(0, 8)}@${c.epoch} rev ${c.rev} op ${c.opId.slice(0, 8)}:${c.opId.split(':')[1]}` : 'none'}, deadline in ${deadline === null ? '-' : Math.round(deadline - now)} ms, events ${d.events.map((e) => `${e.msg}@${e.epoch}${e.reason ? `/${e.reason}` : ''}${e.detail ? ` (${e.detail})` : ''}`).join(',')}`
     })
     .join('; ')
 }

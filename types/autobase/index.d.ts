@@ -45,6 +45,8 @@ declare module 'autobase' {
     readonly db: { getBySeq(seq: number, opts?: { wait?: boolean }): Promise<{ key: Uint8Array; value: Uint8Array } | null> }
     readonly core: Hypercore
     readonly indexers: Array<{ key: Uint8Array; length: number }>
+    /** The heads of the linearized DAG: each writer's latest node that nothing applied yet depends on. */
+    readonly heads: Array<{ key: Uint8Array; length: number }>
     readonly members: number
     getIndexedInfo(length?: number): Promise<IndexedInfo>
     get(key: Uint8Array, opts?: { wait?: boolean }): Promise<SystemWriterInfo | null>
