@@ -256,3 +256,115 @@ test('a version-1 group ignores queue ops until it is upgraded to version 2', as
   await g.run(WRITER, labeled(7, SHA1))
   t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.status, 'queued', 'after the upgrade they apply')
 })
+
+test('fenced ops: only the holder at its epoch decides; a zombie of an older tenure is rejected and audited', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(WRITER, labeled(7, SHA1))
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  const decide = (status: 'evaluating' | 'gate_passed' | 'bounced' | 'queued', epoch = 1, sha = SHA1): Op => ({ type: 'queue-decide', tenant: T, repo: R, pr: 7, sha, status, reason: status === 'bounced' ? 'checks failed' : null, epoch, ts: 5_000 })
+  await g.run(FOUNDER, decide('evaluating'))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.status, 'evaluating', 'the holder moves it to evaluating')
+  await g.run(WRITER, decide('gate_passed'))
+  t.is(g.rejected('not-holder'), 1, 'a writer that does not hold is refused')
+  await g.run(FOUNDER, decide('gate_passed', 2))
+  t.is(g.rejected('stale-epoch'), 1, 'the holder at a wrong epoch is refused')
+  await g.run(FOUNDER, decide('gate_passed', 1, SHA2))
+  t.is(g.rejected('stale-decision'), 1, 'a decision about another head is refused')
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.status, 'evaluating', 'nothing moved')
+  // The lease moves on: the old holder's late decision is a zombie's.
+  await g.run(FOUNDER, { type: 'release', name: '__lease__', epoch: 1, owner: null, ts: 6 })
+  await g.run(WRITER, { type: 'claim', name: '__lease__', seen: `${FOUNDER}:${8}`, epoch: 2, ts: 7 })
+  await g.run(FOUNDER, decide('gate_passed', 1))
+  t.is(g.rejected('not-holder'), 2, 'the former holder is refused')
+  await g.run(WRITER, decide('gate_passed', 2))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.status, 'gate_passed', 'the new holder decides at epoch 2')
+  const rejected = g.range<AuditEntry>(auditPrefix(T, R)).filter((a) => a.action === 'rejected')
+  t.is(rejected.length, 4, 'every refused decision is in the audit ring')
+})
+
+test('attempts: one open per PR, ended by its id, by this or a later holder', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(WRITER, labeled(7, SHA1))
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  const attempt: Op = { type: 'attempt', tenant: T, repo: R, pr: 7, sha: SHA1, action: 'merge', epoch: 1, ts: 10 }
+  await g.run(FOUNDER, attempt)
+  const open = g.get<{ op: string; action: string }>(`attempt/${T}/${R}/0000000007`)
+  t.is(open?.action, 'merge', 'the attempt is open')
+  await g.run(FOUNDER, attempt)
+  t.is(g.rejected('attempt-mismatch'), 1, 'a second attempt while one is open is refused')
+  await g.run(FOUNDER, { type: 'attempt-end', tenant: T, repo: R, pr: 7, attempt: `${FOUNDER}:1`, outcome: 'merged', detail: null, epoch: 1, ts: 11 })
+  t.is(g.rejected('attempt-mismatch'), 2, 'an end naming another attempt is refused')
+  await g.run(FOUNDER, { type: 'attempt-end', tenant: T, repo: R, pr: 7, attempt: open!.op, outcome: 'merged', detail: 'sha abc', epoch: 1, ts: 12 })
+  t.absent(g.get(`attempt/${T}/${R}/0000000007`), 'ended')
+  const audit = g.range<AuditEntry>(auditPrefix(T, R)).filter((a) => a.action === 'attempt').map((a) => a.detail)
+  t.alike(audit, ['merge', 'merge merged: sha abc'])
+})
+
+test('forge-sync: a PR whose webhooks were lost joins, a closed one leaves, a moved head re-evaluates, a bounced one stays out', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  const sync = (pr: number, patch: Partial<Extract<Op, { type: 'forge-sync' }>>): Op => ({
+    type: 'forge-sync',
+    tenant: T,
+    repo: R,
+    pr,
+    sha: SHA1,
+    state: 'open',
+    draft: false,
+    labels: ['autolease:queue'],
+    autoMerge: false,
+    checks: [{ name: 'ci', conclusion: 'success' }],
+    epoch: 1,
+    ts: 100,
+    ...patch
+  })
+  await g.run(FOUNDER, sync(1, {}))
+  let e = g.get<QueueEntry>(queueKey(T, R, 1))
+  t.alike([e?.status, e?.gateResult], ['queued', 'success'], 'joined with its gate')
+  await g.run(FOUNDER, sync(1, { sha: SHA2, checks: null }))
+  e = g.get<QueueEntry>(queueKey(T, R, 1))
+  t.alike([e?.prSha, e?.gateResult], [SHA2, null], 'a moved head is re-evaluated')
+  await g.run(FOUNDER, sync(1, { sha: SHA2, state: 'merged' }))
+  t.absent(g.get(queueKey(T, R, 1)), 'merged: it leaves')
+  await g.run(FOUNDER, sync(2, {}))
+  await g.run(FOUNDER, { type: 'queue-decide', tenant: T, repo: R, pr: 2, sha: SHA1, status: 'bounced', reason: 'checks failed', epoch: 1, ts: 101 })
+  await g.run(FOUNDER, sync(2, { labels: [], autoMerge: true }))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 2))?.status, 'bounced', 'a bounced PR at the same head is not re-queued by a resync')
+  await g.run(FOUNDER, sync(2, { labels: [], autoMerge: true, sha: SHA2 }))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 2))?.status, 'queued', 'under auto-merge a new head brings it back')
+  await g.run(FOUNDER, sync(3, { labels: [] }))
+  t.absent(g.get(queueKey(T, R, 3)), 'open without label or auto-merge: not queued')
+})
+
+test('operator controls: pause and resume, remove, retry a bounced PR', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  await g.run(WRITER, labeled(7, SHA1), labeled(8, SHA2))
+  await g.run(WRITER, { type: 'queue-control', tenant: T, repo: R, action: 'pause', pr: null, ts: 5 })
+  t.is(g.get<{ paused: boolean }>(repoKey(T, R))?.paused, true, 'paused (by any writer)')
+  await g.run(WRITER, { type: 'queue-control', tenant: T, repo: R, action: 'resume', pr: null, ts: 6 })
+  t.is(g.get<{ paused: boolean }>(repoKey(T, R))?.paused, false, 'resumed')
+  await g.run(WRITER, { type: 'queue-control', tenant: T, repo: R, action: 'remove', pr: 8, ts: 7 })
+  t.absent(g.get(queueKey(T, R, 8)), 'removed')
+  await g.run(FOUNDER, { type: 'queue-decide', tenant: T, repo: R, pr: 7, sha: SHA1, status: 'bounced', reason: 'conflict', epoch: 1, ts: 8 })
+  await g.run(WRITER, { type: 'queue-control', tenant: T, repo: R, action: 'retry', pr: 7, ts: 9 })
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.status, 'queued', 'retried: back in the queue')
+  t.is(g.get<RepoState>(repoStateKey(T, R))?.queueLength, 1)
+})
+
+test('reconcile: a request from any writer, answered by the holder per repo', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  await g.run(WRITER, { type: 'reconcile-request', tenant: T, repo: null, ts: 3 })
+  const requestId = `${WRITER}:1`
+  t.alike(g.get<{ results: unknown[] }>(`reconcile/request/${requestId}`)?.results, [], 'pending')
+  await g.run(FOUNDER, { type: 'reconcile-result', tenant: T, repo: R, epoch: 1, ts: 4, request: requestId, fixed: ['removed bounced PR 3'], staleLeases: [], queueLength: 0, eventCount: 2 })
+  const results = g.get<{ results: Array<{ repo: string; fixed: string[] }> }>(`reconcile/request/${requestId}`)?.results
+  t.alike(results?.map((r) => [r.repo, r.fixed]), [[R, ['removed bounced PR 3']]], 'the result is attached to the request')
+  t.is(g.get<{ queueLength: number }>(`reconcile/last/${T}/${R}`)?.queueLength, 0, 'and kept as the repo\'s latest')
+})

@@ -40,7 +40,7 @@ import b4a from 'b4a'
 import { decodeOp, opId, type ApplyVersionOp, type Op, type WriterOp } from './ops.js'
 import { StorageFailure, ViewTx } from './view-tx.js'
 import { applyLeaseOp } from '../lease/lease-apply.js'
-import { applyEventOp, applyRepoOp } from '../queue/queue-apply.js'
+import { applyEventOp, applyFencedOp, applyQueueControl, applyReconcileRequest, applyRepoOp } from '../queue/queue-apply.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type RejectionReason, type WriterEntry } from './view-layout.js'
 
 export type View = Hyperbee<unknown>
@@ -54,6 +54,7 @@ export type View = Hyperbee<unknown>
 export const APPLY_VERSION = 2
 /** A group whose first op is not an apply-version op runs version 1. */
 const FIRST_VERSION = 1
+const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
 
 export async function apply(nodes: ApplyNode[], view: View, host: ApplyHost): Promise<void> {
   const batch = view.batch()
@@ -110,6 +111,8 @@ async function dispatch(
   groupVersion: number,
   count: (reason: RejectionReason) => Promise<void>
 ): Promise<void> {
+  // The queue's ops came with version 2: a version-1 group sees them as a version-1 build does.
+  if (groupVersion < 2 && !VERSION_1_TYPES.has(op.type)) return count('unknown-type')
   switch (op.type) {
     case 'add-writer':
     case 'remove-writer':
@@ -125,13 +128,21 @@ async function dispatch(
       return applyLeaseOp(tx, op, writer.key, id, count)
     case 'repo-add':
     case 'repo-remove':
-      if (groupVersion < 2) return count('unknown-type')
       // Config is replicated so every apply sees the same; only indexers change it.
       if (!writer.indexer) return count('unauthorized')
       return applyRepoOp(tx, op, id)
     case 'event':
-      if (groupVersion < 2) return count('unknown-type')
       return applyEventOp(tx, op, id, count)
+    case 'queue-decide':
+    case 'attempt':
+    case 'attempt-end':
+    case 'forge-sync':
+    case 'reconcile-result':
+      return applyFencedOp(tx, op, writer.key, id, count)
+    case 'queue-control':
+      return applyQueueControl(tx, op, id, count)
+    case 'reconcile-request':
+      return applyReconcileRequest(tx, op, id)
   }
 }
 

@@ -162,10 +162,93 @@ export interface EventOp {
   ts: number
 }
 
+/** Fields every fenced op of the holder carries: apply rejects it unless its author holds the signer lease at `epoch`. */
+interface Fenced {
+  tenant: string
+  repo: string
+  epoch: number
+  ts: number
+}
+
+/** The holder's decision about a queued PR at head `sha` (DESIGN §4: only the holder sets these statuses). */
+export interface QueueDecideOp extends Fenced {
+  type: 'queue-decide'
+  pr: number
+  sha: string
+  status: 'evaluating' | 'gate_passed' | 'bounced' | 'queued'
+  reason: string | null
+}
+
+export type ForgeAction = 'merge' | 'comment' | 'remove-label'
+
+/** Before a forge mutation: the holder records what it is about to do; the call is made only once this op is confirmed. */
+export interface AttemptOp extends Fenced {
+  type: 'attempt'
+  pr: number
+  sha: string
+  action: ForgeAction
+}
+
+export type AttemptOutcome = 'merged' | 'head-moved' | 'base-modified' | 'not-mergeable' | 'done' | 'failed' | 'abandoned'
+
+/** After a forge mutation (or after a new holder re-read the forge for an attempt left open): how it ended. */
+export interface AttemptEndOp extends Fenced {
+  type: 'attempt-end'
+  pr: number
+  /** The attempt op's id. */
+  attempt: string
+  outcome: AttemptOutcome
+  detail: string | null
+}
+
+/** What the forge says about one PR, read by the holder's reconciliation (GitHub does not redeliver missed webhooks). */
+export interface ForgeSyncOp extends Fenced {
+  type: 'forge-sync'
+  pr: number
+  sha: string
+  state: 'open' | 'closed' | 'merged'
+  draft: boolean
+  labels: string[]
+  autoMerge: boolean
+  /** The checks reported for `sha` (null: not read). */
+  checks: CheckFact[] | null
+}
+
+/** An operator's control of a repo's queue, from any writer. */
+export interface QueueControlOp {
+  type: 'queue-control'
+  tenant: string
+  repo: string
+  action: 'pause' | 'resume' | 'remove' | 'retry'
+  pr: number | null
+  ts: number
+}
+
+/** Asks the holder for a reconciliation now (any writer); repo null = every managed repo of the tenant. */
+export interface ReconcileRequestOp {
+  type: 'reconcile-request'
+  tenant: string
+  repo: string | null
+  ts: number
+}
+
+/** The holder's reconciliation of one repo (seed 000's /reconcile answer), for a request or on its own schedule. */
+export interface ReconcileResultOp extends Fenced {
+  type: 'reconcile-result'
+  /** The reconcile-request op it answers, or null. */
+  request: string | null
+  fixed: string[]
+  staleLeases: string[]
+  queueLength: number
+  eventCount: number
+}
+
+export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | QueueControlOp | ReconcileRequestOp | ReconcileResultOp
+
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
 export type ConfigOp = RepoAddOp | RepoRemoveOp
-export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp
+export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | QueueOp
 
 export type DecodeFailure = 'malformed' | 'unknown-version' | 'unknown-type' | 'invalid-field'
 export type Decoded = { ok: true; op: Op } | { ok: false; reason: DecodeFailure; detail: string }
@@ -310,6 +393,29 @@ function validate(raw: unknown): Decoded {
     }
     case 'event':
       return validateEvent(raw)
+    case 'queue-decide':
+    case 'attempt':
+    case 'attempt-end':
+    case 'forge-sync':
+    case 'reconcile-result':
+      return validateFenced(raw)
+    case 'queue-control': {
+      const { tenant, repo, action, pr, ts } = raw
+      if (!isTenant(tenant)) return bad('tenant')
+      if (!isRepo(repo)) return bad('repo')
+      if (action !== 'pause' && action !== 'resume' && action !== 'remove' && action !== 'retry') return bad('action')
+      if ((action === 'remove' || action === 'retry') !== (pr !== null)) return bad('pr')
+      if (pr !== null && !isPrNumber(pr)) return bad('pr')
+      if (!isCount(ts)) return bad('ts')
+      return ok({ type: 'queue-control', tenant, repo, action, pr, ts })
+    }
+    case 'reconcile-request': {
+      const { tenant, repo, ts } = raw
+      if (!isTenant(tenant)) return bad('tenant')
+      if (repo !== null && !isRepo(repo)) return bad('repo')
+      if (!isCount(ts)) return bad('ts')
+      return ok({ type: 'reconcile-request', tenant, repo, ts })
+    }
     default:
       return fail('unknown-type', `type ${describe(raw.type)}`)
   }
@@ -358,6 +464,70 @@ function validateEvent(raw: Record<string, unknown>): Decoded {
     ts
   })
 }
+
+const DETAIL = 500
+const ATTEMPT_OUTCOMES = new Set(['merged', 'head-moved', 'base-modified', 'not-mergeable', 'done', 'failed', 'abandoned'])
+
+function validateFenced(raw: Record<string, unknown>): Decoded {
+  const { type, tenant, repo, epoch, ts } = raw
+  if (!isTenant(tenant)) return bad('tenant')
+  if (!isRepo(repo)) return bad('repo')
+  if (!isCount(epoch) || epoch < 1) return bad('epoch')
+  if (!isCount(ts)) return bad('ts')
+  const base = { tenant, repo, epoch, ts }
+  if (type === 'reconcile-result') {
+    const { request, fixed, staleLeases, queueLength, eventCount } = raw
+    if (request !== null && !isOpId(request)) return bad('request')
+    const f = textList(fixed, 200, DETAIL)
+    if (f === null) return bad('fixed')
+    const stale = textList(staleLeases, 200, MAX_NAME)
+    if (stale === null) return bad('staleLeases')
+    if (!isCount(queueLength)) return bad('queueLength')
+    if (!isCount(eventCount)) return bad('eventCount')
+    return ok({ type, ...base, request, fixed: f, staleLeases: stale, queueLength, eventCount })
+  }
+  const { pr } = raw
+  if (!isPrNumber(pr)) return bad('pr')
+  if (type === 'attempt-end') {
+    const { attempt, outcome, detail } = raw
+    if (!isOpId(attempt)) return bad('attempt')
+    if (typeof outcome !== 'string' || !ATTEMPT_OUTCOMES.has(outcome)) return bad('outcome')
+    if (detail !== null && !isText(detail, DETAIL)) return bad('detail')
+    return ok({ type, ...base, pr, attempt, outcome: outcome as AttemptOutcome, detail })
+  }
+  const { sha } = raw
+  if (!isSha(sha)) return bad('sha')
+  if (type === 'queue-decide') {
+    const { status, reason } = raw
+    if (status !== 'evaluating' && status !== 'gate_passed' && status !== 'bounced' && status !== 'queued') return bad('status')
+    if (reason !== null && !isText(reason, DETAIL)) return bad('reason')
+    return ok({ type, ...base, pr, sha, status, reason })
+  }
+  if (type === 'attempt') {
+    const { action } = raw
+    if (action !== 'merge' && action !== 'comment' && action !== 'remove-label') return bad('action')
+    return ok({ type, ...base, pr, sha, action })
+  }
+  // forge-sync
+  const { state, draft, labels, autoMerge, checks } = raw
+  if (state !== 'open' && state !== 'closed' && state !== 'merged') return bad('state')
+  if (typeof draft !== 'boolean') return bad('draft')
+  const labelList = textList(labels, MAX_LABELS, MAX_LABEL)
+  if (labelList === null) return bad('labels')
+  if (typeof autoMerge !== 'boolean') return bad('autoMerge')
+  let facts: CheckFact[] | null = null
+  if (checks !== null) {
+    if (!Array.isArray(checks) || checks.length > CHECKS_PER_SYNC) return bad('checks')
+    facts = []
+    for (const c of checks) {
+      if (!isPlainObject(c) || !isLabel(c.name) || typeof c.conclusion !== 'string' || !WORD.test(c.conclusion)) return bad('checks')
+      facts.push({ name: c.name, conclusion: c.conclusion })
+    }
+  }
+  return ok({ type: 'forge-sync', ...base, pr, sha, state, draft, labels: labelList, autoMerge, checks: facts })
+}
+
+const CHECKS_PER_SYNC = 100
 
 /** A printable detail for any decoded JSON value. Never String(): `{"toString":0}` makes it throw. */
 function describe(v: unknown): string {

@@ -27,6 +27,12 @@ export type RejectionReason =
   | 'duplicate'
   /** A delivery id seen before with another body. */
   | 'delivery-conflict'
+  /** A fenced op whose author does not hold the signer lease (at any epoch). */
+  | 'not-holder'
+  /** A holder's decision or attempt about an entry that moved on (another head, another status, not queued). */
+  | 'stale-decision'
+  /** An attempt while another attempt for the PR is still open, or an attempt-end that names no open attempt. */
+  | 'attempt-mismatch'
 
 export interface TenureEntry {
   name: string

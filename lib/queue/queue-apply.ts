@@ -17,8 +17,9 @@
  *   few entries per op, so no op does unbounded work.
  */
 import type { ViewTx } from '../log/view-tx.js'
-import type { EventOp, RepoAddOp, RepoRemoveOp } from '../log/ops.js'
-import type { RejectionReason } from '../log/view-layout.js'
+import { SIGNER_LEASE, type AttemptEndOp, type AttemptOp, type EventOp, type ForgeSyncOp, type QueueControlOp, type QueueDecideOp, type ReconcileRequestOp, type ReconcileResultOp, type RepoAddOp, type RepoRemoveOp } from '../log/ops.js'
+import { leaseKey, type RejectionReason } from '../log/view-layout.js'
+import type { LeaseRecord } from '../lease/lease-state.js'
 import { evaluateGate, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
 import {
   CHECKS_PER_SHA,
@@ -26,7 +27,10 @@ import {
   DEDUP_MAX_AGE_MS,
   EMPTY_REPO_STATE,
   SHA_MAX,
+  attemptKey,
   auditKey,
+  lastReconcileKey,
+  reconcileRequestKey,
   dedupKey,
   dedupSeqKey,
   eventKey,
@@ -38,6 +42,9 @@ import {
   type AuditEntry,
   type DedupEntry,
   type EventEntry,
+  type OpenAttempt,
+  type ReconcileRequest,
+  type ReconcileResult,
   type RepoConfig,
   type RepoState,
   type ShaEntry
@@ -261,3 +268,136 @@ async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | 
   }
   return entry
 }
+
+export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp
+
+/**
+ * The holder's fenced ops (DESIGN §1.6): accepted only from the device that
+ * holds the signer lease, at the epoch it holds, in the linearized order. A
+ * zombie of an older tenure (paused, cut off, or just late) can append
+ * whatever it likes: each of its ops is rejected here and audited, so its
+ * decisions never reach the queue.
+ */
+export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id: string, count: Count): Promise<void> {
+  const signer = await tx.get<LeaseRecord>(leaseKey(SIGNER_LEASE))
+  const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
+  if (config === null) return count('unmanaged-repo')
+  const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
+  const pr = 'pr' in op ? op.pr : null
+  const refuse = async (reason: RejectionReason, detail: string): Promise<void> => {
+    await count(reason)
+    scope.audit(op.ts, 'rejected', pr, 'sha' in op ? op.sha : null, op.epoch, `${op.type}: ${detail}`)
+    scope.save()
+  }
+  if (signer === null || signer.holder !== author) return refuse('not-holder', 'its author does not hold the signer lease')
+  if (signer.epoch !== op.epoch) return refuse('stale-epoch', `epoch ${op.epoch} is not the current epoch ${signer.epoch}`)
+
+  switch (op.type) {
+    case 'queue-decide': {
+      const before = await scope.entry(op.pr)
+      const out = queueTransition(op.pr, before, { kind: 'decide', sha: op.sha, status: op.status, reason: op.reason, epoch: op.epoch }, op.ts)
+      if (out.result !== 'decided') return refuse('stale-decision', `${op.status} at ${op.sha.slice(0, 12)}: ${out.result}`)
+      if (out.audit !== null) scope.audit(op.ts, out.audit, op.pr, op.sha, op.epoch, op.reason)
+      scope.setEntry(op.pr, before, out.entry)
+      break
+    }
+    case 'attempt': {
+      const entry = await scope.entry(op.pr)
+      if (entry === null || entry.prSha !== op.sha) return refuse('stale-decision', `${op.action} at ${op.sha.slice(0, 12)}: the entry is not at that head`)
+      const key = attemptKey(op.tenant, op.repo, op.pr)
+      const open = await tx.get<OpenAttempt>(key)
+      if (open !== null) return refuse('attempt-mismatch', `${op.action}: attempt ${open.op} is still open`)
+      const attempt: OpenAttempt = { op: id, pr: op.pr, sha: op.sha, action: op.action, epoch: op.epoch, ts: op.ts }
+      tx.put(key, attempt)
+      scope.audit(op.ts, 'attempt', op.pr, op.sha, op.epoch, op.action)
+      break
+    }
+    case 'attempt-end': {
+      const key = attemptKey(op.tenant, op.repo, op.pr)
+      const open = await tx.get<OpenAttempt>(key)
+      if (open === null || open.op !== op.attempt) return refuse('attempt-mismatch', `no open attempt ${op.attempt}`)
+      tx.del(key)
+      scope.audit(op.ts, 'attempt', op.pr, open.sha, op.epoch, `${open.action} ${op.outcome}${op.detail !== null ? `: ${op.detail}` : ''}`)
+      break
+    }
+    case 'forge-sync':
+      await applyForgeSync(tx, scope, config, op)
+      break
+    case 'reconcile-result': {
+      const result: ReconcileResult = { fixed: op.fixed, staleLeases: op.staleLeases, queueLength: op.queueLength, eventCount: op.eventCount, epoch: op.epoch, ts: op.ts, op: id }
+      tx.put(lastReconcileKey(op.tenant, op.repo), result)
+      if (op.request !== null) {
+        const request = await tx.get<ReconcileRequest>(reconcileRequestKey(op.request))
+        if (request !== null && request.results.length < 200) tx.put(reconcileRequestKey(op.request), { ...request, results: [...request.results, { repo: op.repo, ...result }] })
+      }
+      scope.audit(op.ts, 'reconcile', null, null, op.epoch, op.fixed.length === 0 ? 'nothing to fix' : op.fixed.join('; ').slice(0, 500))
+      break
+    }
+  }
+  scope.save()
+}
+
+/**
+ * What the forge says about a PR, as the holder read it during a resync:
+ * the same facts a webhook would have carried (joined, left, moved head,
+ * gate), so a missed webhook never leaves a PR stuck. A PR bounced at its
+ * current head stays out (its label was removed; under auto-merge only a
+ * new head brings it back).
+ */
+async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: ForgeSyncOp): Promise<void> {
+  const entry = await scope.entry(op.pr)
+  const label = config.label.toLowerCase()
+  const labelled = op.labels.some((l) => l.toLowerCase() === label)
+  if (op.state !== 'open') {
+    await transition(tx, scope, config, op.pr, { kind: 'leave', merged: op.state === 'merged' }, op.ts)
+    return
+  }
+  if (op.checks !== null) {
+    for (const c of op.checks) await indexSha(tx, scope, op.sha, op.pr, [c.name, c.conclusion])
+  } else {
+    await indexSha(tx, scope, op.sha, op.pr, null)
+  }
+  const wanted = (labelled || op.autoMerge) && !op.draft
+  const bouncedHere = entry !== null && entry.status === 'bounced' && entry.prSha === op.sha
+  if (!wanted) {
+    if (entry !== null) await transition(tx, scope, config, op.pr, { kind: 'leave', merged: false }, op.ts)
+    return
+  }
+  if (bouncedHere) return
+  if (entry === null || entry.prSha !== op.sha) {
+    await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts)
+  } else if (op.checks !== null) {
+    const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, op.sha))
+    await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: evaluateGate(sha?.checks ?? [], config.requiredChecks) }, op.ts)
+  }
+}
+
+/** An operator's control from any writer: pause/resume a repo, remove an entry, retry a bounced PR now. */
+export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: string, count: Count): Promise<void> {
+  const key = repoKey(op.tenant, op.repo)
+  const config = await tx.get<RepoConfig>(key)
+  if (config === null) return count('unmanaged-repo')
+  const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
+  if (op.action === 'pause' || op.action === 'resume') {
+    tx.put(key, { ...config, paused: op.action === 'pause' })
+    scope.audit(op.ts, op.action, null, null, null, null)
+  } else if (op.pr !== null) {
+    const before = await scope.entry(op.pr)
+    if (before === null) {
+      await count('stale-decision')
+    } else if (op.action === 'remove') {
+      scope.setEntry(op.pr, before, null)
+      scope.audit(op.ts, 'leave', op.pr, before.prSha, null, 'removed by an operator')
+    } else {
+      // Retry: back in the queue at its head, gate re-read from the checks reported so far.
+      await transition(tx, scope, config, op.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts)
+    }
+  }
+  scope.save()
+}
+
+export async function applyReconcileRequest(tx: ViewTx, op: ReconcileRequestOp, id: string): Promise<void> {
+  const request: ReconcileRequest = { op: id, tenant: op.tenant, repo: op.repo, ts: op.ts, results: [] }
+  tx.put(reconcileRequestKey(id), request)
+}
+

@@ -115,4 +115,40 @@ export const dedupSeqKey = (tenant: string, repo: string, seq: number): string =
 export const shaKey = (tenant: string, repo: string, sha: string): string => `sha/${scope(tenant, repo)}/${sha}`
 export const shaSeqKey = (tenant: string, repo: string, seq: number): string => `shaseq/${scope(tenant, repo)}/${pad(seq, 15)}`
 
+/** A forge mutation the holder announced (attempt op) and has not ended yet: at most one per PR. */
+export interface OpenAttempt {
+  op: string
+  pr: number
+  sha: string
+  action: 'merge' | 'comment' | 'remove-label'
+  epoch: number
+  ts: number
+}
+
+export interface ReconcileResult {
+  fixed: string[]
+  staleLeases: string[]
+  queueLength: number
+  eventCount: number
+  epoch: number
+  ts: number
+  op: string
+}
+
+/** A reconcile request (any writer) and, once the holder served it, its results by repo. */
+export interface ReconcileRequest {
+  op: string
+  tenant: string
+  repo: string | null
+  ts: number
+  results: Array<{ repo: string } & ReconcileResult>
+}
+
+export const ATTEMPT_PREFIX = 'attempt/'
+export const attemptKey = (tenant: string, repo: string, pr: number): string => `${ATTEMPT_PREFIX}${scope(tenant, repo)}/${pad(pr, 10)}`
+export const attemptPrefix = (tenant: string, repo: string): string => `${ATTEMPT_PREFIX}${scope(tenant, repo)}/`
+export const RECONCILE_REQUEST_PREFIX = 'reconcile/request/'
+export const reconcileRequestKey = (op: string): string => RECONCILE_REQUEST_PREFIX + op
+export const lastReconcileKey = (tenant: string, repo: string): string => `reconcile/last/${scope(tenant, repo)}`
+
 export const EMPTY_REPO_STATE: RepoState = { queueLength: 0, events: 0, audit: 0, dedupFirst: 0, dedupNext: 0, shaFirst: 0, shaNext: 0, maxTs: 0 }

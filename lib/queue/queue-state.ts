@@ -46,6 +46,11 @@ export type AuditAction =
   | 'bounce'
   | 'duplicate'
   | 'rejected'
+  /** A forge mutation announced (attempt op) or ended (attempt-end op). */
+  | 'attempt'
+  | 'pause'
+  | 'resume'
+  | 'reconcile'
 
 export type QueueFact =
   /** Labelled with the queue label, auto-merge enabled, or opened/reopened/ready while so. */
