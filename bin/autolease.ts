@@ -27,6 +27,7 @@ import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/da
 import { IntentLog } from '../lib/log/intent-log.js'
 import { decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
 import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
+import { registerQueueCommands } from '../lib/cli/queue-commands.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import { runDemo } from '../lib/daemon/demo.js'
 import type { Json } from '../lib/daemon/control-server.js'
@@ -56,15 +57,32 @@ async function cmdInit(f: { storage: string }): Promise<number> {
   return EXIT.OK
 }
 
-async function cmdStart(f: { storage: string; leaseMs?: number; metricsPort?: number } & NetFlags): Promise<number> {
+interface StartFlags extends NetFlags {
+  storage: string
+  leaseMs?: number
+  metricsPort?: number
+  webhookPort?: number
+  webhookHost?: string
+  webhookSecretsFile?: string
+}
+
+async function cmdStart(f: StartFlags): Promise<number> {
+  if ((f.webhookPort === undefined) !== (f.webhookSecretsFile === undefined)) {
+    throw new Exit(EXIT.USAGE, '--webhook-port and --webhook-secrets-file go together')
+  }
+  if (f.webhookHost !== undefined && f.webhookPort === undefined) throw new Exit(EXIT.USAGE, '--webhook-host goes with --webhook-port')
   const logger = createLogger()
   const daemon = new Daemon({
     storage: f.storage,
     ...net(f),
     ...(f.leaseMs ? { leaseMs: f.leaseMs } : {}),
     metricsPort: f.metricsPort ?? null,
+    webhookPort: f.webhookPort ?? null,
+    ...(f.webhookHost ? { webhookHost: f.webhookHost } : {}),
+    ...(f.webhookSecretsFile ? { webhookSecretsFile: f.webhookSecretsFile } : {}),
     logger
   })
+  process.on('SIGHUP', () => daemon.reloadSecrets())
   let stopping: Promise<void> | null = null
   const stop = (signal: string): void => {
     if (stopping) return
@@ -268,7 +286,10 @@ function build(): Command {
   network(storage(program.command('start').description('run the daemon in the foreground (JSON log lines on stdout)')))
     .option('--lease-ms <n>', 'signer lease duration in ms', positiveInt('--lease-ms'))
     .option('--metrics-port <n>', 'serve Prometheus metrics on 127.0.0.1:N/metrics', port)
-    .action(act((f: { storage: string; leaseMs?: number; metricsPort?: number } & NetFlags) => cmdStart(f)))
+    .option('--webhook-port <n>', 'take GitHub webhooks on POST /webhook/<tenant> at this port', port)
+    .option('--webhook-host <address>', 'address the webhook intake binds (default 127.0.0.1)')
+    .option('--webhook-secrets-file <file>', 'JSON {"<tenant>": ["<secret>", ...]}, mode 0600; re-read on SIGHUP')
+    .action(act((f: StartFlags) => cmdStart(f)))
 
   storage(program.command('invite').description('print a one-line, single-use invite from the running daemon'))
     .option('--ttl <seconds>', 'invite lifetime in seconds (default 600)', seconds)
@@ -351,6 +372,8 @@ function build(): Command {
       else out(`${r.record.name}  ${r.record.holder === null ? `free, token ${r.record.epoch}` : describeHeld(r.record)}`)
       return EXIT.OK
     }))
+
+  registerQueueCommands(program, storage, act)
 
   program
     .command('testnet')

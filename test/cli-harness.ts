@@ -68,8 +68,8 @@ export class Procs {
     return line.trim()
   }
 
-  start(dir: string, bootstrap: string, leaseMs = 2000): Daemon {
-    const proc = this.spawn(['start', '--storage', dir, '--bootstrap', bootstrap, '--host', '127.0.0.1', '--lease-ms', String(leaseMs)])
+  start(dir: string, bootstrap: string, leaseMs = 2000, extra: string[] = []): Daemon {
+    const proc = this.spawn(['start', '--storage', dir, '--bootstrap', bootstrap, '--host', '127.0.0.1', '--lease-ms', String(leaseMs), ...extra])
     const lines: Array<Record<string, unknown>> = []
     createInterface({ input: proc.stdout! }).on('line', (l) => {
       try {
@@ -149,4 +149,33 @@ export async function waitStatuses(dirs: string[], fn: (s: Array<Status | null>)
     throw new Error(`${(err as Error).message}; last seen ${seen.join(' ')}`)
   }
   return last
+}
+
+/**
+ * A group of `dirs.length` real daemons formed as an operator would: init
+ * on the first, then each other device joins by invite and starts, the next
+ * one only once the previous promotion to indexer is in effect; returns
+ * once every device is an active indexer and one holder is confirmed.
+ * `extra(i)` adds start flags for device i.
+ */
+export async function formGroup(procs: Procs, dirs: string[], bootstrap: string, leaseMs: number, extra: (i: number) => string[] = () => []): Promise<Daemon[]> {
+  const net = ['--bootstrap', bootstrap, '--host', '127.0.0.1']
+  const init = await cli(['init', '--storage', dirs[0]!])
+  if (init.code !== 0) throw new Error(`init failed: ${init.stderr.trim()}`)
+  const daemons = [procs.start(dirs[0]!, bootstrap, leaseMs, extra(0))]
+  await waitStatuses([dirs[0]!], (s) => s[0] !== null, 20_000, 'the first daemon to answer')
+  for (let i = 1; i < dirs.length; i++) {
+    const inv = await cli(['invite', '--storage', dirs[0]!])
+    const j = await cli(['join', inv.stdout.trim(), '--storage', dirs[i]!, ...net])
+    if (j.code !== 0) throw new Error(`join ${i} failed: ${j.stderr.trim()}`)
+    daemons.push(procs.start(dirs[i]!, bootstrap, leaseMs, extra(i)))
+    await waitStatuses([dirs[i]!], (s) => s[0]?.indexer === true, 30_000, `device ${i} to become an active indexer`)
+  }
+  await waitStatuses(
+    dirs,
+    (s) => s.every((x) => x !== null && x.indexer && x.peers >= dirs.length - 1 && x.indexers.length === dirs.length) && s.filter((x) => x?.role === 'holder').length === 1,
+    45_000,
+    'every device an indexer and one holder'
+  )
+  return daemons
 }

@@ -33,6 +33,8 @@ export interface RunFlags {
 /** A `hold` stream event, checked. */
 interface HoldEvent extends HoldState {
   killLeadMs: number
+  /** This attachment's id for run.report (null from a daemon that does not wait for runners). */
+  runner: number | null
 }
 
 export async function cmdRun(command: string, args: string[], f: RunFlags): Promise<number> {
@@ -51,12 +53,24 @@ export async function cmdRun(command: string, args: string[], f: RunFlags): Prom
       return handle.stop() // treated as the daemon going away: no hold to follow
     }
     if (runner === null) {
-      runner = new Runner({ command, args, killLeadMs: ev.killLeadMs })
-      wire(runner, note, (epoch) => `at epoch ${epoch}`)
-      first(runner)
+      const r = new Runner({ command, args, killLeadMs: ev.killLeadMs })
+      runner = r
+      wire(r, note, (epoch) => `at epoch ${epoch}`)
+      // Tell the daemon whether our child runs: a graceful release waits for
+      // "gone" (reported after holding ended) before the successor may act.
+      r.on('started', () => report(true))
+      r.on('stopped', () => report(false))
+      first(r)
     }
+    runnerId = ev.runner
     runner.update(ev)
+    if (!ev.holding && !runner.running) report(false)
   })
+  let runnerId: number | null = null
+  const report = (running: boolean): void => {
+    if (runnerId === null) return
+    call(socketOf(f.storage), 'run.report', { runner: runnerId, running }, 5_000).catch(() => {})
+  }
   const onclosed = (): void => {
     if (runner !== null) runner.lost()
     else first(null)
@@ -160,26 +174,13 @@ function holdEvent(e: Json): HoldEvent {
   const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null)
   const killLeadMs = num(ev.killLeadMs)
   if (killLeadMs === null || killLeadMs <= 0) throw new Exit(EXIT.FAILURE, 'the daemon sent a hold without killLeadMs (a daemon of another version?)')
-  return { holding: ev.holding === true, epoch: num(ev.epoch), deadline: num(ev.deadline), remainingMs: num(ev.remainingMs), killLeadMs }
+  return { holding: ev.holding === true, epoch: num(ev.epoch), deadline: num(ev.deadline), remainingMs: num(ev.remainingMs), killLeadMs, runner: num(ev.runner) }
 }
 
-/** The daemon's killLeadMs, from the first event of its hold stream. */
+/** The daemon's killLeadMs, from its status. */
 async function daemonKillLeadMs(socket: string): Promise<number> {
-  let got!: (v: number | Error) => void
-  const first = new Promise<number | Error>((resolve) => (got = resolve))
-  const handle = await watch(socket, 'hold', {}, (e) => {
-    try {
-      got(holdEvent(e).killLeadMs)
-    } catch (err) {
-      got(err as Error)
-    }
-  })
-  const closed = (): void => got(new Exit(EXIT.FAILURE, 'the daemon closed the hold stream'))
-  handle.closed.then(closed, closed)
-  const timer = setTimeout(() => got(new Exit(EXIT.FAILURE, 'the daemon did not report its hold within 5 s')), 5_000)
-  const v = await first
-  clearTimeout(timer)
-  handle.stop()
-  if (v instanceof Error) throw v
+  const status = (await call(socket, 'status', {}, 5_000)) as { killLeadMs?: unknown }
+  const v = status.killLeadMs
+  if (typeof v !== 'number' || !(v > 0)) throw new Exit(EXIT.FAILURE, 'the daemon did not report its killLeadMs (a daemon of another version?)')
   return v
 }

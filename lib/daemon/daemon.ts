@@ -1,32 +1,41 @@
 /**
- * The daemon: composes one device's parts and serves them on the control
- * socket. It owns no rules of its own; each lives in the module named.
+ * The daemon: composes one device's parts. It owns no rules of its own; each
+ * lives in the module named, and the control socket's methods are in
+ * control-routes.ts.
  *
  * Open order (close is the reverse): storage lock -> corestore -> intent
- * log -> swarm -> elector -> pairing host -> control socket -> metrics.
+ * log -> swarm -> elector -> pairing host -> control socket -> webhook
+ * intake -> metrics.
  *
- * Graceful stop (SIGINT/SIGTERM via `stop()`): release the signer lease if
- * this device holds it and wait (at most leaseMs) until the release is
- * confirmed, so a standby takes over without waiting out leaseMs; then
- * close everything. Storage survives: a restarted daemon reopens its log,
- * catches up from peers, and can only claim epoch + 1 of what it sees.
+ * Graceful stop (SIGINT/SIGTERM via `stop()`): holding ends at once, the
+ * `run` children attached to this daemon are waited for (bounded by the old
+ * deadline), the release is appended naming a live successor, and the
+ * daemon stays connected and acking until the successor's tenure is
+ * confirmed (bounded by leaseMs): with it gone at once, the successor's
+ * claim would need every remaining indexer to ack it. Then everything
+ * closes. Storage survives: a restarted daemon reopens its log, catches up
+ * from peers, and can only claim epoch + 1 of what it sees.
  */
 import Corestore from 'corestore'
 import ReadyResource from 'ready-resource'
-import b4a from 'b4a'
 import { IntentLog } from '../log/intent-log.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
 import { systemClock } from '../lease/clock.js'
 import { electionConfig, type ElectionConfig } from '../lease/config.js'
-import { SIGNER_LEASE, isWriterKeyHex } from '../log/ops.js'
+import { SIGNER_LEASE } from '../log/ops.js'
 import { AutoleaseError } from '../errors.js'
 import { StorageLock, readGroupFile, decodeKey, encodeKey } from './storage-lock.js'
-import { ControlServer, type Json, type Params } from './control-server.js'
+import { ControlServer, type Json } from './control-server.js'
+import { registerRoutes } from './control-routes.js'
+import { RunRegistry } from './run-registry.js'
 import { NamedLeases, waitForConfirmed } from '../lease/named-leases.js'
-import { PairingHost, DEFAULT_INVITE_TTL_MS } from './pairing.js'
+import { PairingHost } from './pairing.js'
 import { Metrics } from './metrics.js'
 import { logDemoted, logElected, type Logger } from './logger.js'
+import { QueueReads } from '../queue/queue-reads.js'
+import { WebhookSecrets } from '../queue/webhook-secrets.js'
+import { WebhookServer } from '../queue/webhook-server.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
 
@@ -37,6 +46,11 @@ export interface DaemonOptions {
   leaseMs?: number
   metricsPort?: number | null
   metricsHost?: string
+  /** Serve webhook intake on this port (0: any free port); null: no intake on this device. */
+  webhookPort?: number | null
+  webhookHost?: string
+  /** The local secrets file (JSON, mode 0600): required with webhookPort. */
+  webhookSecretsFile?: string
   logger: Logger
 }
 
@@ -59,13 +73,24 @@ export class Daemon extends ReadyResource {
   private pairing: PairingHost | null = null
   private control: ControlServer | null = null
   private metrics: Metrics | null = null
-  private leases: NamedLeases | null = null
+  private webhooks: WebhookServer | null = null
+  private secrets: WebhookSecrets | null = null
+  private queue: QueueReads | null = null
+  private readonly runs = new RunRegistry()
 
   constructor(opts: DaemonOptions) {
     super()
     this.opts = opts
     this.logger = opts.logger
     this.config = electionConfig(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {})
+    if (opts.webhookPort != null && !opts.webhookSecretsFile) {
+      throw new AutoleaseError('INVALID_CONFIG', 'webhook intake needs a secrets file (--webhook-secrets-file)')
+    }
+  }
+
+  /** The webhook intake's port (after ready), or null without intake. */
+  get webhookPort(): number | null {
+    return this.webhooks?.port ?? null
   }
 
   override async _open(): Promise<void> {
@@ -79,6 +104,9 @@ export class Daemon extends ReadyResource {
   }
 
   private async openParts(): Promise<void> {
+    // Secrets first: a bad file is refused before anything else starts.
+    if (this.opts.webhookSecretsFile && this.opts.webhookPort != null) this.secrets = WebhookSecrets.load(this.opts.webhookSecretsFile)
+
     this.lock = StorageLock.acquire(this.opts.storage)
     const paths = this.lock.paths
     const group = readGroupFile(paths)
@@ -86,58 +114,100 @@ export class Daemon extends ReadyResource {
 
     this.store = new Corestore(paths.corestore)
     await this.store.ready()
-    this.log = new IntentLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
-    this.log.on('error', (err: unknown) => this.logger.error({ err }, 'intent log error'))
-    this.log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
-    await this.log.ready()
+    const log = new IntentLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
+    this.log = log
+    log.on('error', (err: unknown) => this.logger.error({ err }, 'intent log error'))
+    log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
+    await log.ready()
+    this.queue = new QueueReads(log)
 
-    this.swarm = new Swarm(this.log, {
+    this.swarm = new Swarm(log, {
       ...(this.opts.bootstrap?.length ? { bootstrap: this.opts.bootstrap } : {}),
       ...(this.opts.host ? { host: this.opts.host } : {})
     })
     await this.swarm.ready()
 
-    this.elector = new Elector(this.log, { config: this.config })
-    this.elector.on('elected', ({ epoch }) => {
+    const elector = new Elector(log, { config: this.config })
+    this.elector = elector
+    elector.on('elected', ({ epoch }) => {
       logElected(this.logger, epoch)
       this.metrics?.transitions.inc({ role: 'holder' })
     })
-    this.elector.on('demoted', ({ epoch, reason, ...detail }) => {
+    elector.on('demoted', ({ epoch, reason, ...detail }) => {
       logDemoted(this.logger, epoch, reason, detail)
       this.metrics?.transitions.inc({ role: 'standby' })
     })
-    this.elector.on('warning', (err) => this.logger.warn({ err: err.message }, 'elector warning'))
-    this.elector.on('error', (err) => this.logger.error({ err }, 'elector error'))
-    await this.elector.ready()
-    this.pairing = new PairingHost(this.log, this.swarm.swarm)
+    elector.on('warning', (err) => this.logger.warn({ err: err.message }, 'elector warning'))
+    elector.on('error', (err) => this.logger.error({ err }, 'elector error'))
+    await elector.ready()
+    this.pairing = new PairingHost(log, this.swarm.swarm)
     await this.pairing.ready()
 
-    this.leases = new NamedLeases(this.log, { onconfirm: (op, ms) => this.metrics?.confirmLatency.observe({ op }, ms / 1000) })
-
+    const leases = new NamedLeases(log, { onconfirm: (op, ms) => this.metrics?.confirmLatency.observe({ op }, ms / 1000) })
     this.control = new ControlServer(paths.socket)
-    this.routes(this.control)
+    registerRoutes(this.control, {
+      log,
+      elector,
+      leases,
+      pairing: this.pairing,
+      queue: this.queue,
+      runs: this.runs,
+      config: this.config,
+      status: () => this.statusJson(),
+      stepDown: (timeoutMs) => this.stepDown(timeoutMs, false)
+    })
     await this.control.ready()
 
+    if (this.secrets !== null && this.opts.webhookPort != null) {
+      const queue = this.queue
+      this.webhooks = new WebhookServer({
+        port: this.opts.webhookPort,
+        ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),
+        secrets: this.secrets,
+        intake: {
+          canAppend: () => log.writable && log.closing === null && this.closing === null,
+          managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
+          append: async (op) => void (await log.append(op))
+        },
+        onanswer: (status, reason) => {
+          this.metrics?.webhookAnswers.inc({ status: String(status) })
+          if (status >= 500) this.logger.warn({ status, reason }, 'webhook not accepted')
+        }
+      })
+      await this.webhooks.ready()
+    }
+
     if (this.opts.metricsPort != null) {
-      const elector = this.elector
-      const log = this.log
       const swarm = this.swarm
+      const queue = this.queue
       this.metrics = new Metrics(
         {
           holding: () => elector.holding(),
           epoch: () => elector.status().confirmed?.epoch ?? 0,
           peers: () => swarm.peers,
-          rejected: () => log.rejected('confirmed')
+          rejected: () => log.rejected('confirmed'),
+          queues: async () => {
+            const out = []
+            for (const r of await queue.repos('tip')) {
+              const s = await queue.state(r.tenant, r.repo, 'tip')
+              out.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events })
+            }
+            return out
+          }
         },
         { port: this.opts.metricsPort, ...(this.opts.metricsHost ? { host: this.opts.metricsHost } : {}) }
       )
       await this.metrics.ready()
     }
-    this.logger.info({ key: encodeKey(this.log.key), self: this.log.self, leaseMs: this.config.leaseMs, socket: paths.socket }, 'started')
+    this.logger.info(
+      { key: encodeKey(log.key), self: log.self, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}) },
+      'started'
+    )
   }
 
   override async _close(): Promise<void> {
     if (this.metrics) await this.metrics.close()
+    if (this.webhooks) await this.webhooks.close()
     if (this.control) await this.control.close()
     if (this.pairing) await this.pairing.close()
     if (this.elector) await this.elector.close()
@@ -147,16 +217,24 @@ export class Daemon extends ReadyResource {
     this.lock?.release()
   }
 
+  /** Re-read the webhook secrets file (SIGHUP); a bad file keeps the old secrets and is logged. */
+  reloadSecrets(): void {
+    if (this.secrets === null) return
+    const err = this.secrets.reload()
+    if (err === null) this.logger.info({ file: this.secrets.path, tenants: this.secrets.tenants() }, 'webhook secrets reloaded')
+    else this.logger.error({ err: err.message }, 'webhook secrets not reloaded; keeping the previous ones')
+  }
+
   /**
-   * Graceful stop: release the signer lease (confirmed, at most leaseMs),
-   * then close, for at most CLOSE_TIMEOUT_MS: with the DHT or every peer
-   * already gone, unannouncing can hang (measured: > 5 s). Storage is
-   * crash-safe, and a pid lock left behind is taken over by the next start.
+   * Graceful stop: step down (see the module header), then close, for at
+   * most CLOSE_TIMEOUT_MS: with the DHT or every peer already gone,
+   * unannouncing can hang (measured: > 5 s). Storage is crash-safe, and a
+   * pid lock left behind is taken over by the next start.
    */
   async stop(): Promise<void> {
     if (this.opened && this.closing === null && this.elector && this.log) {
       try {
-        await this.stepDown(this.config.leaseMs)
+        await this.stepDown(this.config.leaseMs * 2, true)
       } catch (err) {
         this.logger.warn({ err: (err as Error).message }, 'release on stop not confirmed')
       }
@@ -174,104 +252,38 @@ export class Daemon extends ReadyResource {
     return this.statusJson()
   }
 
-  private async stepDown(timeoutMs: number): Promise<'released' | 'not-held'> {
+  /**
+   * Release the signer lease if held: local `run` children first (bounded
+   * by the old deadline), then the release op naming a successor. Waits
+   * until the release is confirmed, and with `untilSuccessor` until the
+   * successor's tenure is (so a stopping daemon keeps acking for it).
+   */
+  private async stepDown(timeoutMs: number, untilSuccessor: boolean): Promise<'released' | 'not-held'> {
     const elector = this.elector!
     const log = this.log!
-    const result = await elector.release()
+    const epoch = (await log.lease(SIGNER_LEASE, 'tip'))?.epoch ?? 0
+    const result = await elector.release({
+      stopWork: async (deadline) => {
+        const idle = await this.runs.idle(deadline === null ? 0 : deadline - systemClock.now())
+        if (!idle) this.logger.warn({ running: this.runs.running }, 'a run child did not report stopping before the deadline; releasing now (its runner kills it by then)')
+      }
+    })
     if (result === 'released') {
       await waitForConfirmed(
         log,
-        async () => (await log.lease(SIGNER_LEASE, 'confirmed'))?.holder !== log.self,
+        async () => {
+          const confirmed = await log.lease(SIGNER_LEASE, 'confirmed')
+          return untilSuccessor ? (confirmed?.epoch ?? 0) > epoch : confirmed?.holder !== log.self
+        },
         timeoutMs,
-        'the release to be confirmed'
-      )
+        untilSuccessor ? "the successor's tenure to be confirmed" : 'the release to be confirmed'
+      ).catch((err: unknown) => {
+        // Without a successor in time the release itself may be confirmed: that is enough to go.
+        if (!untilSuccessor) throw err
+        this.logger.warn({ err: (err as Error).message }, 'no successor confirmed before stopping')
+      })
     }
     return result
-  }
-
-  private routes(c: ControlServer): void {
-    const log = this.log!
-    const elector = this.elector!
-    const leases = this.leases!
-    const pairing = this.pairing!
-
-    c.handle('status', () => this.statusJson())
-    c.handle('release', async () => ({ result: await this.stepDown(this.config.leaseMs * 3) }))
-    c.handle('invite', async (p) => {
-      const ttlMs = optNumber(p, 'ttlMs') ?? DEFAULT_INVITE_TTL_MS
-      const info = pairing.createInvite(ttlMs)
-      return { invite: info.invite, expiresAt: info.expiresAt }
-    })
-    c.handle('devices', async () => {
-      const writers = await log.writers('tip')
-      const confirmed = new Set((await log.writers('confirmed')).map((w) => `${w.key}:${w.indexer}:${w.removed}`))
-      return writers.map((w) => ({
-        key: w.key,
-        indexer: w.indexer,
-        removed: w.removed,
-        self: w.key === log.self,
-        confirmed: confirmed.has(`${w.key}:${w.indexer}:${w.removed}`)
-      }))
-    })
-    c.handle('remove-device', async (p) => {
-      const key = writerKey(p)
-      if (key === log.self) throw new AutoleaseError('INVALID_ARGUMENT', 'a device cannot remove itself; run remove-device on another indexer')
-      const known = (await log.writers('tip')).find((w) => w.key === key)
-      if (!known) throw new AutoleaseError('INVALID_ARGUMENT', `${key} is not a writer of this group`)
-      if (known.removed) return { result: 'already-removed', key }
-      await log.append({ type: 'remove-writer', key })
-      await waitForConfirmed(
-        log,
-        async () => (await log.writers('confirmed')).some((w) => w.key === key && w.removed),
-        30_000,
-        'the removal to be confirmed (only indexers may remove; the last indexer cannot be removed)'
-      )
-      return { result: 'removed', key }
-    })
-    c.handle('history', async () => (await log.tenures(SIGNER_LEASE, 'confirmed')) as unknown as Json)
-    c.handle('lease.acquire', async (p) => {
-      const ttlMs = optNumber(p, 'ttlMs')
-      return (await leases.acquire(str(p, 'name'), str(p, 'owner'), ttlMs ?? null, optNumber(p, 'timeoutMs'))) as unknown as Json
-    })
-    c.handle('lease.renew', async (p) => (await leases.renew(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
-    c.handle('lease.release', async (p) => (await leases.release(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
-    c.handle('lease.list', async () => (await leases.list()) as unknown as Json)
-    c.handle('lease.show', async (p) => (await leases.show(str(p, 'name'))) as unknown as Json)
-
-    // One event per change of the confirmed holder, starting with the current one.
-    c.stream('watch', async (_p, send) => {
-      const last = elector.status().confirmed
-      send({ holder: last?.holder ?? null, epoch: last?.epoch ?? 0, time: Date.now() })
-      const onchange = ({ holder, epoch }: { holder: string | null; epoch: number }): void => send({ holder, epoch, time: Date.now() })
-      elector.on('holder-changed', onchange)
-      return () => elector.off('holder-changed', onchange)
-    })
-
-    // For `run`: this device's hold, sent on every change. `deadline` is an
-    // absolute CLOCK_MONOTONIC instant (lib/lease/clock.ts), the same for every
-    // process on this machine, so transit cannot make the runner's copy late.
-    c.stream('hold', async (_p, send) => {
-      let last = ''
-      const sample = (): void => {
-        const epoch = elector.epoch()
-        const deadline = elector.deadline()
-        const sig = `${epoch}:${deadline === null ? '' : deadline}`
-        if (sig === last) return
-        last = sig
-        send({
-          holding: epoch !== null,
-          epoch,
-          deadline,
-          remainingMs: deadline === null ? null : Math.max(0, deadline - systemClock.now()),
-          leaseMs: this.config.leaseMs,
-          renewDeadlineMs: this.config.renewDeadlineMs,
-          killLeadMs: this.config.killLeadMs
-        })
-      }
-      sample()
-      const timer = setInterval(sample, 10)
-      return () => clearInterval(timer)
-    })
   }
 
   private async statusJson(): Promise<Json> {
@@ -287,6 +299,11 @@ export class Daemon extends ReadyResource {
       confirmed: st.confirmed !== null && st.tip !== null && st.confirmed.opId === st.tip.opId,
       expiresInMs: st.expiresInMs === null ? null : Math.round(st.expiresInMs)
     }
+    const queues: Json[] = []
+    for (const r of await orEmpty(this.queue!.repos('tip'))) {
+      const s = await this.queue!.state(r.tenant, r.repo, 'tip')
+      queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, paused: r.paused })
+    }
     return {
       key: encodeKey(log.key),
       self: log.self,
@@ -299,6 +316,9 @@ export class Daemon extends ReadyResource {
       writable: log.writable,
       indexer: log.isIndexer,
       leaseMs: this.config.leaseMs,
+      killLeadMs: this.config.killLeadMs,
+      queues,
+      webhookPort: this.webhooks?.port ?? null,
       pid: process.pid
     }
   }
@@ -311,25 +331,4 @@ async function orEmpty<T>(read: Promise<T[]>): Promise<T[]> {
     if ((err as { code?: unknown }).code === 'BLOCK_NOT_AVAILABLE') return []
     throw err
   }
-}
-
-function str(p: Params, name: string): string {
-  const v = p[name]
-  if (typeof v !== 'string') throw new AutoleaseError('INVALID_ARGUMENT', `missing ${name}`)
-  return v
-}
-
-function optNumber(p: Params, name: string): number | undefined {
-  const v = p[name]
-  if (v === undefined || v === null) return undefined
-  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new AutoleaseError('INVALID_ARGUMENT', `${name} must be a positive number`)
-  return Math.round(v)
-}
-
-function writerKey(p: Params): string {
-  const text = str(p, 'key')
-  const bytes = decodeKey(text)
-  const hex = bytes ? b4a.toString(bytes, 'hex') : ''
-  if (!isWriterKeyHex(hex)) throw new AutoleaseError('INVALID_ARGUMENT', `not a device key: "${text}" (64 hex characters or z32)`)
-  return hex
 }

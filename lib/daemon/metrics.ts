@@ -16,12 +16,19 @@ export interface MetricsSource {
   epoch(): number
   peers(): number
   rejected(): Promise<Record<string, number>>
+  /** Per managed repo (tip view): queue length and events recorded so far. */
+  queues(): Promise<Array<{ tenant: string; repo: string; queueLength: number; events: number }>>
 }
 
 export class Metrics extends ReadyResource {
   readonly registry = new Registry()
   readonly transitions: Counter<'role'>
   readonly confirmLatency: Histogram<'op'>
+  readonly webhookAnswers: Counter<'status'>
+  readonly merges: Counter<'repo'>
+  readonly bounces: Counter<'repo'>
+  readonly forgeErrors: Counter<'kind'>
+  readonly forgeInflight: Gauge
   private readonly server: Server
   private readonly port: number
   private readonly host: string
@@ -64,6 +71,29 @@ export class Metrics extends ReadyResource {
         for (const [reason, n] of Object.entries(await source.rejected())) this.set({ reason }, n)
       }
     })
+    new Gauge({
+      name: 'autolease_queue_length',
+      help: 'PRs in the merge queue, by managed repo (this device\'s view)',
+      labelNames: ['tenant', 'repo'],
+      registers,
+      async collect() {
+        for (const q of await source.queues()) this.set({ tenant: q.tenant, repo: q.repo }, q.queueLength)
+      }
+    })
+    new Gauge({
+      name: 'autolease_events_applied',
+      help: 'Webhook events applied to the queue (duplicates excluded), by managed repo',
+      labelNames: ['tenant', 'repo'],
+      registers,
+      async collect() {
+        for (const q of await source.queues()) this.set({ tenant: q.tenant, repo: q.repo }, q.events)
+      }
+    })
+    this.webhookAnswers = new Counter({ name: 'autolease_webhook_answers_total', help: 'Webhook deliveries answered, by HTTP status', labelNames: ['status'], registers })
+    this.merges = new Counter({ name: 'autolease_merges_total', help: 'PRs merged by this device as holder', labelNames: ['repo'], registers })
+    this.bounces = new Counter({ name: 'autolease_bounces_total', help: 'PRs bounced by this device as holder', labelNames: ['repo'], registers })
+    this.forgeErrors = new Counter({ name: 'autolease_forge_errors_total', help: 'Forge calls that failed, by kind', labelNames: ['kind'], registers })
+    this.forgeInflight = new Gauge({ name: 'autolease_forge_calls_in_flight', help: 'Forge calls in flight', registers })
     this.transitions = new Counter({ name: 'autolease_role_transitions_total', help: 'Role changes of this device', labelNames: ['role'], registers })
     this.confirmLatency = new Histogram({
       name: 'autolease_confirm_latency_seconds',

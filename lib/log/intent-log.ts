@@ -303,6 +303,16 @@ export class IntentLog extends ReadyResource {
     return this.read(mode, async (v) => (await get<number>(v, APPLY_VERSION_KEY)) ?? 1)
   }
 
+  /** One view value by key (layouts: view-layout.ts, queue/queue-layout.ts). */
+  value<T>(key: string, mode: ReadMode): Promise<T | null> {
+    return this.read(mode, (v) => get<T>(v, key))
+  }
+
+  /** Every view value whose key starts with `prefix`, in key order. */
+  values<T>(prefix: string, mode: ReadMode): Promise<T[]> {
+    return this.read(mode, (v) => range<T>(v, prefix))
+  }
+
   lease(name: string, mode: ReadMode): Promise<LeaseRecord | null> {
     return this.read(mode, (v) => get<LeaseRecord>(v, leaseKey(name)))
   }

@@ -1,0 +1,152 @@
+/**
+ * The merge queue's commands: `repo add|remove|list`, `queue` (list,
+ * pause, resume, remove, retry), `events`, `audit`. Each talks to the
+ * running daemon; `--json` prints the entries as stored in the view.
+ */
+import { InvalidArgumentError, type Command } from 'commander'
+import { call } from '../daemon/control-client.js'
+import type { Json } from '../daemon/control-server.js'
+import { EXIT, socketOf } from './args.js'
+import { out } from './output.js'
+import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../queue/queue-layout.js'
+
+type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
+type WithStorage = (c: Command) => Command
+
+interface RepoListing<T> {
+  tenant: string
+  repo: string
+  paused: boolean
+  entries: T[]
+}
+
+function prNumber(value: string): number {
+  const n = Number(value.replace(/^#/, ''))
+  if (!/^#?\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('must be a PR number')
+  return n
+}
+
+function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value]
+}
+
+const time = (ts: number): string => new Date(ts).toISOString().replace('T', ' ').slice(0, 19)
+const sha = (s: string | null): string => (s === null ? '-' : s.slice(0, 10))
+
+export function registerQueueCommands(program: Command, storage: WithStorage, act: Act): void {
+  const repo = program.command('repo').description('repositories under management (replicated config; an indexer changes it)')
+  storage(repo.command('add').description('manage owner/repo for a tenant (again: change its settings)'))
+    .argument('<repo>', 'owner/name')
+    .requiredOption('--tenant <id>', 'the tenant: picks the webhook secret and the forge credentials')
+    .option('--label <name>', 'the queue label (default autolease:queue)')
+    .option('--merge-method <method>', 'merge, squash or rebase (default squash)', (v: string) => {
+      if (!['merge', 'squash', 'rebase'].includes(v)) throw new InvalidArgumentError('must be merge, squash or rebase')
+      return v
+    })
+    .option('--required-check <name>', 'a check that must pass (repeatable); default: every reported check, and at least one', collect)
+    .option('--json', 'JSON output')
+    .action(
+      act(async (name: string, f: { storage: string; tenant: string; label?: string; mergeMethod?: string; requiredCheck?: string[]; json?: boolean }) => {
+        const params: Record<string, Json> = { tenant: f.tenant, repo: name, requiredChecks: f.requiredCheck ?? [] }
+        if (f.label !== undefined) params.label = f.label
+        if (f.mergeMethod !== undefined) params.mergeMethod = f.mergeMethod
+        const r = (await call(socketOf(f.storage), 'repo.add', params, 60_000)) as unknown as RepoConfig
+        if (f.json) out(JSON.stringify(r))
+        else out(`managing ${r.repo} for ${r.tenant}: label ${r.label}, ${r.mergeMethod}, checks ${r.requiredChecks.length ? r.requiredChecks.join(', ') : 'all reported'}`)
+        return EXIT.OK
+      })
+    )
+  storage(repo.command('remove').description('stop managing owner/repo (its queue and rings stay for the record)'))
+    .argument('<repo>', 'owner/name')
+    .requiredOption('--tenant <id>', 'the tenant')
+    .action(
+      act(async (name: string, f: { storage: string; tenant: string }) => {
+        const r = (await call(socketOf(f.storage), 'repo.remove', { tenant: f.tenant, repo: name }, 60_000)) as { result: string; repo: string }
+        out(r.result === 'removed' ? `no longer managing ${r.repo}` : `${r.repo} was not managed`)
+        return EXIT.OK
+      })
+    )
+  storage(repo.command('list').description('managed repositories'))
+    .option('--json', 'JSON output')
+    .action(
+      act(async (f: { storage: string; json?: boolean }) => {
+        const list = (await call(socketOf(f.storage), 'repo.list')) as unknown as RepoConfig[]
+        if (f.json) out(JSON.stringify(list))
+        else for (const r of list) out(`${r.tenant}  ${r.repo}  label ${r.label}  ${r.mergeMethod}${r.paused ? '  (paused)' : ''}`)
+        return EXIT.OK
+      })
+    )
+
+  const queue = storage(program.command('queue').description('the merge queue (list by default)'))
+    .option('--repo <repo>', 'one repository (owner/name or tenant:owner/name)')
+    .option('--json', 'JSON output')
+    .action(
+      act(async (f: { storage: string; repo?: string; json?: boolean }) => {
+        const list = (await call(socketOf(f.storage), 'queue.list', f.repo ? { repo: f.repo } : {})) as unknown as Array<RepoListing<QueueEntry>>
+        if (f.json) {
+          out(JSON.stringify(list))
+          return EXIT.OK
+        }
+        for (const r of list) {
+          out(`${r.tenant}:${r.repo}  ${r.entries.length} queued${r.paused ? '  (paused)' : ''}`)
+          for (const e of r.entries) {
+            out(`  #${e.prNumber}  ${sha(e.prSha)}  ${e.status.padEnd(11)}  gate ${e.gateResult ?? '-'}  since ${time(e.queuedAt)}${e.bounceReason ? `  (${e.bounceReason})` : ''}`)
+          }
+        }
+        return EXIT.OK
+      })
+    )
+  for (const action of ['pause', 'resume'] as const) {
+    storage(queue.command(action).description(action === 'pause' ? 'take events but merge nothing' : 'merge again'))
+      .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
+      .action(act(async (f: { storage: string; repo: string }) => control(f.storage, action, f.repo, null)))
+  }
+  for (const action of ['remove', 'retry'] as const) {
+    storage(queue.command(action).description(action === 'remove' ? 'take a PR out of the queue' : 're-evaluate a bounced PR now'))
+      .argument('<pr>', 'PR number', prNumber)
+      .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
+      .action(act(async (pr: number, f: { storage: string; repo: string }) => control(f.storage, action, f.repo, pr)))
+  }
+
+  storage(program.command('events').description('the last 100 webhook events per repository'))
+    .option('--repo <repo>', 'one repository')
+    .option('--json', 'JSON output')
+    .action(
+      act(async (f: { storage: string; repo?: string; json?: boolean }) => {
+        const list = (await call(socketOf(f.storage), 'events', f.repo ? { repo: f.repo } : {})) as unknown as Array<RepoListing<EventEntry>>
+        if (f.json) out(JSON.stringify(list))
+        else
+          for (const r of list) {
+            out(`${r.tenant}:${r.repo}`)
+            for (const e of r.entries) {
+              const did = e.results.map((x) => `#${x.pr} ${x.result}`).join(', ')
+              out(`  ${time(e.ts)}  ${e.eventType}${e.action ? `.${e.action}` : ''}  ${e.prNumber === null ? '' : `#${e.prNumber}  `}${sha(e.sha)}  ${did}`)
+            }
+          }
+        return EXIT.OK
+      })
+    )
+  storage(program.command('audit').description('the last 200 queue decisions per repository'))
+    .option('--repo <repo>', 'one repository')
+    .option('--json', 'JSON output')
+    .action(
+      act(async (f: { storage: string; repo?: string; json?: boolean }) => {
+        const list = (await call(socketOf(f.storage), 'audit', f.repo ? { repo: f.repo } : {})) as unknown as Array<RepoListing<AuditEntry>>
+        if (f.json) out(JSON.stringify(list))
+        else
+          for (const r of list) {
+            out(`${r.tenant}:${r.repo}`)
+            for (const a of r.entries) {
+              out(`  ${time(a.ts)}  ${a.action.padEnd(12)}  ${a.prNumber === null ? '' : `#${a.prNumber}  `}${sha(a.prSha)}${a.epoch === null ? '' : `  epoch ${a.epoch}`}${a.detail ? `  ${a.detail}` : ''}`)
+            }
+          }
+        return EXIT.OK
+      })
+    )
+}
+
+async function control(storage: string, action: string, repo: string, pr: number | null): Promise<number> {
+  const r = (await call(socketOf(storage), 'queue.control', { action, repo, ...(pr !== null ? { pr } : {}) })) as { tenant: string; repo: string }
+  out(`${action} requested for ${r.tenant}:${r.repo}${pr !== null ? ` #${pr}` : ''}`)
+  return EXIT.OK
+}

@@ -1,0 +1,240 @@
+/**
+ * The control socket's methods: what `autolease <command>` asks a running
+ * daemon. Each route validates its parameters (a bad one is an
+ * INVALID_ARGUMENT error, exit 2 in the CLI) and delegates to the module
+ * that owns the rule; none holds state of its own.
+ */
+import b4a from 'b4a'
+import type { ControlServer, Json, Params } from './control-server.js'
+import type { IntentLog } from '../log/intent-log.js'
+import type { Elector } from '../lease/elector.js'
+import type { NamedLeases } from '../lease/named-leases.js'
+import type { PairingHost } from './pairing.js'
+import type { QueueReads } from '../queue/queue-reads.js'
+import type { RunRegistry } from './run-registry.js'
+import type { ElectionConfig } from '../lease/config.js'
+import { DEFAULT_INVITE_TTL_MS } from './pairing.js'
+import { waitForConfirmed } from '../lease/named-leases.js'
+import { systemClock } from '../lease/clock.js'
+import { SIGNER_LEASE, isLabel, isRepo, isTenant, isWriterKeyHex, normalizeRepo, type MergeMethod } from '../log/ops.js'
+import { AutoleaseError } from '../errors.js'
+import { decodeKey } from './storage-lock.js'
+
+export interface RouteContext {
+  log: IntentLog
+  elector: Elector
+  leases: NamedLeases
+  pairing: PairingHost
+  queue: QueueReads
+  runs: RunRegistry
+  config: ElectionConfig
+  status(): Promise<Json>
+  stepDown(timeoutMs: number): Promise<'released' | 'not-held'>
+}
+
+const CONFIRM_TIMEOUT_MS = 30_000
+
+export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
+  const { log, elector, leases, pairing, queue, runs } = ctx
+
+  c.handle('status', () => ctx.status())
+  c.handle('release', async () => ({ result: await ctx.stepDown(ctx.config.leaseMs * 3) }))
+  c.handle('invite', async (p) => {
+    const info = pairing.createInvite(optNumber(p, 'ttlMs') ?? DEFAULT_INVITE_TTL_MS)
+    return { invite: info.invite, expiresAt: info.expiresAt }
+  })
+  c.handle('devices', async () => {
+    const writers = await log.writers('tip')
+    const confirmed = new Set((await log.writers('confirmed')).map((w) => `${w.key}:${w.indexer}:${w.removed}`))
+    return writers.map((w) => ({
+      key: w.key,
+      indexer: w.indexer,
+      removed: w.removed,
+      self: w.key === log.self,
+      confirmed: confirmed.has(`${w.key}:${w.indexer}:${w.removed}`)
+    }))
+  })
+  c.handle('remove-device', async (p) => {
+    const key = writerKey(p)
+    if (key === log.self) throw new AutoleaseError('INVALID_ARGUMENT', 'a device cannot remove itself; run remove-device on another indexer')
+    const known = (await log.writers('tip')).find((w) => w.key === key)
+    if (!known) throw new AutoleaseError('INVALID_ARGUMENT', `${key} is not a writer of this group`)
+    if (known.removed) return { result: 'already-removed', key }
+    await log.append({ type: 'remove-writer', key })
+    await waitForConfirmed(
+      log,
+      async () => (await log.writers('confirmed')).some((w) => w.key === key && w.removed),
+      CONFIRM_TIMEOUT_MS,
+      'the removal to be confirmed (only indexers may remove; the last indexer cannot be removed)'
+    )
+    return { result: 'removed', key }
+  })
+  c.handle('history', async () => (await log.tenures(SIGNER_LEASE, 'confirmed')) as unknown as Json)
+
+  c.handle('lease.acquire', async (p) => (await leases.acquire(str(p, 'name'), str(p, 'owner'), optNumber(p, 'ttlMs') ?? null, optNumber(p, 'timeoutMs'))) as unknown as Json)
+  c.handle('lease.renew', async (p) => (await leases.renew(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
+  c.handle('lease.release', async (p) => (await leases.release(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
+  c.handle('lease.list', async () => (await leases.list()) as unknown as Json)
+  c.handle('lease.show', async (p) => (await leases.show(str(p, 'name'))) as unknown as Json)
+
+  // Repo config: replicated ops, appended by an indexer, answered once confirmed.
+  c.handle('repo.add', async (p) => {
+    const tenant = tenantOf(p)
+    const repo = repoOf(p)
+    const label = optStr(p, 'label') ?? 'autolease:queue'
+    if (!isLabel(label)) throw new AutoleaseError('INVALID_ARGUMENT', `invalid label ${JSON.stringify(label)} (1-100 characters, no control characters)`)
+    const mergeMethod = (optStr(p, 'mergeMethod') ?? 'squash') as MergeMethod
+    if (!['merge', 'squash', 'rebase'].includes(mergeMethod)) throw new AutoleaseError('INVALID_ARGUMENT', `merge method must be merge, squash or rebase, got ${mergeMethod}`)
+    const requiredChecks = strList(p, 'requiredChecks')
+    if (!log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can change repo config (this device is not an indexer)')
+    await log.append({ type: 'repo-add', tenant, repo, label, mergeMethod, requiredChecks })
+    await waitForConfirmed(log, async () => (await queue.repo(tenant, repo, 'confirmed'))?.label === label, optNumber(p, 'timeoutMs') ?? CONFIRM_TIMEOUT_MS, 'the repo config to be confirmed')
+    return (await queue.repo(tenant, repo, 'confirmed')) as unknown as Json
+  })
+  c.handle('repo.remove', async (p) => {
+    const tenant = tenantOf(p)
+    const repo = repoOf(p)
+    if ((await queue.repo(tenant, repo, 'tip')) === null) return { result: 'not-managed', tenant, repo }
+    if (!log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can change repo config (this device is not an indexer)')
+    await log.append({ type: 'repo-remove', tenant, repo })
+    await waitForConfirmed(log, async () => (await queue.repo(tenant, repo, 'confirmed')) === null, optNumber(p, 'timeoutMs') ?? CONFIRM_TIMEOUT_MS, 'the removal to be confirmed')
+    return { result: 'removed', tenant, repo }
+  })
+  c.handle('repo.list', async () => (await queue.repos('tip')) as unknown as Json)
+
+  // The queue, the rings: per selected repo, from this device's view.
+  const perRepo = (read: (tenant: string, repo: string) => Promise<unknown>) => async (p: Params) => {
+    const repos = await queue.select('tip', optStr(p, 'repo'))
+    if (repos.length === 0 && optStr(p, 'repo') !== undefined) throw new AutoleaseError('INVALID_ARGUMENT', `not a managed repo: ${String(optStr(p, 'repo'))}`)
+    const out: Json[] = []
+    for (const r of repos) out.push({ tenant: r.tenant, repo: r.repo, paused: r.paused, entries: (await read(r.tenant, r.repo)) as Json })
+    return out
+  }
+  c.handle('queue.list', perRepo((t, r) => queue.queue(t, r, 'tip')))
+  c.handle('events', perRepo((t, r) => queue.events(t, r, 'tip')))
+  c.handle('audit', perRepo((t, r) => queue.audit(t, r, 'tip')))
+  c.handle('queue.control', async (p) => {
+    const action = str(p, 'action')
+    if (!['pause', 'resume', 'remove', 'retry'].includes(action)) throw new AutoleaseError('INVALID_ARGUMENT', `unknown queue action ${action}`)
+    const repos = await queue.select('tip', str(p, 'repo'))
+    if (repos.length !== 1) throw new AutoleaseError('INVALID_ARGUMENT', repos.length === 0 ? `not a managed repo: ${str(p, 'repo')}` : `${str(p, 'repo')} is managed in several tenants: say TENANT:owner/name`)
+    const { tenant, repo } = repos[0]!
+    const pr = action === 'remove' || action === 'retry' ? prOf(p) : null
+    if (pr !== null && (await queue.queue(tenant, repo, 'tip')).every((e) => e.prNumber !== pr)) throw new AutoleaseError('INVALID_ARGUMENT', `PR ${pr} is not in the queue of ${repo}`)
+    await log.append({ type: 'queue-control', tenant, repo, action: action as 'pause' | 'resume' | 'remove' | 'retry', pr, ts: Math.round(systemClock.wall()) })
+    return { result: 'requested', tenant, repo, action, pr }
+  })
+
+  // One event per change of the confirmed holder, starting with the current one.
+  c.stream('watch', async (_p, send) => {
+    const last = elector.status().confirmed
+    send({ holder: last?.holder ?? null, epoch: last?.epoch ?? 0, time: Date.now() })
+    const onchange = ({ holder, epoch }: { holder: string | null; epoch: number }): void => send({ holder, epoch, time: Date.now() })
+    elector.on('holder-changed', onchange)
+    return () => elector.off('holder-changed', onchange)
+  })
+
+  // For `run`: this device's hold, sent on every change. `deadline` is an
+  // absolute CLOCK_MONOTONIC instant (lib/lease/clock.ts), the same for every
+  // process on this machine, so transit cannot make the runner's copy late.
+  // `runner` names this attachment for run.report.
+  c.stream('hold', async (_p, send) => {
+    const runner = runs.attach()
+    let last = ''
+    const sample = (): void => {
+      const epoch = elector.epoch()
+      const deadline = elector.deadline()
+      const sig = `${epoch}:${deadline === null ? '' : deadline}`
+      if (sig === last) return
+      last = sig
+      send({
+        runner,
+        holding: epoch !== null,
+        epoch,
+        deadline,
+        remainingMs: deadline === null ? null : Math.max(0, deadline - systemClock.now()),
+        leaseMs: ctx.config.leaseMs,
+        renewDeadlineMs: ctx.config.renewDeadlineMs,
+        killLeadMs: ctx.config.killLeadMs
+      })
+    }
+    sample()
+    const timer = setInterval(sample, 10)
+    const onrole = (): void => sample()
+    elector.on('demoted', onrole)
+    elector.on('elected', onrole)
+    return () => {
+      clearInterval(timer)
+      elector.off('demoted', onrole)
+      elector.off('elected', onrole)
+      runs.detach(runner)
+    }
+  })
+  // A runner says whether its child runs (a release waits for every child to be gone).
+  c.handle('run.report', async (p) => ({ known: runs.report(positive(p, 'runner'), bool(p, 'running')) }))
+}
+
+function str(p: Params, name: string): string {
+  const v = p[name]
+  if (typeof v !== 'string') throw new AutoleaseError('INVALID_ARGUMENT', `missing ${name}`)
+  return v
+}
+
+function optStr(p: Params, name: string): string | undefined {
+  const v = p[name]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'string') throw new AutoleaseError('INVALID_ARGUMENT', `${name} must be a string`)
+  return v
+}
+
+function strList(p: Params, name: string): string[] {
+  const v = p[name]
+  if (v === undefined || v === null) return []
+  if (!Array.isArray(v) || !v.every((x) => isLabel(x))) throw new AutoleaseError('INVALID_ARGUMENT', `${name} must be a list of names (1-100 characters each)`)
+  return v as string[]
+}
+
+function bool(p: Params, name: string): boolean {
+  const v = p[name]
+  if (typeof v !== 'boolean') throw new AutoleaseError('INVALID_ARGUMENT', `${name} must be true or false`)
+  return v
+}
+
+function positive(p: Params, name: string): number {
+  const v = optNumber(p, name)
+  if (v === undefined) throw new AutoleaseError('INVALID_ARGUMENT', `missing ${name}`)
+  return v
+}
+
+function optNumber(p: Params, name: string): number | undefined {
+  const v = p[name]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new AutoleaseError('INVALID_ARGUMENT', `${name} must be a positive number`)
+  return Math.round(v)
+}
+
+function tenantOf(p: Params): string {
+  const tenant = str(p, 'tenant')
+  if (!isTenant(tenant)) throw new AutoleaseError('INVALID_ARGUMENT', `invalid tenant ${JSON.stringify(tenant)} (letters, digits, . _ -; up to 64)`)
+  return tenant
+}
+
+function repoOf(p: Params): string {
+  const repo = normalizeRepo(str(p, 'repo'))
+  if (!isRepo(repo)) throw new AutoleaseError('INVALID_ARGUMENT', `not a repository (owner/name): ${JSON.stringify(str(p, 'repo'))}`)
+  return repo
+}
+
+function prOf(p: Params): number {
+  const pr = p.pr
+  if (typeof pr !== 'number' || !Number.isSafeInteger(pr) || pr < 1) throw new AutoleaseError('INVALID_ARGUMENT', 'a PR number is needed')
+  return pr
+}
+
+function writerKey(p: Params): string {
+  const text = str(p, 'key')
+  const bytes = decodeKey(text)
+  const hex = bytes ? b4a.toString(bytes, 'hex') : ''
+  if (!isWriterKeyHex(hex)) throw new AutoleaseError('INVALID_ARGUMENT', `not a device key: "${text}" (64 hex characters or z32)`)
+  return hex
+}

@@ -1,0 +1,89 @@
+/**
+ * Reads of the replicated queue state, by the layout of queue-layout.ts:
+ * what the CLI, the metrics and the holder's worker look at. Reads come from
+ * the tip (what this device applied) or the confirmed prefix.
+ */
+import type { IntentLog, ReadMode } from '../log/intent-log.js'
+import {
+  QUEUE_PREFIX,
+  REPO_PREFIX,
+  attemptPrefix,
+  auditPrefix,
+  eventsPrefix,
+  lastReconcileKey,
+  queuePrefix,
+  reconcileRequestKey,
+  repoKey,
+  repoStateKey,
+  EMPTY_REPO_STATE,
+  type AuditEntry,
+  type EventEntry,
+  type OpenAttempt,
+  type QueueEntry,
+  type ReconcileRequest,
+  type ReconcileResult,
+  type RepoConfig,
+  type RepoState
+} from './queue-layout.js'
+
+export class QueueReads {
+  private readonly log: IntentLog
+
+  constructor(log: IntentLog) {
+    this.log = log
+  }
+
+  repos(mode: ReadMode, tenant?: string): Promise<RepoConfig[]> {
+    return this.log.values<RepoConfig>(tenant === undefined ? REPO_PREFIX : `${REPO_PREFIX}${tenant}/`, mode)
+  }
+
+  repo(tenant: string, repo: string, mode: ReadMode): Promise<RepoConfig | null> {
+    return this.log.value<RepoConfig>(repoKey(tenant, repo), mode)
+  }
+
+  /** The repos `repo` names among the managed ones: all of them, one `owner/name` (in any tenant), or `tenant:owner/name`. */
+  async select(mode: ReadMode, filter?: string): Promise<RepoConfig[]> {
+    const all = await this.repos(mode)
+    if (filter === undefined) return all
+    const wanted = filter.toLowerCase()
+    return all.filter((r) => r.repo === wanted || `${r.tenant}:${r.repo}` === filter)
+  }
+
+  /** Entries in queue order (joined first). */
+  async queue(tenant: string, repo: string, mode: ReadMode): Promise<QueueEntry[]> {
+    const entries = await this.log.values<QueueEntry>(queuePrefix(tenant, repo), mode)
+    return entries.sort((a, b) => a.queuedAt - b.queuedAt || a.prNumber - b.prNumber)
+  }
+
+  /** Every entry of every managed repo (the worker's scan). */
+  allQueued(mode: ReadMode): Promise<QueueEntry[]> {
+    return this.log.values<QueueEntry>(QUEUE_PREFIX, mode)
+  }
+
+  /** The events ring, oldest first. */
+  async events(tenant: string, repo: string, mode: ReadMode): Promise<EventEntry[]> {
+    return (await this.log.values<EventEntry>(eventsPrefix(tenant, repo), mode)).sort((a, b) => a.seq - b.seq)
+  }
+
+  /** The audit ring, oldest first. */
+  async audit(tenant: string, repo: string, mode: ReadMode): Promise<AuditEntry[]> {
+    return (await this.log.values<AuditEntry>(auditPrefix(tenant, repo), mode)).sort((a, b) => a.seq - b.seq)
+  }
+
+  async state(tenant: string, repo: string, mode: ReadMode): Promise<RepoState> {
+    return (await this.log.value<RepoState>(repoStateKey(tenant, repo), mode)) ?? EMPTY_REPO_STATE
+  }
+
+  openAttempts(tenant: string, repo: string, mode: ReadMode): Promise<OpenAttempt[]> {
+    return this.log.values<OpenAttempt>(attemptPrefix(tenant, repo), mode)
+  }
+
+  lastReconcile(tenant: string, repo: string, mode: ReadMode): Promise<ReconcileResult | null> {
+    return this.log.value<ReconcileResult>(lastReconcileKey(tenant, repo), mode)
+  }
+
+  reconcileRequest(op: string, mode: ReadMode): Promise<ReconcileRequest | null> {
+    return this.log.value<ReconcileRequest>(reconcileRequestKey(op), mode)
+  }
+
+}
