@@ -21,7 +21,7 @@ function satisfiesRule(cfg: ElectionConfig): boolean {
 test('defaults satisfy every timing rule', (t) => {
   const cfg = electionConfig()
   t.is(cfg.leaseMs, DEFAULT_LEASE_MS)
-  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 4000, retryMs: 500, maxDriftRate: 0.05, suspendToleranceMs: 275, killLeadMs: 250, ackIntervalMs: 250 })
+  t.alike(cfg, { leaseMs: 5000, renewDeadlineMs: 4000, retryMs: 500, maxDriftRate: 0.05, suspendToleranceMs: 275, killLeadMs: 250, ackIntervalMs: 5000 })
   t.ok(cfg.leaseMs > cfg.renewDeadlineMs, 'leaseMs > renewDeadlineMs')
   t.ok(cfg.renewDeadlineMs > 1.2 * cfg.retryMs, 'renewDeadlineMs > 1.2 x retryMs')
   t.ok(cfg.renewDeadlineMs > cfg.leaseMs / 2, 'the deadline comes after the first renew is due')

@@ -157,7 +157,8 @@ test('the same valid race in two orders: first in log order wins, views identica
   await c.log.append({ type: 'acquire', name: 'o/r#1', owner: 'carol', ttlMs: null, ts: 3 })
   await a.log.append({ type: 'acquire', name: 'o/r#1', owner: 'alice', ttlMs: null, ts: 4 })
   cluster.mesh.partition([1, 2], [0])
-  await sleep(200)
+  // b and c sync with each other first (so the three orders differ), then everyone heals.
+  await waitFor(async () => (await b.log.lease('o/r#1', 'tip')) !== null && (await c.log.lease(SIGNER_LEASE, 'tip')) !== null, 20_000, 'b and c to sync')
   cluster.mesh.heal()
   await waitFor(() => converged(cluster.devices), 30_000, 'convergence')
   const hashes = await Promise.all(cluster.devices.map((d) => d.log.viewHash('confirmed')))
@@ -170,7 +171,3 @@ test('the same valid race in two orders: first in log order wins, views identica
   t.is(named?.epoch, 1, 'one tenure for the named lease')
   t.is((await a.log.rejected('confirmed'))['held-by-other'], 1, 'the second acquire was refused: held by other')
 })
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}

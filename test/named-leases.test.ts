@@ -7,6 +7,13 @@
 import test from 'brittle'
 import tmp from 'test-tmp'
 import { Procs, cli, waitStatuses } from './cli-harness.js'
+import { waitFor } from './helpers/cluster.js'
+
+/** Wait until this machine's wall clock (the daemon's: same machine) is past a lease's expiry. */
+async function untilPast(expiresAt: number | null | undefined): Promise<void> {
+  if (typeof expiresAt !== 'number') throw new Error('the acquire did not report an expiry')
+  await waitFor(() => Date.now() > expiresAt, 10_000, 'the lease to expire')
+}
 
 interface Outcome {
   result: string
@@ -63,7 +70,7 @@ test('named leases through the CLI', { timeout: 90_000 }, async (t) => {
   // Expiry: a 1 s TTL lapses, then another holder gets token + 1 (tokens never reset).
   const c1 = await lease(['acquire', 'acme/repo#42', '--holder', 'carol', '--ttl', '1', '--json'])
   t.is(c1.out?.record?.epoch, (token ?? 0) + 1, 'a new tenure after release: token + 1')
-  await new Promise((r) => setTimeout(r, 1200))
+  await untilPast(c1.out?.record?.expiresAt)
   // Past its expiry the lease shows as free, with its token (exit 0), though nobody has acted on it yet.
   const shown = await cli(['lease', 'show', 'acme/repo#42', '--storage', dir, '--json'])
   t.is(shown.code, 0, `show of an expired lease exits 0 ${shown.stderr.trim()}`)
@@ -96,8 +103,8 @@ test('named leases through the CLI', { timeout: 90_000 }, async (t) => {
   t.ok(/^released acme\/other#7/.test(viaPrefix.stdout), `the prefix released the lease it names: ${viaPrefix.stdout.trim()}`)
 
   // An expired lease is freed by a release from anyone (seed 003).
-  await lease(['acquire', 'acme/short#1', '--holder', 'erin', '--ttl', '1'])
-  await new Promise((r) => setTimeout(r, 1200))
+  const short = await lease(['acquire', 'acme/short#1', '--holder', 'erin', '--ttl', '1', '--json'])
+  await untilPast(short.out?.record?.expiresAt)
   const freed = await lease(['release', 'acme/short#1', '--holder', 'frank', '--json'])
   t.is(freed.code, 0, 'release of an expired lease by someone else exits 0')
   t.is(freed.out?.result, 'released', 'and frees it')

@@ -262,9 +262,12 @@ export class Daemon extends ReadyResource {
     const elector = this.elector!
     const log = this.log!
     const epoch = (await log.lease(SIGNER_LEASE, 'tip'))?.epoch ?? 0
+    // Holding ends inside release(), before anything is awaited: a runner's
+    // report from now on was made knowing it.
+    const since = performance.now()
     const result = await elector.release({
       stopWork: async (deadline) => {
-        const idle = await this.runs.idle(deadline === null ? 0 : deadline - systemClock.now())
+        const idle = await this.runs.idle(deadline === null ? 0 : deadline - systemClock.now(), since)
         if (!idle) this.logger.warn({ running: this.runs.running }, 'a run child did not report stopping before the deadline; releasing now (its runner kills it by then)')
       }
     })
@@ -319,6 +322,7 @@ export class Daemon extends ReadyResource {
       killLeadMs: this.config.killLeadMs,
       queues,
       webhookPort: this.webhooks?.port ?? null,
+      runners: this.runs.attached,
       pid: process.pid
     }
   }

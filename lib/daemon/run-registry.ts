@@ -39,6 +39,11 @@ export class RunRegistry {
     return true
   }
 
+  /** Runners attached now. */
+  get attached(): number {
+    return this.runners.size
+  }
+
   get running(): number {
     let n = 0
     for (const r of this.runners.values()) if (r.running) n++
@@ -52,12 +57,12 @@ export class RunRegistry {
   }
 
   /**
-   * Resolves true once every attached runner has reported, after this call,
-   * that no child of its runs; false after `timeoutMs`.
+   * Resolves true once every attached runner has reported, at or after
+   * `since` (performance.now() time: when holding ended), that no child of
+   * its runs; false after `timeoutMs`.
    */
-  idle(timeoutMs: number): Promise<boolean> {
-    const since = performance.now()
-    if (this.runners.size === 0) return Promise.resolve(true)
+  idle(timeoutMs: number, since: number): Promise<boolean> {
+    if (this.idleSince(since)) return Promise.resolve(true)
     return new Promise((resolve) => {
       const check = (): void => {
         if (this.idleSince(since)) finish(true)
