@@ -42,6 +42,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { randomBytes } from 'node:crypto'
+import { onKillAll } from './procs.js'
 
 export type EtcdScenario = 'handoff-sigterm' | 'handoff-sigint' | 'failover-sigkill'
 
@@ -137,6 +138,8 @@ export type EtcdBenchResult = EtcdBenchAvailable | EtcdBenchUnavailable
 export interface EtcdBenchOptions {
   ttlsMs: number[]
   trials: number
+  /** Which scenarios to run (default: all three). */
+  scenarios?: EtcdScenario[]
   log?: (line: string) => void
 }
 
@@ -688,15 +691,22 @@ function summarize(scenario: EtcdScenario, ttlMs: number, trials: EtcdTrial[]): 
 
 const SCENARIOS: EtcdScenario[] = ['handoff-sigterm', 'handoff-sigint', 'failover-sigkill']
 
-async function benchTtl(cluster: Cluster, owned: Owned, requestedTtlMs: number, trials: number, log: (line: string) => void): Promise<EtcdTtlResult> {
+async function benchTtl(
+  cluster: Cluster,
+  owned: Owned,
+  requestedTtlMs: number,
+  trials: number,
+  log: (line: string) => void,
+  scenarios: EtcdScenario[] = SCENARIOS
+): Promise<EtcdTtlResult> {
   const ttlS = Math.max(1, Math.ceil(requestedTtlMs / 1000))
   const tr = new TtlRun(cluster, owned, ttlS, log)
-  const byScenario = new Map<EtcdScenario, EtcdTrial[]>(SCENARIOS.map((s) => [s, []]))
+  const byScenario = new Map<EtcdScenario, EtcdTrial[]>(scenarios.map((s) => [s, []]))
   let error: string | null = null
-  log(`TTL ${ttlS} s: ${trials} trials each of ${SCENARIOS.join(', ')} (interleaved)`)
+  log(`TTL ${ttlS} s: ${trials} trials each of ${scenarios.join(', ')} (interleaved)`)
   try {
     outer: for (let i = 0; i < trials; i++) {
-      for (const s of SCENARIOS) {
+      for (const s of scenarios) {
         let t: EtcdTrial
         try {
           t = await tr.trial(s, i)
@@ -725,7 +735,7 @@ async function benchTtl(cluster: Cluster, owned: Owned, requestedTtlMs: number, 
     ttlMs: ttlS * 1000,
     ttlS,
     lockName: tr.baseName,
-    scenarios: SCENARIOS.map((s) => summarize(s, ttlS * 1000, byScenario.get(s)!)),
+    scenarios: scenarios.map((s) => summarize(s, ttlS * 1000, byScenario.get(s)!)),
     error
   }
 }
@@ -762,6 +772,7 @@ export async function benchEtcd(opts: EtcdBenchOptions): Promise<EtcdBenchResult
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)
   process.on('exit', onExit)
+  const offHook = onKillAll(() => owned.killAllSync())
 
   const notes: string[] = []
   let cluster: Cluster | null = null
@@ -772,7 +783,7 @@ export async function benchEtcd(opts: EtcdBenchOptions): Promise<EtcdBenchResult
     log(`etcd ${bins.version} cluster healthy in ${startMs} ms`)
     const results: EtcdTtlResult[] = []
     for (const ttlMs of opts.ttlsMs) {
-      const r = await benchTtl(cluster, owned, ttlMs, opts.trials, log)
+      const r = await benchTtl(cluster, owned, ttlMs, opts.trials, log, opts.scenarios)
       if (r.ttlMs !== r.requestedTtlMs) notes.push(`TTL ${r.requestedTtlMs} ms rounded up to ${r.ttlS} s (etcdctl lock --ttl takes whole seconds)`)
       if (r.ttlS < 2) notes.push('etcd raises lease TTLs below its minimum (1.5 x election timeout, rounded up to whole seconds: 2 s with the default settings)')
       results.push(r)
@@ -810,5 +821,6 @@ export async function benchEtcd(opts: EtcdBenchOptions): Promise<EtcdBenchResult
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)
     process.off('exit', onExit)
+    offHook()
   }
 }

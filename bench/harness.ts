@@ -9,12 +9,15 @@
  * instances the cluster created.
  */
 import type { Assertion } from 'brittle'
+import Corestore from 'corestore'
+import tmp from 'test-tmp'
 import { Cluster, OverlapMonitor, type Device } from '../test/helpers/cluster.js'
+import { IntentLog } from '../lib/log/intent-log.js'
 import { Elector } from '../lib/lease/elector.js'
 import { electionConfig, type ElectionConfig } from '../lib/lease/config.js'
 import { SIGNER_LEASE, type Op } from '../lib/log/ops.js'
 import type { LeaseRecord } from '../lib/lease/lease-state.js'
-import { Teardowns, now, sleep } from './util.js'
+import { Teardowns, now, sleep, waitUntil } from './util.js'
 
 export interface OpRecord {
   device: number
@@ -59,13 +62,34 @@ export function daemonConfig(leaseMs: number, ackIntervalMs?: number): Partial<E
   return { leaseMs: cfg.leaseMs, ackIntervalMs: cfg.ackIntervalMs }
 }
 
-/** A formed group (all devices writable indexers), electors not started, every append tapped. */
-export async function openRig(size: number, config: Partial<ElectionConfig>): Promise<Rig> {
+/**
+ * A formed group (all devices writable indexers), electors not started, every append tapped.
+ *
+ * Formed here rather than by Cluster.create(size): that helper gives the
+ * whole group 10 s to become writable indexers, and with the daemon's
+ * background ack interval (leaseMs, 2 s and more) a 5-indexer group
+ * regularly took longer on this machine, so the scaling rows failed before
+ * timing anything. Same steps (a founder, then one add-writer per device,
+ * all from the founder), a longer bound, and the time it took is reported.
+ */
+export async function openRig(size: number, config: Partial<ElectionConfig>, formTimeoutMs = 60_000): Promise<Rig> {
   const teardowns = new Teardowns()
+  const t = teardowns as unknown as Assertion
   const start = now()
   let cluster: Cluster
   try {
-    cluster = await Cluster.create(teardowns as unknown as Assertion, { size, config, elect: false })
+    cluster = await Cluster.create(t, { size: 1, config, elect: false })
+    const founder = cluster.devices[0]!
+    for (let i = 1; i < size; i++) {
+      const dir = await tmp(t)
+      const store = new Corestore(dir)
+      const log = new IntentLog(store, { key: founder.log.key, ackIntervalMs: cluster.ackIntervalMs() })
+      await log.ready()
+      cluster.devices.push({ index: i, dir, store, log, elector: null, events: [] })
+      cluster.mesh.add(log)
+    }
+    for (const d of cluster.devices.slice(1)) await founder.log.append({ type: 'add-writer', key: d.log.self, indexer: true })
+    await waitUntil(() => (cluster.devices.every((d) => d.log.writable && d.log.isIndexer) ? true : null), formTimeoutMs, `all ${size} devices writable indexers`, 5)
   } catch (err) {
     await teardowns.run()
     throw err

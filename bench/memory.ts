@@ -9,6 +9,7 @@
 import { fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { openRig, startElectors, closeRig, waitSingleHolder, daemonConfig } from './harness.js'
+import { onKillAll } from './procs.js'
 import { exposeGc, now, sleep } from './util.js'
 
 export interface MemoryReading {
@@ -54,6 +55,8 @@ async function settledReading(gc: () => void): Promise<MemoryReading> {
 
 /** Child side: measure, report over IPC, exit. */
 export async function memoryChild(devices: number, leaseMs: number, settleMs: number, ackIntervalMs?: number): Promise<void> {
+  // The parent gone (killed, interrupted): nothing will read the result; its temp root is being removed.
+  process.once('disconnect', () => process.exit(1))
   const gc = exposeGc()
   await sleep(200)
   const before = await settledReading(gc)
@@ -83,12 +86,14 @@ export function measureMemory(devices: number, leaseMs: number, settleMs: number
     })
     let result: MemoryResult | null = null
     const timer = setTimeout(() => child.kill('SIGKILL'), 120_000)
+    const offHook = onKillAll(() => child.kill('SIGKILL'))
     child.on('message', (m: unknown) => {
       result = m as MemoryResult
     })
     child.on('error', reject)
     child.on('exit', (code, signal) => {
       clearTimeout(timer)
+      offHook()
       if (result !== null) resolve(result)
       else reject(new Error(`memory child for ${devices} devices exited with ${signal ?? code} and no result`))
     })

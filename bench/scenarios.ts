@@ -161,14 +161,19 @@ function ackCounts(rig: Rig, from: number, to: number): { acks: number; nudges: 
 }
 
 /** One fresh group: start all electors at once, hand off gracefully `handoffs` times, then kill the holder. */
-export async function electionTrial(size: number, config: Partial<ElectionConfig>, handoffs: number): Promise<TrialResult> {
+export async function electionTrial(
+  size: number,
+  config: Partial<ElectionConfig>,
+  handoffs: number,
+  timeouts: { firstMs: number; failoverMs: number; formMs?: number } = { firstMs: 30_000, failoverMs: 60_000 }
+): Promise<TrialResult> {
   const leaseMs = config.leaseMs ?? 2000
-  const rig = await openRig(size, config)
+  const rig = await openRig(size, config, timeouts.formMs)
   let result: Omit<TrialResult, 'teardownErrors' | 'maxHolders' | 'overlapSamples' | 'monitorSamples'>
   try {
     const t0 = now()
     await startElectors(rig)
-    const first = await waitSingleHolder(rig, { since: t0 })
+    const first = await waitSingleHolder(rig, { since: t0, timeoutMs: timeouts.firstMs })
     const firstElectionClaims = rig.ops.filter((o) => o.type === 'claim' && o.sentAt >= t0 && o.sentAt <= first.at).length
 
     const handoffSamples: HandoffSample[] = []
@@ -202,7 +207,7 @@ export async function electionTrial(size: number, config: Partial<ElectionConfig
     await rig.cluster.kill(cur.device)
     const killCallMs = now() - t2
     const survivors = rig.cluster.devices.map((d) => d.index).filter((i) => i !== cur.device)
-    const next = await waitSingleHolder(rig, { since: t2, among: survivors, aboveEpoch: cur.epoch, timeoutMs: 60_000 })
+    const next = await waitSingleHolder(rig, { since: t2, among: survivors, aboveEpoch: cur.epoch, timeoutMs: timeouts.failoverMs })
     const claims = rig.ops.filter((o) => o.type === 'claim' && o.sentAt >= t2 && o.sentAt <= next.at)
     const won = claims.filter((o) => o.device === next.device).pop()
     const failover: FailoverSample = {

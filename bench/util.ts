@@ -12,6 +12,7 @@ export interface Stats {
   n: number
   p50: number | null
   p90: number | null
+  p95: number | null
   max: number | null
   min: number | null
   mean: number | null
@@ -20,12 +21,13 @@ export interface Stats {
 /** Nearest-rank percentiles (no interpolation: every value reported was measured). */
 export function stats(values: number[]): Stats {
   const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b)
-  if (v.length === 0) return { n: 0, p50: null, p90: null, max: null, min: null, mean: null }
+  if (v.length === 0) return { n: 0, p50: null, p90: null, p95: null, max: null, min: null, mean: null }
   const rank = (p: number): number => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))]!
   return {
     n: v.length,
     p50: rank(50),
     p90: rank(90),
+    p95: rank(95),
     max: v[v.length - 1]!,
     min: v[0]!,
     mean: v.reduce((a, b) => a + b, 0) / v.length

@@ -28,6 +28,9 @@ import { IntentLog } from '../lib/log/intent-log.js'
 import { decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
 import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
 import { registerQueueCommands } from '../lib/cli/queue-commands.js'
+import { registerForgeCommand } from '../lib/cli/forge-command.js'
+import { registerUpgradeCommand } from '../lib/cli/upgrade-command.js'
+import { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import { runDemo } from '../lib/daemon/demo.js'
 import type { Json } from '../lib/daemon/control-server.js'
@@ -64,6 +67,10 @@ interface StartFlags extends NetFlags {
   webhookPort?: number
   webhookHost?: string
   webhookSecretsFile?: string
+  forgeConfig?: string
+  dryRun?: boolean
+  reconcileS?: number
+  gateTimeoutS?: number
 }
 
 async function cmdStart(f: StartFlags): Promise<number> {
@@ -71,6 +78,11 @@ async function cmdStart(f: StartFlags): Promise<number> {
     throw new Exit(EXIT.USAGE, '--webhook-port and --webhook-secrets-file go together')
   }
   if (f.webhookHost !== undefined && f.webhookPort === undefined) throw new Exit(EXIT.USAGE, '--webhook-host goes with --webhook-port')
+  if (f.forgeConfig === undefined && (f.dryRun || f.reconcileS !== undefined || f.gateTimeoutS !== undefined)) {
+    throw new Exit(EXIT.USAGE, '--dry-run, --reconcile-s and --gate-timeout-s go with --forge-config')
+  }
+  // A bad forge config is refused before anything starts.
+  const forge = f.forgeConfig === undefined ? undefined : loadForgeConfig(f.forgeConfig)
   const logger = createLogger()
   const daemon = new Daemon({
     storage: f.storage,
@@ -80,6 +92,10 @@ async function cmdStart(f: StartFlags): Promise<number> {
     webhookPort: f.webhookPort ?? null,
     ...(f.webhookHost ? { webhookHost: f.webhookHost } : {}),
     ...(f.webhookSecretsFile ? { webhookSecretsFile: f.webhookSecretsFile } : {}),
+    ...(forge !== undefined ? { forge } : {}),
+    ...(f.dryRun ? { dryRun: true } : {}),
+    ...(f.reconcileS !== undefined ? { reconcileMs: f.reconcileS * 1000 } : {}),
+    ...(f.gateTimeoutS !== undefined ? { gateTimeoutMs: f.gateTimeoutS * 1000 } : {}),
     logger
   })
   process.on('SIGHUP', () => daemon.reloadSecrets())
@@ -289,6 +305,10 @@ function build(): Command {
     .option('--webhook-port <n>', 'take GitHub webhooks on POST /webhook/<tenant> at this port', port)
     .option('--webhook-host <address>', 'address the webhook intake binds (default 127.0.0.1)')
     .option('--webhook-secrets-file <file>', 'JSON {"<tenant>": ["<secret>", ...]}, mode 0600; re-read on SIGHUP')
+    .option('--forge-config <file>', 'run the merge queue while holding: the forge (GitHub API URL and credentials), JSON')
+    .option('--dry-run', 'with --forge-config: decide and log, never change anything at the forge')
+    .option('--reconcile-s <n>', 'with --forge-config: reconcile with the forge every N seconds (default 300)', seconds)
+    .option('--gate-timeout-s <n>', 'with --forge-config: bounce a PR whose checks are still pending after N seconds (default 1800)', seconds)
     .action(act((f: StartFlags) => cmdStart(f)))
 
   storage(program.command('invite').description('print a one-line, single-use invite from the running daemon'))
@@ -374,6 +394,7 @@ function build(): Command {
     }))
 
   registerQueueCommands(program, storage, act)
+  registerUpgradeCommand(program, storage, act)
 
   program
     .command('testnet')
@@ -381,6 +402,8 @@ function build(): Command {
     .option('--port <n>', 'port to bind (default: any free port)', port)
     .option('--host <address>', 'address to bind (default 127.0.0.1)')
     .action(act((f: { port?: number; host?: string }) => cmdTestnet(f)))
+
+  registerForgeCommand(program, act)
 
   program
     .command('demo')

@@ -22,6 +22,7 @@ function entry(status: QueueStatus, patch: Partial<QueueEntry> = {}): QueueEntry
     bounceReason: status === 'bounced' ? 'checks failed' : null,
     via: 'label',
     epoch: status === 'queued' ? null : 3,
+    followUps: [],
     ...patch
   }
 }
@@ -194,7 +195,8 @@ test('join creates the entry as the seed has it; a new head clears the gate', (t
     gateResultAt: null,
     bounceReason: null,
     via: 'auto-merge',
-    epoch: null
+    epoch: null,
+    followUps: []
   })
   const passed = entry('gate_passed', { gateResult: 'success', gateResultAt: 600 })
   const moved = queueTransition(PR, passed, { kind: 'head', sha: NEW, autoMerge: false, draft: false }, 900)

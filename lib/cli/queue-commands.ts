@@ -13,6 +13,15 @@ import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../queue/qu
 type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
 type WithStorage = (c: Command) => Command
 
+interface ReconcileAnswer {
+  tenant: string
+  repo: string
+  epoch: number
+  results: { fixed: string[]; staleLeases: string[] }
+  queueLength: number
+  eventCount: number
+}
+
 interface RepoListing<T> {
   tenant: string
   repo: string
@@ -107,6 +116,32 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
       .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
       .action(act(async (pr: number, f: { storage: string; repo: string }) => control(f.storage, action, f.repo, pr)))
   }
+
+  storage(program.command('reconcile').description("ask the holder to reconcile now (resync from the forge) and print its results"))
+    .option('--repo <repo>', 'one repository (owner/name or tenant:owner/name); default: all')
+    .option('--timeout <seconds>', 'wait this long for the confirmed results (default 60)', (v: string) => {
+      const n = Number(v)
+      if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('must be a positive number of seconds')
+      return n
+    })
+    .option('--json', 'JSON output: one object with --repo, else a list')
+    .action(
+      act(async (f: { storage: string; repo?: string; timeout?: number; json?: boolean }) => {
+        const timeoutMs = Math.round((f.timeout ?? 60) * 1000)
+        const list = (await call(socketOf(f.storage), 'reconcile', { ...(f.repo ? { repo: f.repo } : {}), timeoutMs }, timeoutMs + 5_000)) as unknown as ReconcileAnswer[]
+        if (f.json) {
+          out(JSON.stringify(f.repo !== undefined && list.length === 1 ? list[0] : list))
+          return EXIT.OK
+        }
+        for (const r of list) {
+          out(`${r.tenant}:${r.repo}  queue ${r.queueLength}  events ${r.eventCount}  (holder epoch ${r.epoch})`)
+          for (const x of r.results.fixed) out(`  fixed: ${x}`)
+          if (r.results.fixed.length === 0) out('  nothing to fix')
+          for (const x of r.results.staleLeases) out(`  expired lease: ${x}`)
+        }
+        return EXIT.OK
+      })
+    )
 
   storage(program.command('events').description('the last 100 webhook events per repository'))
     .option('--repo <repo>', 'one repository')

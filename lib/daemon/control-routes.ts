@@ -19,6 +19,7 @@ import { systemClock } from '../lease/clock.js'
 import { SIGNER_LEASE, isLabel, isRepo, isTenant, isWriterKeyHex, normalizeRepo, type MergeMethod } from '../log/ops.js'
 import { AutoleaseError } from '../errors.js'
 import { decodeKey } from './storage-lock.js'
+import { registerUpgradeRoute } from './upgrade-route.js'
 
 export interface RouteContext {
   log: IntentLog
@@ -125,6 +126,36 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     return { result: 'requested', tenant, repo, action, pr }
   })
 
+  // Reconcile now: any writer appends a request per tenant; the holder serves it; answered once its results are confirmed.
+  c.handle('reconcile', async (p) => {
+    const filter = optStr(p, 'repo')
+    const repos = await queue.select('tip', filter)
+    if (repos.length === 0) throw new AutoleaseError('INVALID_ARGUMENT', filter === undefined ? 'no repos are managed: add one with `autolease repo add`' : `not a managed repo: ${filter}`)
+    const byTenant = new Map<string, string[]>()
+    for (const r of repos) byTenant.set(r.tenant, [...(byTenant.get(r.tenant) ?? []), r.repo])
+    const asked: Array<{ op: string; repos: string[] }> = []
+    for (const [tenant, names] of byTenant) {
+      const repo = filter !== undefined && names.length === 1 ? names[0]! : null
+      asked.push({ op: await log.append({ type: 'reconcile-request', tenant, repo, ts: Math.round(systemClock.wall()) }), repos: repo === null ? names : [repo] })
+    }
+    const answered = async (): Promise<boolean> => {
+      for (const a of asked) {
+        const request = await queue.reconcileRequest(a.op, 'confirmed')
+        if (request === null || !a.repos.every((r) => request.results.some((x) => x.repo === r))) return false
+      }
+      return true
+    }
+    await waitForConfirmed(log, answered, optNumber(p, 'timeoutMs') ?? 60_000, "the holder's reconciliation (is a holder running with --forge-config, and can it reach the forge? see its log)")
+    const out: Json[] = []
+    for (const a of asked) {
+      const request = (await queue.reconcileRequest(a.op, 'confirmed'))!
+      for (const r of request.results) {
+        out.push({ tenant: request.tenant, repo: r.repo, epoch: r.epoch, results: { fixed: r.fixed, staleLeases: r.staleLeases }, queueLength: r.queueLength, eventCount: r.eventCount })
+      }
+    }
+    return out
+  })
+
   // One event per change of the confirmed holder, starting with the current one.
   c.stream('watch', async (_p, send) => {
     const last = elector.status().confirmed
@@ -172,6 +203,7 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
   })
   // A runner says whether its child runs (a release waits for every child to be gone).
   c.handle('run.report', async (p) => ({ known: runs.report(positive(p, 'runner'), bool(p, 'running')) }))
+  registerUpgradeRoute(c, { log })
 }
 
 function str(p: Params, name: string): string {

@@ -36,6 +36,10 @@ import { logDemoted, logElected, type Logger } from './logger.js'
 import { QueueReads } from '../queue/queue-reads.js'
 import { WebhookSecrets } from '../queue/webhook-secrets.js'
 import { WebhookServer } from '../queue/webhook-server.js'
+import { HolderWorker } from '../queue/worker.js'
+import { createGitHubForge, type GitHubForgeConfig } from '../queue/forge/github.js'
+import type { Forge } from '../queue/forge/forge.js'
+import { testPause } from './test-pause.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
 
@@ -51,6 +55,14 @@ export interface DaemonOptions {
   webhookHost?: string
   /** The local secrets file (JSON, mode 0600): required with webhookPort. */
   webhookSecretsFile?: string
+  /** The forge the holder's worker uses (GitHub or the local fake); without it this device never runs the queue. */
+  forge?: GitHubForgeConfig
+  /** Decide and log, never mutate the forge. */
+  dryRun?: boolean
+  /** Reconciliation period (default 300 s). */
+  reconcileMs?: number
+  /** A gate still pending this long bounces (default 30 min). */
+  gateTimeoutMs?: number
   logger: Logger
 }
 
@@ -76,6 +88,8 @@ export class Daemon extends ReadyResource {
   private webhooks: WebhookServer | null = null
   private secrets: WebhookSecrets | null = null
   private queue: QueueReads | null = null
+  private worker: HolderWorker | null = null
+  private forgeTimeoutMs = 0
   private readonly runs = new RunRegistry()
 
   constructor(opts: DaemonOptions) {
@@ -143,6 +157,8 @@ export class Daemon extends ReadyResource {
     this.pairing = new PairingHost(log, this.swarm.swarm)
     await this.pairing.ready()
 
+    if (this.opts.forge !== undefined) this.startWorker(log, elector, this.queue, this.opts.forge)
+
     const leases = new NamedLeases(log, { onconfirm: (op, ms) => this.metrics?.confirmLatency.observe({ op }, ms / 1000) })
     this.control = new ControlServer(paths.socket)
     registerRoutes(this.control, {
@@ -205,7 +221,33 @@ export class Daemon extends ReadyResource {
     )
   }
 
+  /** The holder's merge-queue worker: acts only while this device holds (worker.ts). */
+  private startWorker(log: IntentLog, elector: Elector, queue: QueueReads, config: GitHubForgeConfig): void {
+    const forge: Forge = createGitHubForge(config, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
+    this.forgeTimeoutMs = config.timeoutMs ?? 10_000
+    this.worker = new HolderWorker({
+      log,
+      reads: queue,
+      elector,
+      forge,
+      logger: this.logger,
+      dryRun: this.opts.dryRun === true,
+      ...(this.opts.reconcileMs !== undefined ? { reconcileMs: this.opts.reconcileMs } : {}),
+      ...(this.opts.gateTimeoutMs !== undefined ? { gateTimeoutMs: this.opts.gateTimeoutMs } : {}),
+      confirmTimeoutMs: Math.max(10_000, this.config.leaseMs * 3),
+      pause: testPause(process.env),
+      metrics: {
+        merged: (repo) => this.metrics?.merges.inc({ repo }),
+        bounced: (repo) => this.metrics?.bounces.inc({ repo }),
+        forgeError: (kind) => this.metrics?.forgeErrors.inc({ kind }),
+        inflight: (delta) => this.metrics?.forgeInflight.inc(delta)
+      }
+    })
+    this.worker.start()
+  }
+
   override async _close(): Promise<void> {
+    if (this.worker) await this.worker.stop(0)
     if (this.metrics) await this.metrics.close()
     if (this.webhooks) await this.webhooks.close()
     if (this.control) await this.control.close()
@@ -267,8 +309,13 @@ export class Daemon extends ReadyResource {
     const since = performance.now()
     const result = await elector.release({
       stopWork: async (deadline) => {
-        const idle = await this.runs.idle(deadline === null ? 0 : deadline - systemClock.now(), since)
+        const [idle, settled] = await Promise.all([
+          this.runs.idle(deadline === null ? 0 : deadline - systemClock.now(), since),
+          // A forge call in flight finishes (bounded by its timeout) and its ending is recorded before the release.
+          this.worker === null ? true : this.worker.drain(this.forgeTimeoutMs + 1_000)
+        ])
         if (!idle) this.logger.warn({ running: this.runs.running }, 'a run child did not report stopping before the deadline; releasing now (its runner kills it by then)')
+        if (!settled) this.logger.warn({ timeoutMs: this.forgeTimeoutMs }, 'a forge call did not finish; releasing now (the next holder re-reads the forge)')
       }
     })
     if (result === 'released') {
@@ -323,6 +370,9 @@ export class Daemon extends ReadyResource {
       queues,
       webhookPort: this.webhooks?.port ?? null,
       runners: this.runs.attached,
+      /** Acks the indexing watchdog had to force (a real op left unconfirmed too long): the bench's "nudge" count. */
+      forcedAcks: log.forcedAcks,
+      worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
       pid: process.pid
     }
   }

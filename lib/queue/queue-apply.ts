@@ -29,7 +29,11 @@ import {
   SHA_MAX,
   attemptKey,
   auditKey,
+  fencedOutcomeKey,
+  RECONCILE_NEXT_KEY,
+  RECONCILE_REQUESTS_KEPT,
   lastReconcileKey,
+  reconcileOrderKey,
   reconcileRequestKey,
   dedupKey,
   dedupSeqKey,
@@ -41,6 +45,7 @@ import {
   shaSeqKey,
   type AuditEntry,
   type DedupEntry,
+  type FencedOutcome,
   type EventEntry,
   type OpenAttempt,
   type ReconcileRequest,
@@ -281,10 +286,15 @@ export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | 
 export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id: string, count: Count): Promise<void> {
   const signer = await tx.get<LeaseRecord>(leaseKey(SIGNER_LEASE))
   const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
-  if (config === null) return count('unmanaged-repo')
+  const outcome = (ok: boolean, reason: string | null): void => tx.put(fencedOutcomeKey(id), { op: id, ok, reason } satisfies FencedOutcome)
+  if (config === null) {
+    outcome(false, 'unmanaged-repo')
+    return count('unmanaged-repo')
+  }
   const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
   const pr = 'pr' in op ? op.pr : null
   const refuse = async (reason: RejectionReason, detail: string): Promise<void> => {
+    outcome(false, `${reason}: ${detail}`)
     await count(reason)
     scope.audit(op.ts, 'rejected', pr, 'sha' in op ? op.sha : null, op.epoch, `${op.type}: ${detail}`)
     scope.save()
@@ -309,6 +319,8 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       if (open !== null) return refuse('attempt-mismatch', `${op.action}: attempt ${open.op} is still open`)
       const attempt: OpenAttempt = { op: id, pr: op.pr, sha: op.sha, action: op.action, epoch: op.epoch, ts: op.ts }
       tx.put(key, attempt)
+      // A bounce's follow-up is owed no more once announced (at most once: a failover does not repeat it).
+      if (op.action !== 'merge' && entry.followUps.includes(op.action)) scope.setEntry(op.pr, entry, { ...entry, followUps: entry.followUps.filter((f) => f !== op.action) })
       scope.audit(op.ts, 'attempt', op.pr, op.sha, op.epoch, op.action)
       break
     }
@@ -334,6 +346,7 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       break
     }
   }
+  outcome(true, null)
   scope.save()
 }
 
@@ -399,5 +412,14 @@ export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: stri
 export async function applyReconcileRequest(tx: ViewTx, op: ReconcileRequestOp, id: string): Promise<void> {
   const request: ReconcileRequest = { op: id, tenant: op.tenant, repo: op.repo, ts: op.ts, results: [] }
   tx.put(reconcileRequestKey(id), request)
+  // Bounded: the request RECONCILE_REQUESTS_KEPT back is forgotten (its asker has long had its answer or given up).
+  const seq = (await tx.get<number>(RECONCILE_NEXT_KEY)) ?? 0
+  tx.put(reconcileOrderKey(seq), id)
+  tx.put(RECONCILE_NEXT_KEY, seq + 1)
+  if (seq >= RECONCILE_REQUESTS_KEPT) {
+    const old = await tx.get<string>(reconcileOrderKey(seq - RECONCILE_REQUESTS_KEPT))
+    tx.del(reconcileOrderKey(seq - RECONCILE_REQUESTS_KEPT))
+    if (old !== null) tx.del(reconcileRequestKey(old))
+  }
 }
 

@@ -149,6 +149,30 @@ export const attemptKey = (tenant: string, repo: string, pr: number): string => 
 export const attemptPrefix = (tenant: string, repo: string): string => `${ATTEMPT_PREFIX}${scope(tenant, repo)}/`
 export const RECONCILE_REQUEST_PREFIX = 'reconcile/request/'
 export const reconcileRequestKey = (op: string): string => RECONCILE_REQUEST_PREFIX + op
+/** Reconcile requests kept in the view (the oldest is forgotten by the next one). */
+export const RECONCILE_REQUESTS_KEPT = 100
+export const RECONCILE_NEXT_KEY = 'reconcile/next'
+export const reconcileOrderKey = (seq: number): string => `reconcile/order/${pad(seq, 15)}`
 export const lastReconcileKey = (tenant: string, repo: string): string => `reconcile/last/${scope(tenant, repo)}`
+
+/**
+ * How the holder learns what became of its fenced ops: apply records each
+ * one's result in a ring per author, slot = the op's position in its
+ * writer's core mod FENCED_SLOTS. A holder waits for its op's slot to name
+ * the op in the confirmed view. Bounded by construction (slots x writers);
+ * a slot is reused only after FENCED_SLOTS later ops of the same writer,
+ * long after anyone waits on it.
+ */
+export const FENCED_SLOTS = 1024
+export interface FencedOutcome {
+  op: string
+  ok: boolean
+  /** Why it was refused (a rejection reason and its detail). */
+  reason: string | null
+}
+export const fencedOutcomeKey = (opId: string): string => {
+  const [author, length] = opId.split(':')
+  return `fenced/${String(author)}/${pad(Number(length) % FENCED_SLOTS, 4)}`
+}
 
 export const EMPTY_REPO_STATE: RepoState = { queueLength: 0, events: 0, audit: 0, dedupFirst: 0, dedupNext: 0, shaFirst: 0, shaNext: 0, maxTs: 0 }

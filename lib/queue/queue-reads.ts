@@ -6,6 +6,7 @@
 import type { IntentLog, ReadMode } from '../log/intent-log.js'
 import {
   QUEUE_PREFIX,
+  RECONCILE_REQUEST_PREFIX,
   REPO_PREFIX,
   attemptPrefix,
   auditPrefix,
@@ -80,6 +81,11 @@ export class QueueReads {
 
   lastReconcile(tenant: string, repo: string, mode: ReadMode): Promise<ReconcileResult | null> {
     return this.log.value<ReconcileResult>(lastReconcileKey(tenant, repo), mode)
+  }
+
+  /** The reconcile requests kept (the latest RECONCILE_REQUESTS_KEPT). */
+  reconcileRequests(mode: ReadMode): Promise<ReconcileRequest[]> {
+    return this.log.values<ReconcileRequest>(RECONCILE_REQUEST_PREFIX, mode)
   }
 
   reconcileRequest(op: string, mode: ReadMode): Promise<ReconcileRequest | null> {

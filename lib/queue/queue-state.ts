@@ -32,7 +32,15 @@ export interface QueueEntry {
   via: JoinVia
   /** The epoch of the holder decision that set the status; null when events set it. */
   epoch: number | null
+  /**
+   * What a bounce still owes the PR at the forge (a comment; the queue label
+   * removed), so a holder that takes over mid-bounce finishes it. Each leaves
+   * the list when its attempt op is applied: at most once, never twice.
+   */
+  followUps: FollowUp[]
 }
+
+export type FollowUp = 'comment' | 'remove-label'
 
 export type AuditAction =
   | 'join'
@@ -130,7 +138,8 @@ export function queueTransition(pr: number, entry: QueueEntry | null, fact: Queu
         ...entry,
         status: fact.status,
         epoch: fact.epoch,
-        bounceReason: fact.status === 'bounced' ? fact.reason : null
+        bounceReason: fact.status === 'bounced' ? fact.reason : null,
+        followUps: fact.status === 'bounced' ? (entry.via === 'label' ? ['comment', 'remove-label'] : ['comment']) : []
       }
       const audit = fact.status === 'bounced' ? 'bounce' : fact.status === 'queued' ? 'reevaluate' : fact.status
       return { result: 'decided', entry: next, audit }
@@ -149,12 +158,13 @@ function fresh(pr: number, sha: string, via: JoinVia, ts: number): QueueEntry {
     gateResultAt: null,
     bounceReason: null,
     via,
-    epoch: null
+    epoch: null,
+    followUps: []
   }
 }
 
 function reevaluated(entry: QueueEntry, sha: string, ts: number): QueueEntry {
-  return { ...entry, prSha: sha, status: 'queued', reevaluatedAt: ts, gateResult: null, gateResultAt: null, bounceReason: null, epoch: null }
+  return { ...entry, prSha: sha, status: 'queued', reevaluatedAt: ts, gateResult: null, gateResultAt: null, bounceReason: null, epoch: null, followUps: [] }
 }
 
 const PASSING = new Set(['success', 'neutral', 'skipped'])

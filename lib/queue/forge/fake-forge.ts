@@ -30,6 +30,8 @@
  * - `mutations()` holds every non-GET request except minting an
  *   installation token, with the epoch header as sent (null if absent), in
  *   order of arrival, including those answered by an injected failure.
+ *   Events (copies, for `autolease forge`'s log): 'mutation' once a mutating
+ *   request is answered, 'delivery' once a delivery attempt ended.
  *
  * Not modelled: branches and git objects (a commit is known once some PR
  * head, check or status used its SHA), issues that are not PRs, reviews,
@@ -712,7 +714,9 @@ export class FakeForge extends ReadyResource {
     })
     const answered = (status: number): void => {
       rec.status = status
-      if (mrec) mrec.status = status
+      if (!mrec) return
+      mrec.status = status
+      this.emit('mutation', { ...mrec })
     }
 
     const latency = [...this.delays].filter((d) => matches(d.match, info)).reduce((sum, d) => sum + d.ms, 0)
@@ -1102,6 +1106,7 @@ export class FakeForge extends ReadyResource {
     } finally {
       clearTimeout(timer)
       this.deliveryAborts.delete(abort)
+      this.emit('delivery', { ...rec })
     }
   }
 

@@ -202,15 +202,18 @@ export class GitHubForge implements Forge {
     checkSha(sha)
     return this.call(`getGate ${repo}@${sha}`, async (request) => {
       const perPage = this.settings.pageSize
-      const runs = await allPages(async (page) => {
-        const res = await this.octokit.rest.checks.listForRef({ owner, repo: name, ref: sha, per_page: perPage, page, request })
-        return { items: res.data.check_runs, link: res.headers.link }
-      })
+      // The two lists are independent: read them at once (one round trip of latency, not two).
+      const [runs, combined] = await Promise.all([
+        allPages(async (page) => {
+          const res = await this.octokit.rest.checks.listForRef({ owner, repo: name, ref: sha, per_page: perPage, page, request })
+          return { items: res.data.check_runs, link: res.headers.link }
+        }),
+        allPages(async (page) => {
+          const res = await this.octokit.rest.repos.getCombinedStatusForRef({ owner, repo: name, ref: sha, per_page: perPage, page, request })
+          return { items: res.data.statuses, link: res.headers.link }
+        })
+      ])
       const checks: CheckReading[] = runs.map((r) => ({ name: r.name, status: r.status, conclusion: r.conclusion ?? null }))
-      const combined = await allPages(async (page) => {
-        const res = await this.octokit.rest.repos.getCombinedStatusForRef({ owner, repo: name, ref: sha, per_page: perPage, page, request })
-        return { items: res.data.statuses, link: res.headers.link }
-      })
       const statuses: StatusReading[] = combined.map((s) => ({ context: s.context, state: toStatusState(s.state) }))
       return { sha, checks, statuses }
     })

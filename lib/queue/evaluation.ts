@@ -1,0 +1,249 @@
+/**
+ * One evaluation of one PR by the holder (DESIGN §4, seed 000's evaluate):
+ * read the forge, decide, and act, with fenced ops. Runs under the worker's
+ * per-PR lock, so at most one per PR at a time.
+ *
+ * Invariants kept here:
+ * - Every forge mutation is announced by an attempt op that is CONFIRMED
+ *   before the call, and the tenure still holds right before the call; an
+ *   attempt-end op records how it ended. An attempt left open (the holder
+ *   died or lost the lease mid-call) is resolved by re-reading the forge
+ *   before anything else is done for that PR: merged already -> recorded,
+ *   never merged again; not merged -> abandoned, evaluated afresh.
+ * - A merge names the head SHA the gate was judged on (409 if it moved).
+ * - The forge is read before deciding (the PR's state, head, draft, labels;
+ *   the gate for that head): a missed or late webhook cannot make us merge a
+ *   closed PR, a draft, or a head nobody evaluated.
+ * - 405 "Base branch was modified" is retried later without a comment; any
+ *   other 405 bounces with ONE comment and the label removed.
+ * - Forge errors are thrown to the worker, which retries later; nothing in
+ *   the view is lost (the entry keeps its status).
+ */
+import type { PullRequest, GateReading } from './forge/forge.js'
+import type { CheckFact } from '../log/ops.js'
+import { evaluateGate, type GateResult } from './queue-state.js'
+import type { OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
+import { detail, type Tenure } from './tenure.js'
+
+export type Verdict =
+  /** Nothing more to do until something changes. */
+  | { next: 'done'; what: string }
+  /** Look again in `afterMs` (a pending gate, a base that moved, mergeability being computed). */
+  | { next: 'wake'; afterMs: number; what: string; mergeableUnknown?: true }
+
+/** How long GitHub usually needs to compute `mergeable`, and how often we re-read it before trying the merge anyway. */
+const MERGEABLE_RETRY_MS = 2_000
+/** After a 405 "Base branch was modified". */
+const BASE_MODIFIED_RETRY_MS = 5_000
+
+export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: number, mergeableReads = 0): Promise<Verdict> {
+  if (!t.holding()) return { next: 'done', what: 'not holding' }
+  const config = await t.reads.repo(tenant, repo, 'tip')
+  if (config === null) return { next: 'done', what: 'repo not managed' }
+
+  const attempt = (await t.reads.openAttempts(tenant, repo, 'tip')).find((a) => a.pr === pr)
+  if (attempt !== undefined) {
+    const resolved = await resolveAttempt(t, config, attempt)
+    if (resolved !== null) return resolved
+  }
+  if (config.paused) return { next: 'done', what: 'repo paused' }
+
+  const entry = (await t.reads.queue(tenant, repo, 'tip')).find((e) => e.prNumber === pr)
+  if (entry === undefined) return { next: 'done', what: 'not queued' }
+  if (entry.status === 'bounced') return followUp(t, config, entry)
+
+  const pull = await t.call((f) => f.getPull(repo, pr))
+  if (pull === null || !wanted(pull, config) || pull.headSha !== entry.prSha) {
+    // The forge disagrees with the view (a webhook was missed or is late): record what it says; the view decides.
+    await t.append(syncOp(config, pr, pull, entry.prSha, null))
+    return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
+  }
+
+  if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
+  const reading = await t.call((f) => f.getGate(repo, entry.prSha))
+  const facts = gateFacts(reading)
+  const gate = evaluateGate(facts.map((c) => [c.name, c.conclusion] as const), config.requiredChecks)
+  if (gate !== entry.gateResult) {
+    // What the forge says now, for the view (a check webhook may have been missed).
+    await t.append(syncOp(config, pr, pull, entry.prSha, facts))
+  }
+
+  if (gate === 'pending') {
+    const since = entry.reevaluatedAt ?? entry.queuedAt
+    const left = since + t.settings.gateTimeoutMs - t.wall()
+    if (left > 0) return { next: 'wake', afterMs: left, what: 'gate pending' }
+    return bounce(t, config, entry, `the gate did not finish within ${Math.round(t.settings.gateTimeoutMs / 1000)} s`)
+  }
+  if (gate === 'failure') return bounce(t, config, entry, `the gate failed: ${failing(facts, config).join(', ')}`)
+
+  if (pull.mergeable === false) return bounce(t, config, entry, `the PR cannot be merged (${pull.mergeableState ?? 'conflict'})`)
+  if (pull.mergeable === null && mergeableReads < 3) return { next: 'wake', afterMs: MERGEABLE_RETRY_MS, what: 'mergeability being computed', mergeableUnknown: true }
+
+  if (entry.status !== 'gate_passed') await t.append(decide(config, entry, 'gate_passed', null))
+  if (t.settings.dryRun) {
+    t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, dryRun: true }, 'would merge')
+    return { next: 'done', what: 'gate passed (dry run: not merged)' }
+  }
+  return merge(t, config, entry)
+}
+
+async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<Verdict> {
+  const { repo } = config
+  const pr = entry.prNumber
+  const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo, pr, sha: entry.prSha, action: 'merge' })
+  if (!announced.ok) return { next: 'done', what: `merge not attempted: ${announced.reason ?? 'refused'}` }
+  t.settings.pause('before-merge')
+  // The last check before the call: a tenure that ended while the attempt was confirmed (or while this
+  // process was stopped) calls nothing; the attempt stays open for the next holder to resolve.
+  if (!t.holding()) return { next: 'done', what: 'lease lost before the merge call' }
+
+  let outcome
+  try {
+    outcome = await t.call((f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, epoch: t.epoch }))
+  } catch (err) {
+    // It may or may not have happened: the next evaluation re-reads the PR first.
+    await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'failed', detail: detail((err as Error).message) })
+    throw err
+  }
+  switch (outcome.result) {
+    case 'merged':
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'merged', detail: outcome.sha })
+      // Out of the queue now, whether or not the closed webhook ever arrives.
+      await t.append({ type: 'forge-sync', tenant: config.tenant, repo, pr, sha: entry.prSha, state: 'merged', draft: false, labels: [], autoMerge: false, checks: null })
+      t.metrics.merged(repo)
+      t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant, commit: outcome.sha }, 'merged')
+      return { next: 'done', what: 'merged' }
+    case 'head-moved': {
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'head-moved', detail: detail(outcome.message) })
+      const pull = await t.call((f) => f.getPull(repo, pr))
+      await t.append(syncOp(config, pr, pull, entry.prSha, null))
+      return { next: 'done', what: 'head moved before the merge (409): re-evaluating the new head' }
+    }
+    case 'base-modified':
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'base-modified', detail: detail(outcome.message) })
+      return { next: 'wake', afterMs: BASE_MODIFIED_RETRY_MS, what: 'base branch was modified (405): retrying later' }
+    case 'not-mergeable':
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'not-mergeable', detail: detail(outcome.message) })
+      return bounce(t, config, entry, `GitHub refused the merge: ${outcome.message}`)
+  }
+}
+
+/**
+ * Bounce: the decision first (fenced), then ONE comment and the label
+ * removed, each announced by a confirmed attempt. The label goes so that a
+ * resync does not re-queue the PR; it re-joins when labelled again.
+ */
+async function bounce(t: Tenure, config: RepoConfig, entry: QueueEntry, reason: string): Promise<Verdict> {
+  const { repo } = config
+  const pr = entry.prNumber
+  // The decision is not awaited: the follow-ups' attempt ops come after it in this writer, so they are
+  // confirmed only with it, and a holder taking over finishes them from the view.
+  await t.append(decide(config, entry, 'bounced', detail(reason)))
+  t.metrics.bounced(repo)
+  t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant, reason }, 'bounced')
+  const bounced = (await t.reads.queue(config.tenant, repo, 'tip')).find((e) => e.prNumber === pr)
+  if (bounced === undefined || bounced.status !== 'bounced') return { next: 'done', what: `bounced: ${reason}` }
+  const after = await followUp(t, config, bounced)
+  return { ...after, what: `bounced: ${reason}` }
+}
+
+/**
+ * What a bounce owes the PR (entry.followUps, replicated): the comment,
+ * then the label removal. Driven by the view, so a holder that took over
+ * mid-bounce finishes it; each is announced by an attempt op, which takes
+ * it off the list (at most once).
+ */
+async function followUp(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<Verdict> {
+  if (entry.followUps.length === 0) return { next: 'done', what: 'bounced' }
+  if (t.settings.dryRun) return { next: 'done', what: 'bounced (dry run: no comment, label kept)' }
+  const { repo } = config
+  const pr = entry.prNumber
+  if (entry.followUps.includes('comment')) {
+    const body =
+      `autolease took this PR out of the merge queue: ${entry.bounceReason ?? 'bounced'}.\n\n` +
+      (entry.via === 'auto-merge' ? 'Push a new commit to try again.' : `Fix it and add the \`${config.label}\` label again to re-queue it.`)
+    await mutate(t, config, entry, 'comment', (f) => f.comment(repo, pr, body, { epoch: t.epoch }).then(() => 'done'))
+  }
+  if (entry.followUps.includes('remove-label')) await mutate(t, config, entry, 'remove-label', (f) => f.removeLabel(repo, pr, config.label, { epoch: t.epoch }).then((r) => r))
+  return { next: 'done', what: 'bounced, PR told' }
+}
+
+/** A comment or a label removal, between a confirmed attempt and its ending. */
+async function mutate(t: Tenure, config: RepoConfig, entry: QueueEntry, action: 'comment' | 'remove-label', call: Parameters<Tenure['call']>[0]): Promise<void> {
+  const pr = entry.prNumber
+  const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo: config.repo, pr, sha: entry.prSha, action })
+  if (!announced.ok || !t.holding()) return
+  try {
+    const result = await t.call(call)
+    await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'done', detail: typeof result === 'string' ? result : null })
+  } catch (err) {
+    await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'failed', detail: detail((err as Error).message) })
+    throw err
+  }
+}
+
+/**
+ * An attempt a tenure left open (this one before a retry, or an earlier
+ * holder that died mid-call): what happened is read from the forge. Returns
+ * a verdict when the evaluation must stop here.
+ */
+async function resolveAttempt(t: Tenure, config: RepoConfig, attempt: OpenAttempt): Promise<Verdict | null> {
+  const end = (outcome: 'merged' | 'abandoned', text: string): Promise<string> =>
+    t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr: attempt.pr, attempt: attempt.op, outcome, detail: text })
+  if (attempt.action !== 'merge') {
+    // A comment or label removal may or may not have happened; never repeated (one bounce comment, not two).
+    await end('abandoned', `left open by epoch ${attempt.epoch}; not repeated`)
+    return null
+  }
+  const pull = await t.call((f) => f.getPull(config.repo, attempt.pr))
+  if (pull !== null && pull.merged) {
+    await end('merged', `found merged at the forge (attempt of epoch ${attempt.epoch})`)
+    await t.append(syncOp(config, attempt.pr, pull, attempt.sha, null))
+    t.logger.info({ repo: config.repo, pr: attempt.pr, sha: attempt.sha, epoch: attempt.epoch, resolvedBy: t.epoch }, 'merge found done')
+    return { next: 'done', what: 'merged by an earlier attempt' }
+  }
+  await end('abandoned', `not merged at the forge (attempt of epoch ${attempt.epoch})`)
+  return null
+}
+
+function wanted(pull: PullRequest, config: RepoConfig): boolean {
+  const label = config.label.toLowerCase()
+  return pull.state === 'open' && !pull.draft && (pull.autoMerge || pull.labels.some((l) => l.toLowerCase() === label))
+}
+
+function decide(config: RepoConfig, entry: QueueEntry, status: 'evaluating' | 'gate_passed' | 'bounced', reason: string | null) {
+  return { type: 'queue-decide' as const, tenant: config.tenant, repo: config.repo, pr: entry.prNumber, sha: entry.prSha, status, reason }
+}
+
+/** A forge-sync op from what the forge says (null: the PR is gone, recorded as closed at `fallbackSha`). */
+export function syncOp(config: RepoConfig, pr: number, pull: PullRequest | null, fallbackSha: string, checks: CheckFact[] | null) {
+  return {
+    type: 'forge-sync' as const,
+    tenant: config.tenant,
+    repo: config.repo,
+    pr,
+    sha: pull?.headSha ?? fallbackSha,
+    state: pull === null ? ('closed' as const) : pull.merged ? ('merged' as const) : pull.state,
+    draft: pull?.draft ?? false,
+    labels: (pull?.labels ?? []).slice(0, 100),
+    autoMerge: pull?.autoMerge ?? false,
+    checks: checks === null ? null : checks.slice(0, 100)
+  }
+}
+
+/** The gate's inputs as check facts: check runs by name (unfinished ones by their status), commit statuses by context. */
+export function gateFacts(reading: GateReading): CheckFact[] {
+  const word = (s: string): string => (/^[a-z0-9_]{1,64}$/.test(s) ? s : 'pending')
+  const out = new Map<string, string>()
+  for (const c of reading.checks) out.set(c.name, word(c.conclusion ?? c.status))
+  for (const s of reading.statuses) out.set(s.context, word(s.state))
+  return [...out].filter(([name]) => name.length > 0 && name.length <= 100).map(([name, conclusion]) => ({ name, conclusion }))
+}
+
+function failing(facts: CheckFact[], config: RepoConfig): string[] {
+  const counted = config.requiredChecks.length === 0 ? facts : facts.filter((c) => config.requiredChecks.includes(c.name))
+  const bad = counted.filter((c) => evaluateGate([[c.name, c.conclusion]], []) === 'failure')
+  return bad.map((c) => `${c.name} ${c.conclusion}`)
+}
+
+export type { GateResult }

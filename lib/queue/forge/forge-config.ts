@@ -1,0 +1,193 @@
+/**
+ * The GitHub forge's settings from a local JSON file (the daemon's
+ * `--forge-config FILE`): the shape of GitHubForgeConfig, validated here
+ * with errors that name the file and the field, so a typo stops start-up
+ * instead of surfacing as a 401 at the first merge.
+ *
+ * Invariants enforced here alone:
+ * - Unknown keys are refused (at the top and in `app`): a misspelt
+ *   `timeoutMS` silently falling back to a default is a config bug.
+ * - Exactly one credential source: token, tokenFile, tokenEnv or app.
+ * - A file holding a secret inline (`token`, `app.privateKey`) readable or
+ *   writable by group or others is refused, as the webhook secrets file is.
+ *   The mode is checked on the descriptor that is then read. A file that
+ *   only names where the secret lives (tokenFile, tokenEnv,
+ *   privateKeyFile) may be world-readable.
+ * - tokenFile and privateKeyFile are resolved against the config file's
+ *   directory (not the daemon's cwd) and must be readable now; tokenEnv
+ *   must be set now (in `env`). Their contents are read by
+ *   createGitHubForge, once, at construction.
+ * - Durations are integers between 1 ms and 2^31-1 ms (setTimeout fires at
+ *   once past that); mutationSpacingMs may be 0; the retry counts may be 0
+ *   ("never retry"), as createGitHubForge allows.
+ */
+import { accessSync, closeSync, constants, fstatSync, openSync, readSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import { AutoleaseError } from '../../errors.js'
+import type { GitHubAppConfig, GitHubForgeConfig } from './github.js'
+
+const MAX_FILE_BYTES = 256 * 1024
+const MAX_TIMER_MS = 2 ** 31 - 1
+const TOP_KEYS = new Set([
+  'baseUrl',
+  'token',
+  'tokenFile',
+  'tokenEnv',
+  'app',
+  'timeoutMs',
+  'mutationSpacingMs',
+  'retries',
+  'retryBaseMs',
+  'rateLimitRetries',
+  'pageSize',
+  'userAgent'
+])
+const APP_KEYS = new Set(['appId', 'privateKey', 'privateKeyFile', 'installationId'])
+const CREDENTIALS = ['token', 'tokenFile', 'tokenEnv', 'app'] as const
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+type Refuse = (field: string | null, why: string) => AutoleaseError
+
+/** Reads and validates a forge config file; throws AutoleaseError INVALID_CONFIG naming the file and the field. */
+export function loadForgeConfig(file: string, env: Record<string, string | undefined> = process.env): GitHubForgeConfig {
+  const refuse: Refuse = (field, why) => new AutoleaseError('INVALID_CONFIG', `forge config ${file}: ${field === null ? '' : `${field}: `}${why}`)
+  const { text, mode } = readConfigFile(file, refuse)
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch {
+    throw refuse(null, 'not valid JSON')
+  }
+  const top = object(raw, null, TOP_KEYS, refuse)
+  const dir = dirname(resolve(file))
+
+  const given = CREDENTIALS.filter((k) => top[k] !== undefined)
+  if (given.length !== 1) {
+    throw refuse(null, `give exactly one of token, tokenFile, tokenEnv, app (got ${given.length === 0 ? 'none' : given.join(', ')})`)
+  }
+  const out: GitHubForgeConfig = {}
+  if (top.token !== undefined) out.token = secret(top.token, 'token', mode, file, refuse)
+  if (top.tokenFile !== undefined) out.tokenFile = readablePath(top.tokenFile, 'tokenFile', dir, refuse)
+  if (top.tokenEnv !== undefined) {
+    const name = top.tokenEnv
+    if (typeof name !== 'string' || !ENV_NAME.test(name)) throw refuse('tokenEnv', 'the name of an environment variable')
+    if ((env[name] ?? '').trim() === '') throw refuse('tokenEnv', `the environment variable ${name} is not set or empty`)
+    out.tokenEnv = name
+  }
+  if (top.app !== undefined) out.app = appConfig(top.app, dir, mode, file, refuse)
+
+  if (top.baseUrl !== undefined) out.baseUrl = baseUrl(top.baseUrl, refuse)
+  if (top.userAgent !== undefined) {
+    if (typeof top.userAgent !== 'string' || top.userAgent.trim() === '' || /[\r\n]/.test(top.userAgent)) throw refuse('userAgent', 'a non-empty single-line string')
+    out.userAgent = top.userAgent
+  }
+  const ints: Array<[keyof GitHubForgeConfig & string, number, number]> = [
+    ['timeoutMs', 1, MAX_TIMER_MS],
+    ['mutationSpacingMs', 0, MAX_TIMER_MS],
+    ['retries', 0, 100],
+    ['retryBaseMs', 1, MAX_TIMER_MS],
+    ['rateLimitRetries', 0, 100],
+    ['pageSize', 1, 100]
+  ]
+  for (const [key, min, max] of ints) {
+    const v = top[key]
+    if (v === undefined) continue
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) throw refuse(key, `an integer from ${min} to ${max}, got ${JSON.stringify(v)}`)
+    ;(out as Record<string, unknown>)[key] = v
+  }
+  return out
+}
+
+/** The file's text and permission bits, from one descriptor (no swap between the check and the read). */
+function readConfigFile(file: string, refuse: Refuse): { text: string; mode: number } {
+  let fd: number
+  try {
+    fd = openSync(file, 'r')
+  } catch (err) {
+    throw refuse(null, `cannot open it (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  try {
+    const st = fstatSync(fd)
+    if (!st.isFile()) throw refuse(null, 'not a regular file')
+    if (st.size > MAX_FILE_BYTES) throw refuse(null, `larger than ${MAX_FILE_BYTES} bytes`)
+    const buf = Buffer.alloc(st.size)
+    let off = 0
+    while (off < buf.length) {
+      const n = readSync(fd, buf, off, buf.length - off, off)
+      if (n === 0) break
+      off += n
+    }
+    try {
+      return { text: new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(0, off)), mode: st.mode & 0o777 }
+    } catch {
+      throw refuse(null, 'not UTF-8')
+    }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function object(raw: unknown, field: string | null, allowed: Set<string>, refuse: Refuse): Record<string, unknown> {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw refuse(field, 'expected a JSON object')
+  const rec = raw as Record<string, unknown>
+  for (const key of Object.keys(rec)) {
+    if (!allowed.has(key)) throw refuse(field, `unknown key ${JSON.stringify(key.slice(0, 64))} (known: ${[...allowed].join(', ')})`)
+  }
+  return rec
+}
+
+/** An inline secret: non-empty, and only in a file no one else can read. */
+function secret(value: unknown, field: string, mode: number, file: string, refuse: Refuse): string {
+  if (typeof value !== 'string' || value.trim() === '') throw refuse(field, 'a non-empty string')
+  if ((mode & 0o077) !== 0) {
+    throw refuse(
+      field,
+      `an inline secret in a file whose mode ${mode.toString(8).padStart(4, '0')} lets group or others read it; chmod 600 ${file}, or name a file or variable instead`
+    )
+  }
+  return value
+}
+
+function readablePath(value: unknown, field: string, dir: string, refuse: Refuse): string {
+  if (typeof value !== 'string' || value === '') throw refuse(field, 'a file path')
+  const path = resolve(dir, value)
+  try {
+    accessSync(path, constants.R_OK)
+  } catch (err) {
+    throw refuse(field, `cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  return path
+}
+
+function appConfig(raw: unknown, dir: string, mode: number, file: string, refuse: Refuse): GitHubAppConfig {
+  const app = object(raw, 'app', APP_KEYS, refuse)
+  const appId = app.appId
+  const validId = typeof appId === 'number' ? Number.isSafeInteger(appId) && appId > 0 : typeof appId === 'string' && appId.trim() !== ''
+  if (!validId) throw refuse('app.appId', 'a positive integer (or a client id string)')
+  const installationId = app.installationId
+  if (typeof installationId !== 'number' || !Number.isSafeInteger(installationId) || installationId <= 0) throw refuse('app.installationId', 'a positive integer')
+  if ((app.privateKey === undefined) === (app.privateKeyFile === undefined)) throw refuse('app', 'give exactly one of privateKey, privateKeyFile')
+  const out: GitHubAppConfig = { appId: appId as number | string, installationId }
+  if (app.privateKey !== undefined) {
+    out.privateKey = secret(app.privateKey, 'app.privateKey', mode, file, refuse)
+    if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(out.privateKey)) throw refuse('app.privateKey', 'not a PEM private key')
+  } else {
+    out.privateKeyFile = readablePath(app.privateKeyFile, 'app.privateKeyFile', dir, refuse)
+  }
+  return out
+}
+
+function baseUrl(value: unknown, refuse: Refuse): string {
+  if (typeof value !== 'string') throw refuse('baseUrl', 'an http(s) URL')
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw refuse('baseUrl', `not a URL: ${JSON.stringify(value.slice(0, 200))}`)
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw refuse('baseUrl', `http(s) only, got ${url.protocol}`)
+  // Credentials in the URL would end up in logs and error messages.
+  if (url.username !== '' || url.password !== '') throw refuse('baseUrl', 'no credentials in the URL (use token, tokenFile, tokenEnv or app)')
+  if (url.search !== '' || url.hash !== '') throw refuse('baseUrl', 'no query or fragment')
+  return value
+}

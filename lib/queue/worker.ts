@@ -1,0 +1,397 @@
+/**
+ * The holder's worker: while this device holds the signer lease, it runs the
+ * merge queue (DESIGN §4, seed 000): evaluations of queued PRs, merges,
+ * bounces, and reconciliation on election, every `reconcileMs`, and on
+ * request. On a standby it does nothing.
+ *
+ * A tenure is one confirmed holding at one epoch. Each starts clean from the
+ * log: every queued entry is evaluated once and open attempts are resolved
+ * (evaluation.ts), then the repos are reconciled. What it does is stamped
+ * with the tenure's epoch; apply refuses a stale one (fenced ops).
+ *
+ * Scheduling, on every log update:
+ * - an event (webhook) that touched a PR -> evaluate it; if an evaluation of
+ *   that PR runs, it is marked dirty and runs once more after (PrLock), so
+ *   two deliveries for one PR never evaluate or merge in parallel;
+ * - an entry whose facts changed (head, gate, re-joined) -> evaluate it;
+ * - a PR left with an open attempt -> evaluate it (resolves the attempt);
+ * - an unserved reconcile request -> reconcile its repos.
+ * A verdict can ask to look again later (pending gate, 405 base modified);
+ * a forge error retries with backoff (the forge's Retry-After when it gave
+ * one). Unrelated PRs run in parallel up to `parallel`.
+ *
+ * Stop (a graceful release): no new work; in-flight calls finish (bounded by
+ * the forge's timeout) and record their ending before the release.
+ */
+import { EventEmitter } from 'node:events'
+import type { Logger } from '../daemon/logger.js'
+import type { IntentLog } from '../log/intent-log.js'
+import { isForgeError, type Forge } from './forge/forge.js'
+import { FencedWriter } from './fenced-writer.js'
+import { PrLock } from './pr-lock.js'
+import type { QueueReads } from './queue-reads.js'
+import type { QueueEntry, RepoConfig } from './queue-layout.js'
+import { evaluatePr, type Verdict } from './evaluation.js'
+import { reconcileRepo } from './reconciler.js'
+import { Tenure, type WorkerMetrics, type WorkerSettings } from './tenure.js'
+
+export interface WorkerElector {
+  epoch(): number | null
+  on(event: 'elected' | 'demoted' | 'holder-changed', fn: () => void): unknown
+  off(event: 'elected' | 'demoted' | 'holder-changed', fn: () => void): unknown
+}
+
+export interface WorkerOptions {
+  log: IntentLog
+  reads: QueueReads
+  elector: WorkerElector
+  forge: Forge
+  logger: Logger
+  metrics?: WorkerMetrics
+  dryRun?: boolean
+  /** Default 300 s. */
+  reconcileMs?: number
+  /** Default 30 min. */
+  gateTimeoutMs?: number
+  /** Evaluations in parallel (different PRs); default 8. */
+  parallel?: number
+  /** Default 30 s. */
+  confirmTimeoutMs?: number
+  /** Monotonic ms (timers); default performance.now. */
+  now?: () => number
+  /** Wall ms (op timestamps, gate timeouts against op time); default Date.now. */
+  wall?: () => number
+  /** Test-only pause points (see daemon.ts: AUTOLEASE_TEST_PAUSE). */
+  pause?: WorkerSettings['pause']
+}
+
+const RETRY_MIN_MS = 2_000
+const RETRY_MAX_MS = 60_000
+
+interface Pending {
+  /** Evaluate when `at` (monotonic) has passed. */
+  at: number
+  why: string
+}
+
+export class HolderWorker extends EventEmitter {
+  private readonly opts: WorkerOptions
+  private readonly settings: WorkerSettings
+  private readonly metrics: WorkerMetrics
+  private readonly now: () => number
+  private readonly wall: () => number
+  private readonly reconcileMs: number
+  private readonly lock: PrLock
+  private tenure: Tenure | null = null
+  private stopped = false
+  /** Per PR key: the entry's facts when it was last evaluated without error in this tenure. */
+  private readonly known = new Map<string, string>()
+  /** Per PR key: look again then (a verdict's wake or a retry after an error). */
+  private readonly wakes = new Map<string, Pending>()
+  private readonly failures = new Map<string, number>()
+  private readonly mergeableReads = new Map<string, number>()
+  /** Per repo: the events-ring sequence read up to. */
+  private readonly eventSeq = new Map<string, number>()
+  private readonly paused = new Map<string, boolean>()
+  private readonly served = new Set<string>()
+  private scanning = false
+  private rescan = false
+  private wakeTimer: NodeJS.Timeout | null = null
+  private reconcileTimer: NodeJS.Timeout | null = null
+  private reconciling: Promise<void> | null = null
+  private readonly onupdate = (): void => this.kick()
+  private readonly onrole = (): void => this.roleChanged()
+
+  constructor(opts: WorkerOptions) {
+    super()
+    this.opts = opts
+    this.now = opts.now ?? (() => performance.now())
+    this.wall = opts.wall ?? Date.now
+    this.reconcileMs = opts.reconcileMs ?? 300_000
+    this.settings = {
+      dryRun: opts.dryRun ?? false,
+      gateTimeoutMs: opts.gateTimeoutMs ?? 30 * 60_000,
+      confirmTimeoutMs: opts.confirmTimeoutMs ?? 30_000,
+      pause: opts.pause ?? (() => {})
+    }
+    this.metrics = opts.metrics ?? { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: () => {} }
+    this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
+  }
+
+  start(): void {
+    this.opts.log.on('update', this.onupdate)
+    this.opts.elector.on('elected', this.onrole)
+    this.opts.elector.on('demoted', this.onrole)
+    this.roleChanged()
+  }
+
+  /** For good (the daemon closes): no new work, then drain. */
+  stop(timeoutMs: number): Promise<boolean> {
+    this.stopped = true
+    this.opts.log.off('update', this.onupdate)
+    this.opts.elector.off('elected', this.onrole)
+    this.opts.elector.off('demoted', this.onrole)
+    return this.drain(timeoutMs)
+  }
+
+  /**
+   * End the current tenure (a graceful release): no new work; wait (at most
+   * `timeoutMs`) for evaluations in flight to record how their forge calls
+   * ended. A later election starts a new tenure.
+   */
+  async drain(timeoutMs: number): Promise<boolean> {
+    this.endTenure()
+    let timer: NodeJS.Timeout | null = null
+    const idle = await Promise.race([
+      Promise.all([this.lock.idle(), this.reconciling]).then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))
+    ])
+    if (timer) clearTimeout(timer)
+    return idle
+  }
+
+  get inFlight(): number {
+    return this.lock.inFlight
+  }
+
+  /** The epoch this worker acts for, or null on a standby. */
+  get epoch(): number | null {
+    return this.tenure?.epoch ?? null
+  }
+
+  private roleChanged(): void {
+    if (this.stopped) return
+    const epoch = this.opts.elector.epoch()
+    if (epoch === this.tenure?.epoch) return
+    this.endTenure()
+    if (epoch === null) return
+    // A tenure ends with the holding it began with: re-elected at the same epoch (a renew confirmed
+    // after its deadline) is a new tenure, and the old one's jobs stop acting.
+    const tenure: Tenure = new Tenure({
+      epoch,
+      currentEpoch: () => (this.stopped || this.tenure !== tenure ? null : this.opts.elector.epoch()),
+      log: this.opts.log,
+      reads: this.opts.reads,
+      fenced: new FencedWriter(this.opts.log, this.wall),
+      forge: this.opts.forge,
+      logger: this.opts.logger,
+      metrics: this.metrics,
+      settings: this.settings,
+      wall: this.wall
+    })
+    this.tenure = tenure
+    this.opts.logger.info({ epoch, dryRun: this.settings.dryRun }, 'queue worker started')
+    void this.startTenure(this.tenure)
+  }
+
+  private async startTenure(t: Tenure): Promise<void> {
+    try {
+      for (const r of await this.opts.reads.repos('tip')) {
+        this.eventSeq.set(scope(r), (await this.opts.reads.state(r.tenant, r.repo, 'tip')).events)
+        this.paused.set(scope(r), r.paused)
+      }
+    } catch (err) {
+      this.opts.logger.warn({ err: (err as Error).message }, 'queue worker: first read failed; scanning anyway')
+    }
+    if (this.tenure !== t) return
+    this.kick()
+    this.reconcileAll(t, null, 'elected')
+    this.reconcileTimer = setInterval(() => this.reconcileAll(t, null, 'schedule'), this.reconcileMs)
+    this.reconcileTimer.unref()
+  }
+
+  private endTenure(): void {
+    if (this.tenure === null) return
+    this.opts.logger.info({ epoch: this.tenure.epoch }, 'queue worker stopped')
+    this.tenure = null
+    this.lock.clear()
+    this.known.clear()
+    this.wakes.clear()
+    this.failures.clear()
+    this.mergeableReads.clear()
+    this.eventSeq.clear()
+    this.served.clear()
+    if (this.wakeTimer) clearTimeout(this.wakeTimer)
+    if (this.reconcileTimer) clearInterval(this.reconcileTimer)
+    this.wakeTimer = this.reconcileTimer = null
+  }
+
+  private kick(): void {
+    if (this.tenure === null) return
+    if (this.scanning) {
+      this.rescan = true
+      return
+    }
+    this.scanning = true
+    const t = this.tenure
+    this.scan(t)
+      .catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'queue scan failed; retrying on the next update'))
+      .finally(() => {
+        this.scanning = false
+        if (this.rescan) {
+          this.rescan = false
+          this.kick()
+        }
+      })
+  }
+
+  private async scan(t: Tenure): Promise<void> {
+    if (this.tenure !== t || !t.holding()) return
+    const reads = this.opts.reads
+    const now = this.now()
+    for (const config of await reads.repos('tip')) {
+      const s = scope(config)
+      const wasPaused = this.paused.get(s) ?? false
+      this.paused.set(s, config.paused)
+      if (wasPaused && !config.paused) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)
+
+      const touched = new Set(await this.touchedByEvents(config))
+      // An event for a PR whose evaluation runs marks it dirty (one more run after, never in parallel).
+      for (const pr of touched) this.submit(t, config, pr, 'event')
+      for (const a of await reads.openAttempts(config.tenant, config.repo, 'tip')) {
+        if (!touched.has(a.pr) && !this.lock.busy(prKey(config, a.pr))) this.submit(t, config, a.pr, 'open attempt')
+      }
+      if (config.paused) continue
+      for (const entry of await reads.queue(config.tenant, config.repo, 'tip')) {
+        const key = prKey(config, entry.prNumber)
+        // A running evaluation sees its own decisions land; only events (above) make it run again.
+        if ((entry.status === 'bounced' && entry.followUps.length === 0) || touched.has(entry.prNumber) || this.lock.busy(key)) continue
+        const wake = this.wakes.get(key)
+        if (wake !== undefined && wake.at <= now) this.submit(t, config, entry.prNumber, wake.why)
+        else if (wake === undefined && this.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.known.has(key) ? 'changed' : 'new')
+      }
+    }
+    await this.serveRequests(t)
+    this.armWake()
+  }
+
+  /** PRs that events appended since the last scan touched (all results of the events ring past our cursor). */
+  private async touchedByEvents(config: RepoConfig): Promise<number[]> {
+    const s = scope(config)
+    const state = await this.opts.reads.state(config.tenant, config.repo, 'tip')
+    const from = this.eventSeq.get(s) ?? state.events
+    this.eventSeq.set(s, state.events)
+    if (state.events <= from) return []
+    const prs = new Set<number>()
+    for (const e of await this.opts.reads.events(config.tenant, config.repo, 'tip')) {
+      if (e.seq < from || e.seq >= state.events) continue // later ones are the next scan's
+      for (const r of e.results) prs.add(r.pr)
+      if (e.prNumber !== null) prs.add(e.prNumber)
+    }
+    return [...prs]
+  }
+
+  private submit(t: Tenure, config: RepoConfig, pr: number, why: string): void {
+    const key = prKey(config, pr)
+    this.wakes.delete(key)
+    this.lock.submit(key, why, (reason) => this.evaluate(t, config, pr, reason))
+  }
+
+  private async evaluate(t: Tenure, config: RepoConfig, pr: number, reason: string): Promise<void> {
+    if (this.tenure !== t || !t.holding()) return
+    const key = prKey(config, pr)
+    const started = this.now()
+    this.opts.logger.info({ repo: config.repo, tenant: config.tenant, pr, epoch: t.epoch, reason }, 'evaluate')
+    let verdict: Verdict
+    try {
+      verdict = await evaluatePr(t, config.tenant, config.repo, pr, this.mergeableReads.get(key) ?? 0)
+    } catch (err) {
+      if (this.tenure === t) this.failed(key, err)
+      return
+    }
+    if (this.tenure !== t) return
+    this.failures.delete(key)
+    const entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
+    if (entry !== undefined) this.known.set(key, facts(entry))
+    if (verdict.next === 'wake') {
+      this.wakes.set(key, { at: this.now() + verdict.afterMs, why: verdict.what })
+      if (verdict.mergeableUnknown) this.mergeableReads.set(key, (this.mergeableReads.get(key) ?? 0) + 1)
+      this.armWake()
+    } else {
+      this.mergeableReads.delete(key)
+    }
+    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started) }, 'evaluated')
+    this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
+  }
+
+  /** One clear line, a metric (counted in Tenure.call), and a retry with backoff; the view keeps the entry as it was. */
+  private failed(key: string, err: unknown): void {
+    const n = (this.failures.get(key) ?? 0) + 1
+    this.failures.set(key, n)
+    const backoff = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (n - 1))
+    const retryInMs = isForgeError(err) && err.retryAfterMs !== null ? Math.max(err.retryAfterMs, RETRY_MIN_MS) : backoff
+    this.known.delete(key)
+    this.wakes.set(key, { at: this.now() + retryInMs, why: 'retry' })
+    const e = err as { message?: string; kind?: string; status?: number | null }
+    this.opts.logger.warn({ pr: key, kind: isForgeError(err) ? err.kind : 'internal', status: e.status ?? null, err: e.message ?? String(err), attempt: n, retryInMs }, 'queue work failed; retrying')
+    this.armWake()
+  }
+
+  private armWake(): void {
+    if (this.tenure === null) return
+    let earliest = Infinity
+    for (const w of this.wakes.values()) earliest = Math.min(earliest, w.at)
+    if (this.wakeTimer) clearTimeout(this.wakeTimer)
+    this.wakeTimer = null
+    if (earliest === Infinity) return
+    this.wakeTimer = setTimeout(() => this.kick(), Math.max(0, earliest - this.now()) + 5)
+  }
+
+  /** Reconcile requests appended by any device (`autolease reconcile`) that no tenure has answered yet. */
+  private async serveRequests(t: Tenure): Promise<void> {
+    const repos = await this.opts.reads.repos('tip')
+    for (const request of await this.opts.reads.reconcileRequests('tip')) {
+      if (this.served.has(request.op)) continue
+      const answered = new Set(request.results.map((r) => r.repo))
+      if (targets(repos, request).every((r) => answered.has(r.repo))) continue
+      this.served.add(request.op)
+      this.reconcileAll(t, request, 'request')
+    }
+  }
+
+  private reconcileAll(t: Tenure, request: { op: string; tenant: string; repo: string | null } | null, why: string): void {
+    const run = async (): Promise<void> => {
+      if (this.tenure !== t || !t.holding()) return
+      const all = await this.opts.reads.repos('tip')
+      const repos = request === null ? all : targets(all, request)
+      for (const config of repos) {
+        if (this.tenure !== t || !t.holding()) return
+        if (request !== null && (await this.opts.reads.reconcileRequest(request.op, 'tip'))?.results.some((r) => r.repo === config.repo)) continue
+        try {
+          await reconcileRepo(t, config, (pr) => this.lock.busy(prKey(config, pr)), request?.op ?? null)
+        } catch (err) {
+          const e = err as { message?: string; kind?: string }
+          this.opts.logger.warn({ tenant: config.tenant, repo: config.repo, why, kind: isForgeError(err) ? err.kind : 'internal', err: e.message ?? String(err) }, 'reconcile failed; retrying later')
+          // A request is tried again after a pause (not on every update: the forge may be down).
+          if (request !== null) setTimeout(() => this.served.delete(request.op), RETRY_MIN_MS * 5).unref()
+        }
+      }
+      this.emit('reconciled', { why, request: request?.op ?? null })
+    }
+    // One reconciliation at a time; a request that comes meanwhile runs after.
+    const previous = this.reconciling ?? Promise.resolve()
+    const next = previous.then(run)
+    this.reconciling = next.finally(() => {
+      if (this.reconciling === tail) this.reconciling = null
+    })
+    const tail = this.reconciling
+  }
+}
+
+/** The repos a reconcile request names: one repo of its tenant, or all of them. */
+function targets(repos: RepoConfig[], request: { tenant: string; repo: string | null }): RepoConfig[] {
+  return repos.filter((r) => r.tenant === request.tenant && (request.repo === null || r.repo === request.repo))
+}
+
+function scope(config: { tenant: string; repo: string }): string {
+  return `${config.tenant}/${config.repo}`
+}
+
+function prKey(config: { tenant: string; repo: string }, pr: number): string {
+  return `${scope(config)}#${pr}`
+}
+
+/** The facts events and syncs set on an entry (not the statuses our own decisions set). */
+function facts(entry: QueueEntry): string {
+  return `${entry.prSha}|${entry.queuedAt}|${entry.reevaluatedAt ?? ''}|${entry.gateResult ?? ''}|${entry.status === 'bounced' ? `b${entry.followUps.join(',')}` : ''}`
+}

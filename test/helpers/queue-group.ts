@@ -1,0 +1,119 @@
+/**
+ * A merge-queue group in one process: a Cluster of devices, each with its
+ * webhook intake (a real HTTP server) and a holder worker on a GitHubForge
+ * aimed at one FakeForge, whose webhooks go to every device's intake. One
+ * repo is managed. Everything is closed by the test's teardown.
+ */
+import type { Assertion } from 'brittle'
+import { Cluster, waitFor } from './cluster.js'
+import { FakeForge } from '../../lib/queue/forge/fake-forge.js'
+import { GitHubForge, type GitHubForgeConfig } from '../../lib/queue/forge/github.js'
+import { WebhookServer } from '../../lib/queue/webhook-server.js'
+import { QueueReads } from '../../lib/queue/queue-reads.js'
+import { HolderWorker, type WorkerOptions } from '../../lib/queue/worker.js'
+import { createLogger, type Logger } from '../../lib/daemon/logger.js'
+import type { QueueEntry } from '../../lib/queue/queue-layout.js'
+
+export const TENANT = 'acme'
+export const REPO = 'acme/app'
+export const LABEL = 'autolease:queue'
+const SECRET = 'queue-group-secret'
+
+export interface LogLine {
+  device: number
+  msg: string
+  [key: string]: unknown
+}
+
+export interface QueueGroup {
+  cluster: Cluster
+  fake: FakeForge
+  workers: HolderWorker[]
+  reads: QueueReads[]
+  lines: LogLine[]
+  hooks: number[]
+  /** The queue at device i's tip. */
+  queue(i?: number): Promise<QueueEntry[]>
+  /** Index of the single holder (waits for one). */
+  holder(): Promise<number>
+}
+
+export interface QueueGroupOptions {
+  size?: number
+  leaseMs?: number
+  forge?: Partial<GitHubForgeConfig>
+  worker?: Partial<Omit<WorkerOptions, 'log' | 'reads' | 'elector' | 'forge' | 'logger'>>
+  requiredChecks?: string[]
+}
+
+export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Promise<QueueGroup> {
+  const fake = new FakeForge()
+  await fake.ready()
+  const cluster = await Cluster.create(t, { size: opts.size ?? 3, config: { leaseMs: opts.leaseMs ?? 3000 } })
+  const lines: LogLine[] = []
+  const workers: HolderWorker[] = []
+  const reads: QueueReads[] = []
+  const servers: WebhookServer[] = []
+  const hooks: number[] = []
+  t.teardown(
+    async () => {
+      for (const w of workers) await w.stop(5_000)
+      for (const s of servers) await s.close()
+      await fake.close()
+    },
+    { order: -Infinity + 1 }
+  )
+  const founder = cluster.devices[0]!
+  await founder.log.append({ type: 'repo-add', tenant: TENANT, repo: REPO, label: LABEL, mergeMethod: 'squash', requiredChecks: opts.requiredChecks ?? [] })
+  for (const d of cluster.devices) {
+    const r = new QueueReads(d.log)
+    reads.push(r)
+    await waitFor(async () => (await r.repo(TENANT, REPO, 'tip')) !== null, 10_000, 'the repo config on every device')
+    const server = new WebhookServer({
+      port: 0,
+      secrets: { secretsFor: (tenant) => (tenant === TENANT ? [SECRET] : []) },
+      intake: {
+        canAppend: () => d.log.writable && d.log.closing === null,
+        managed: async (tenant, repo) => (await r.repo(tenant, repo, 'tip')) !== null,
+        append: async (op) => void (await d.log.append(op))
+      }
+    })
+    await server.ready()
+    servers.push(server)
+    hooks.push(fake.addHook({ url: `http://127.0.0.1:${server.port}/webhook/${TENANT}`, secret: SECRET }))
+    const forge = new GitHubForge({ baseUrl: fake.url, token: 'ghp_queue_group', mutationSpacingMs: 0, retryBaseMs: 10, timeoutMs: 5_000, ...opts.forge })
+    const worker = new HolderWorker({
+      log: d.log,
+      reads: r,
+      elector: d.elector!,
+      forge,
+      logger: lineLogger(d.index, lines),
+      reconcileMs: 3_600_000,
+      ...opts.worker
+    })
+    worker.start()
+    workers.push(worker)
+  }
+  return {
+    cluster,
+    fake,
+    workers,
+    reads,
+    lines,
+    hooks,
+    queue: (i = 0) => reads[i]!.queue(TENANT, REPO, 'tip'),
+    holder: async () => (await cluster.waitForHolder()).index
+  }
+}
+
+/** A pino logger whose lines land in `lines`, tagged with the device. */
+function lineLogger(device: number, lines: LogLine[]): Logger {
+  return createLogger({
+    level: 'debug',
+    destination: {
+      write(chunk: string) {
+        for (const line of chunk.split('\n')) if (line.trim() !== '') lines.push({ device, ...(JSON.parse(line) as { msg: string }) })
+      }
+    }
+  })
+}

@@ -1,0 +1,181 @@
+/**
+ * The holder's worker on three in-process devices, a real fake forge (HTTP)
+ * and real webhook intake: merges, bounces, the 405 and 409 answers, missed
+ * webhooks repaired by reconciliation, forge errors that lose nothing, and
+ * per-PR serialization with unrelated PRs in parallel.
+ */
+import test from 'brittle'
+import { createHash } from 'node:crypto'
+import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queue-group.js'
+import { waitFor } from './helpers/cluster.js'
+import type { AuditEntry } from '../lib/queue/queue-layout.js'
+
+const sha = (seed: string | number): string => createHash('sha1').update(`worker-${seed}`).digest('hex')
+
+async function audit(g: QueueGroup, i = 0): Promise<AuditEntry[]> {
+  return g.reads[i]!.audit(TENANT, REPO, 'tip')
+}
+
+const merges = (g: QueueGroup, pr: number) => g.fake.mutations().filter((m) => m.method === 'PUT' && m.path.endsWith(`/pulls/${pr}/merge`))
+
+test('a labelled PR whose checks pass is merged once at its head; a failing one is bounced with one comment, unlabelled, and not re-queued by a resync', { timeout: 90_000 }, async (t) => {
+  const g = await queueGroup(t)
+  const h = await g.holder()
+
+  const good = g.fake.createPull(REPO, { headSha: sha('good'), labels: [LABEL] })
+  g.fake.setCheck(REPO, sha('good'), 'ci', 'success')
+  await waitFor(() => g.fake.pull(REPO, good.number).merged, 20_000, 'the good PR merged')
+  const m = merges(g, good.number)
+  t.is(m.length, 1, 'one merge call')
+  t.alike((m[0]!.body as { sha?: string }).sha, sha('good'), 'with the expected head SHA')
+  await waitFor(() => g.lines.some((l) => l.msg === 'merged' && l.pr === good.number && l.sha === sha('good') && l.repo === REPO), 5_000, 'a merged log line with repo, PR, SHA and epoch')
+  const merged = g.lines.find((l) => l.msg === 'merged' && l.pr === good.number)!
+  t.is(m[0]!.epoch, merged.epoch, `the call carried the epoch of the tenure that logged it (${String(merged.epoch)})`)
+  await waitFor(async () => (await g.queue(1)).every((e) => e.prNumber !== good.number), 10_000, 'the merged PR out of the queue on another device')
+  await waitFor(async () => (await audit(g, 1)).some((a) => a.action === 'merge' && a.prNumber === good.number), 10_000, 'the merge audited')
+  t.is((await audit(g, 1)).filter((a) => a.action === 'merge' && a.prNumber === good.number).length, 1, 'one merge audit entry')
+
+  const bad = g.fake.createPull(REPO, { headSha: sha('bad'), labels: [LABEL] })
+  g.fake.setCheck(REPO, sha('bad'), 'ci', 'failure')
+  await waitFor(() => g.fake.comments(REPO, bad.number).length > 0 && !g.fake.pull(REPO, bad.number).labels.includes(LABEL), 20_000, 'the bad PR bounced')
+  await waitFor(async () => (await g.queue()).some((e) => e.prNumber === bad.number && e.status === 'bounced'), 10_000, 'bounced in the view')
+  const entry = (await g.queue()).find((e) => e.prNumber === bad.number)!
+  t.ok(entry.bounceReason?.includes('ci failure'), `the reason names the failing check (${entry.bounceReason})`)
+  t.ok(g.lines.some((l) => l.msg === 'bounced' && l.pr === bad.number && typeof l.epoch === 'number' && typeof l.reason === 'string'), 'a bounced log line')
+
+  // The label removal's webhook (unlabeled) takes it out of the queue; a resync does not bring it back.
+  await waitFor(async () => !(await g.queue()).some((e) => e.prNumber === bad.number), 10_000, 'the unlabelled PR out of the queue')
+  const request = await g.cluster.devices[(h + 1) % 3]!.log.append({ type: 'reconcile-request', tenant: TENANT, repo: REPO, ts: Date.now() })
+  await waitFor(async () => ((await g.reads[0]!.reconcileRequest(request, 'tip'))?.results.length ?? 0) > 0, 20_000, 'the reconcile request served')
+  const result = (await g.reads[0]!.reconcileRequest(request, 'tip'))!.results[0]!
+  t.absent(result.fixed.some((f) => f.includes(`#${bad.number}`)), `the resync left it alone (${result.fixed.join('; ') || 'nothing fixed'})`)
+  t.absent((await g.queue()).some((e) => e.prNumber === bad.number), 'not re-queued')
+  t.is(g.fake.comments(REPO, bad.number).length, 1, 'exactly one comment')
+  t.is(merges(g, bad.number).length, 0, 'never merged')
+})
+
+test('405 "Base branch was modified" is retried later without a comment; a conflict bounces with one comment', { timeout: 90_000 }, async (t) => {
+  const g = await queueGroup(t)
+  await g.holder()
+  const pr = g.fake.createPull(REPO, { headSha: sha('base'), labels: [LABEL] })
+  g.fake.setMergeBehaviour(REPO, pr.number, 'base-modified')
+  g.fake.setCheck(REPO, sha('base'), 'ci', 'success')
+  await waitFor(() => merges(g, pr.number).length >= 1, 20_000, 'a first merge call')
+  g.fake.setMergeBehaviour(REPO, pr.number, 'ok')
+  await waitFor(() => g.fake.pull(REPO, pr.number).merged, 30_000, 'merged on a later try')
+  t.is(merges(g, pr.number).length, 2, 'one 405, then one merge: no blind retries')
+  t.is(g.fake.comments(REPO, pr.number).length, 0, 'no comment for a 405 base modified')
+
+  const conflict = g.fake.createPull(REPO, { headSha: sha('conflict'), labels: [LABEL] })
+  g.fake.setMergeBehaviour(REPO, conflict.number, 'conflict')
+  g.fake.setCheck(REPO, sha('conflict'), 'ci', 'success')
+  await waitFor(async () => (await g.queue()).some((e) => e.prNumber === conflict.number && e.status === 'bounced'), 20_000, 'the conflicting PR bounced')
+  await waitFor(() => g.fake.comments(REPO, conflict.number).length === 1, 10_000, 'its comment')
+  t.is(merges(g, conflict.number).length, 1, 'one merge call, answered 405 not mergeable')
+  t.is(g.fake.comments(REPO, conflict.number).length, 1, 'one comment')
+})
+
+test('a head that moves between the read and the merge is not merged at the old SHA (409): the new head is evaluated', { timeout: 90_000 }, async (t) => {
+  const g = await queueGroup(t)
+  await g.holder()
+  const pr = g.fake.createPull(REPO, { headSha: sha('old'), labels: [LABEL] })
+  const release = g.fake.hold((r) => r.method === 'PUT' && r.pr === pr.number)
+  g.fake.setCheck(REPO, sha('old'), 'ci', 'success')
+  await release.reached()
+  g.fake.push(REPO, pr.number, sha('new'))
+  release()
+  await waitFor(async () => (await g.queue()).some((e) => e.prNumber === pr.number && e.prSha === sha('new')), 20_000, 'the entry at the new head')
+  t.absent(g.fake.pull(REPO, pr.number).merged, 'not merged')
+  t.is(merges(g, pr.number).length, 1, 'the one merge call (answered 409)')
+  g.fake.setCheck(REPO, sha('new'), 'ci', 'success')
+  await waitFor(() => g.fake.pull(REPO, pr.number).merged, 20_000, 'merged at the new head once its checks pass')
+  t.is((merges(g, pr.number).at(-1)!.body as { sha: string }).sha, sha('new'), 'the merge names the new head')
+})
+
+test('missed webhooks: a reconciliation queues and merges a PR nobody told us about, and a PR closed while queued leaves', { timeout: 90_000 }, async (t) => {
+  const g = await queueGroup(t)
+  const h = await g.holder()
+  const stays = g.fake.createPull(REPO, { headSha: sha('closes'), labels: [LABEL] })
+  await waitFor(() => g.lines.some((l) => l.msg === 'evaluated' && l.pr === stays.number && l.verdict === 'gate pending'), 10_000, 'a queued PR evaluated (its checks still pending)')
+  g.fake.hooksEnabled = false
+  const silent = g.fake.createPull(REPO, { headSha: sha('silent'), labels: [LABEL] })
+  g.fake.setCheck(REPO, sha('silent'), 'ci', 'success')
+  g.fake.closePull(REPO, stays.number)
+  await g.fake.settled()
+  t.absent((await g.queue()).some((e) => e.prNumber === silent.number), 'no webhook: not queued')
+
+  await g.cluster.devices[(h + 1) % 3]!.log.append({ type: 'reconcile-request', tenant: TENANT, repo: REPO, ts: Date.now() })
+  await waitFor(() => g.fake.pull(REPO, silent.number).merged, 30_000, 'the silent PR merged after the reconciliation')
+  await waitFor(async () => !(await g.queue()).some((e) => e.prNumber === stays.number), 10_000, 'the closed PR left')
+  const last = await g.reads[0]!.lastReconcile(TENANT, REPO, 'tip')
+  t.ok(last !== null && last.fixed.some((f) => f.includes(`#${silent.number} joined`)), `the result says so (${last?.fixed.join('; ')})`)
+})
+
+test('forge errors (bad token, 5xx, reset) lose nothing: one log line and a metric each, and the work is retried until it succeeds', { timeout: 120_000 }, async (t) => {
+  const errors: string[] = []
+  const g = await queueGroup(t, { forge: { retries: 0 }, worker: { metrics: { merged: () => {}, bounced: () => {}, forgeError: (kind) => errors.push(kind), inflight: () => {} } } })
+  await g.holder()
+  g.fake.requireToken('ghp_someone_else')
+  const pr = g.fake.createPull(REPO, { headSha: sha('errors'), labels: [LABEL] })
+  g.fake.setCheck(REPO, sha('errors'), 'ci', 'success')
+  await waitFor(() => errors.includes('auth'), 20_000, 'an auth error counted')
+  await waitFor(async () => (await g.queue()).some((e) => e.prNumber === pr.number && e.gateResult === 'success'), 10_000, 'the entry still queued')
+  t.ok(g.lines.some((l) => l.msg === 'queue work failed; retrying' && l.kind === 'auth'), 'one clear log line with the kind')
+  g.fake.requireToken('ghp_queue_group')
+  const cancel = g.fake.failNext((r) => r.method === 'GET' && r.pr === pr.number, 502, { message: 'bad gateway' })
+  await waitFor(() => g.fake.pull(REPO, pr.number).merged, 60_000, 'merged once the forge answers again')
+  cancel()
+  t.ok(errors.includes('server'), `a 5xx counted too (${errors.join(', ')})`)
+  t.is(merges(g, pr.number).length, 1, 'one merge')
+})
+
+test('one PR is evaluated by one job at a time (a second event marks it dirty: exactly one run after); unrelated PRs run in parallel', { timeout: 120_000 }, async (t) => {
+  const g = await queueGroup(t)
+  const h = await g.holder()
+  const pr = g.fake.createPull(REPO, { headSha: sha('serial'), labels: [LABEL] })
+  const release = g.fake.hold((r) => r.method === 'PUT' && r.pr === pr.number, { mode: 'response' })
+  g.fake.setCheck(REPO, sha('serial'), 'ci', 'success')
+  await release.reached()
+  const before = g.lines.filter((l) => l.msg === 'evaluate' && l.pr === pr.number).length
+  g.fake.setStatus(REPO, sha('serial'), 'lint', 'success')
+  await waitFor(async () => (await g.reads[h]!.events(TENANT, REPO, 'tip')).some((e) => e.eventType === 'status'), 10_000, 'the status event at the holder')
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const during = g.lines.filter((l) => l.msg === 'evaluate' && l.pr === pr.number).length - before
+  release()
+  await waitFor(() => g.lines.some((l) => l.msg === 'evaluate' && l.pr === pr.number && String(l.reason).startsWith('again after')), 10_000, 'the rerun')
+  t.is(merges(g, pr.number).length, 1, 'one merge call')
+  t.is(during, 0, 'no second evaluation while the first was in flight')
+  t.is(g.lines.filter((l) => l.msg === 'evaluate' && l.pr === pr.number && String(l.reason).startsWith('again after')).length, 1, 'exactly one run after it')
+})
+
+test('unrelated PRs are evaluated in parallel: with 200 ms per forge read (dry run), 8 events over 8 PRs finish at least 4 times faster than 8 events for one PR', { timeout: 180_000 }, async (t) => {
+  // One device: this measures the worker's scheduling, not replication (the other tests cover that).
+  const g = await queueGroup(t, { size: 1, worker: { dryRun: true } })
+  const h = await g.holder()
+  // Done with an event: an evaluation that began after it, at the head it brought, ended (the gate is pending: no checks).
+  const settled = async (pr: number, head: string, after: number): Promise<boolean> =>
+    g.lines.some((l) => l.msg === 'evaluated' && l.pr === pr && l.verdict === 'gate pending' && (l.time as number) >= after) &&
+    (await g.queue(h)).some((e) => e.prNumber === pr && e.prSha === head)
+  const prs = Array.from({ length: 8 }, (_, i) => g.fake.createPull(REPO, { headSha: sha(`par-${i}-0`), labels: [LABEL] }).number)
+  for (const [i, pr] of prs.entries()) await waitFor(() => settled(pr, sha(`par-${i}-0`), 0), 30_000, `PR ${pr} queued and evaluated once`)
+  g.fake.delay(200, (r) => r.method === 'GET')
+
+  // One PR: each event (a new head) needs its own evaluation, and they can only run one after another.
+  const one = prs[0]!
+  const serialStart = Date.now()
+  for (let i = 1; i <= 8; i++) {
+    const at = Date.now()
+    g.fake.push(REPO, one, sha(`par-0-${i}`))
+    await waitFor(() => settled(one, sha(`par-0-${i}`), at), 30_000, `evaluation ${i} of the one PR`)
+  }
+  const serialMs = Date.now() - serialStart
+
+  // Eight PRs, one event each, at once.
+  const parallelStart = Date.now()
+  prs.forEach((pr, i) => g.fake.push(REPO, pr, sha(`par-${i}-x`)))
+  for (const [i, pr] of prs.entries()) await waitFor(() => settled(pr, sha(`par-${i}-x`), parallelStart), 30_000, `PR ${pr} evaluated at its new head`)
+  const parallelMs = Date.now() - parallelStart
+  t.comment(`8 events for one PR: ${serialMs} ms; 8 events over 8 PRs: ${parallelMs} ms (${(serialMs / parallelMs).toFixed(1)}x)`)
+  t.ok(serialMs >= 4 * parallelMs, `at least 4x faster in parallel (${serialMs} vs ${parallelMs} ms)`)
+  t.is(g.fake.mutations().length, 0, 'dry run: nothing changed at the forge')
+})
