@@ -1,0 +1,136 @@
+/**
+ * The merge queue with three real daemons (`start --forge-config`), the fake
+ * forge (HTTP) in this process sending signed webhooks to every device:
+ * - failover mid-actuation: the holder stops itself (SIGSTOP, the
+ *   AUTOLEASE_TEST_PAUSE point) after its merge attempt is confirmed and
+ *   before its last holding() check; a standby takes over and merges; once
+ *   SIGCONTed the old holder calls nothing; the forge saw exactly one
+ *   successful merge, with the new epoch;
+ * - seed SubmissionLock's regression, 20 times: the merge answer is held
+ *   open while a second, different delivery for the same PR reaches the
+ *   devices -> one merge call, one merge audit entry, and exactly one
+ *   re-evaluation after the first finishes.
+ */
+import test from 'brittle'
+import tmp from 'test-tmp'
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { join } from 'node:path'
+import { Procs, cli, formGroup, status, type Daemon } from './cli-harness.js'
+import { waitFor } from './helpers/cluster.js'
+import { FakeForge } from '../lib/queue/forge/fake-forge.js'
+
+const LEASE_MS = 2000
+const REPO = 'acme/app'
+const LABEL = 'autolease:queue'
+const SECRET = 'e2e-queue-secret'
+const sha = (seed: string): string => createHash('sha1').update(`mq-${seed}`).digest('hex')
+
+function state(pid: number): string {
+  // /proc/PID/stat: "pid (comm) S ..."; T = stopped.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+}
+
+test('the merge queue on three real daemons: failover mid-merge merges once; a second delivery during a merge is one rerun, never a second merge (x20)', { timeout: 420_000 }, async (t) => {
+  const fake = new FakeForge()
+  await fake.ready()
+  t.teardown(() => fake.close(), { order: Infinity })
+  const procs = new Procs(t)
+  const dirs = [await tmp(t), await tmp(t), await tmp(t)]
+  const conf = await tmp(t)
+  const secrets = join(conf, 'secrets.json')
+  writeFileSync(secrets, JSON.stringify({ acme: [SECRET] }))
+  chmodSync(secrets, 0o600)
+  const forgeConfig = join(conf, 'forge.json')
+  writeFileSync(forgeConfig, JSON.stringify({ baseUrl: fake.url, token: 'ghp_e2e', mutationSpacingMs: 0, retryBaseMs: 50, timeoutMs: 5000 }))
+  chmodSync(forgeConfig, 0o600)
+  const pauseFile = join(conf, 'paused')
+  // Every daemon gets the pause point; the first to reach it (the holder) creates the file and stops, no other does.
+  process.env.AUTOLEASE_TEST_PAUSE = 'before-merge'
+  process.env.AUTOLEASE_TEST_PAUSE_ONCE = pauseFile
+  t.teardown(() => {
+    delete process.env.AUTOLEASE_TEST_PAUSE
+    delete process.env.AUTOLEASE_TEST_PAUSE_ONCE
+  })
+
+  const bootstrap = await procs.testnet()
+  const daemons = await formGroup(procs, dirs, bootstrap, LEASE_MS, () => ['--webhook-port', '0', '--webhook-secrets-file', secrets, '--forge-config', forgeConfig])
+  for (const d of dirs) {
+    const port = ((await status(d)) as unknown as { webhookPort: number }).webhookPort
+    fake.addHook({ url: `http://127.0.0.1:${port}/webhook/acme`, secret: SECRET })
+  }
+  const add = await cli(['repo', 'add', REPO, '--tenant', 'acme', '--storage', dirs[0]!], 60_000)
+  t.is(add.code, 0, `repo add (${add.stderr.trim()})`)
+
+  const holderIndex = async (): Promise<number> => {
+    let found = -1
+    await waitFor(
+      async () => {
+        const s = await Promise.all(dirs.map((d) => status(d)))
+        const h = s.findIndex((x) => x?.role === 'holder')
+        found = s.filter((x) => x?.role === 'holder').length === 1 ? h : -1
+        return found >= 0
+      },
+      30_000,
+      'one holder'
+    )
+    return found
+  }
+  const merges = (pr: number) => fake.mutations().filter((m) => m.method === 'PUT' && m.path.endsWith(`/pulls/${pr}/merge`))
+
+  // Failover mid-actuation.
+  const first = await holderIndex()
+  const old: Daemon = daemons[first]!
+  const oldEpoch = (await status(dirs[first]!))!.lease.epoch
+  const pr = fake.createPull(REPO, { headSha: sha('failover'), labels: [LABEL] })
+  fake.setCheck(REPO, sha('failover'), 'ci', 'success')
+  await waitFor(() => existsSync(pauseFile) && state(old.proc.pid!) === 'T', 30_000, 'the holder stopped itself after its confirmed attempt')
+  t.ok(old.lines.some((l) => l.msg === 'evaluate' && l.pr === pr.number), 'it was evaluating the PR')
+  t.is(merges(pr.number).length, 0, 'no merge call yet')
+
+  await waitFor(() => fake.pull(REPO, pr.number).merged, 60_000, 'a standby took over and merged')
+  const ok = merges(pr.number).filter((m) => m.status === 200)
+  t.is(ok.length, 1, 'exactly one successful merge')
+  t.ok(ok[0]!.epoch !== null && ok[0]!.epoch > oldEpoch, `with the new epoch (${String(ok[0]!.epoch)} > ${oldEpoch})`)
+
+  old.proc.kill('SIGCONT')
+  await waitFor(() => old.lines.some((l) => l.msg === 'evaluated' && l.pr === pr.number && l.verdict === 'lease lost before the merge call'), 30_000, 'the old holder, resumed, to give up at its holding() check')
+  t.is(fake.mutations().filter((m) => m.epoch === oldEpoch).length, 0, 'the old holder called nothing at the forge')
+  const audit = JSON.parse((await cli(['audit', '--storage', dirs[(first + 1) % 3]!, '--repo', REPO, '--json'])).stdout) as Array<{ entries: Array<{ action: string; prNumber: number | null; epoch: number | null; detail: string | null }> }>
+  const trail = audit[0]!.entries.filter((a) => a.prNumber === pr.number)
+  t.ok(
+    trail.some((a) => a.action === 'attempt' && a.epoch !== oldEpoch && a.detail?.includes('abandoned')),
+    `the new holder closed the old tenure's attempt as abandoned (${trail.map((a) => `${a.action}@${a.epoch}:${a.detail}`).join(' | ')})`
+  )
+  t.is(trail.filter((a) => a.action === 'merge').length, 1, 'one merge audit entry')
+
+  // Seed SubmissionLock's regression, 20 times.
+  let reruns = 0
+  let double = 0
+  for (let i = 0; i < 20; i++) {
+    const h = await holderIndex()
+    const holder = daemons[h]!
+    const head = sha(`lock-${i}`)
+    const p = fake.createPull(REPO, { headSha: head, labels: [LABEL] })
+    const release = fake.hold((r) => r.method === 'PUT' && r.pr === p.number, { mode: 'response' })
+    fake.setCheck(REPO, head, 'ci', 'success')
+    await release.reached()
+    const before = holder.lines.length
+    // A second, different delivery for the same PR, to every device while the merge answer is held.
+    fake.setStatus(REPO, head, 'lint', 'success')
+    await waitFor(() => holder.lines.slice(before).some((l) => l.msg === 'evaluated' || l.msg === 'merged') || fake.deliveries().filter((d) => d.event === 'status' && d.status === 202).length >= 3 * (i + 1), 20_000, 'the status delivery accepted by every device')
+    await new Promise((resolve) => setTimeout(resolve, 300)) // let the holder see the event (it must not start a second evaluation)
+    const during = holder.lines.slice(before).filter((l) => l.msg === 'evaluate' && l.pr === p.number).length
+    release()
+    await waitFor(() => fake.pull(REPO, p.number).merged, 30_000, `PR ${p.number} merged`)
+    await waitFor(() => holder.lines.some((l) => l.msg === 'evaluate' && l.pr === p.number && String(l.reason).startsWith('again after')), 20_000, `the rerun for PR ${p.number}`)
+    if (merges(p.number).length !== 1 || during !== 0) double++
+    reruns += holder.lines.filter((l) => l.msg === 'evaluate' && l.pr === p.number && String(l.reason).startsWith('again after')).length
+  }
+  t.is(double, 0, 'in 20 rounds: one merge call each, and no evaluation started while the merge was in flight')
+  t.is(reruns, 20, 'exactly one rerun after each merge')
+  const audit2 = JSON.parse((await cli(['audit', '--storage', dirs[0]!, '--repo', REPO, '--json'])).stdout) as Array<{ entries: Array<{ action: string; prNumber: number | null }> }>
+  const mergeAudits = audit2[0]!.entries.filter((a) => a.action === 'merge')
+  t.is(new Set(mergeAudits.map((a) => a.prNumber)).size, mergeAudits.length, `one merge audit entry per PR (${mergeAudits.length})`)
+})
