@@ -22,7 +22,9 @@ import {
   type AuditEntry,
   type EventEntry,
   type QueueEntry,
-  type RepoState
+  type RepoState,
+  fencedOutcomeKey,
+  type FencedOutcome
 } from '../lib/queue/queue-layout.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 
@@ -367,4 +369,30 @@ test('reconcile: a request from any writer, answered by the holder per repo', as
   const results = g.get<{ results: Array<{ repo: string; fixed: string[] }> }>(`reconcile/request/${requestId}`)?.results
   t.alike(results?.map((r) => [r.repo, r.fixed]), [[R, ['removed bounced PR 3']]], 'the result is attached to the request')
   t.is(g.get<{ queueLength: number }>(`reconcile/last/${T}/${R}`)?.queueLength, 0, 'and kept as the repo\'s latest')
+})
+
+test('fenced outcomes: apply records what became of each fenced op, so the holder knows without a timeout; a bounce owes its follow-ups until announced', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(WRITER, labeled(7, SHA1))
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  // FOUNDER's ops so far: apply-version (1), add-writer (2), repo-add (3), claim (4).
+  await g.run(FOUNDER, { type: 'queue-decide', tenant: T, repo: R, pr: 7, sha: SHA1, status: 'bounced', reason: 'checks failed', epoch: 1, ts: 5 })
+  t.alike(g.get<FencedOutcome>(fencedOutcomeKey(`${FOUNDER}:5`)), { op: `${FOUNDER}:5`, ok: true, reason: null }, 'accepted')
+  t.alike(g.get<QueueEntry>(queueKey(T, R, 7))?.followUps, ['comment', 'remove-label'], 'a labelled PR is owed a comment and the label removal')
+  await g.run(WRITER, { type: 'queue-decide', tenant: T, repo: R, pr: 7, sha: SHA1, status: 'queued', reason: null, epoch: 1, ts: 6 })
+  const refused = g.get<FencedOutcome>(fencedOutcomeKey(`${WRITER}:2`))
+  t.is(refused?.ok, false, 'refused')
+  t.ok(refused?.reason?.startsWith('not-holder'), `with the reason (${refused?.reason})`)
+  await g.run(FOUNDER, { type: 'attempt', tenant: T, repo: R, pr: 7, sha: SHA1, action: 'comment', epoch: 1, ts: 7 })
+  t.alike(g.get<QueueEntry>(queueKey(T, R, 7))?.followUps, ['remove-label'], 'the comment is owed no more once announced (at most once)')
+})
+
+test('reconcile requests stay bounded: the oldest is forgotten beyond the last 100', async (t) => {
+  const g = await Group.create()
+  await g.run(FOUNDER, REPO_ADD)
+  for (let i = 0; i < 105; i++) await g.run(WRITER, { type: 'reconcile-request', tenant: T, repo: R, ts: i })
+  t.is(g.keys('reconcile/request/'), 100, '100 requests kept')
+  t.absent(g.get(`reconcile/request/${WRITER}:1`), 'the first is gone')
+  t.ok(g.get(`reconcile/request/${WRITER}:105`), 'the latest is there')
 })
