@@ -19,6 +19,8 @@ import { join } from 'node:path'
 import { Procs, cli, formGroup, status, type Daemon } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
 import { FakeForge } from '../lib/queue/forge/fake-forge.js'
+import { call } from '../lib/daemon/control-client.js'
+import { storagePaths } from '../lib/daemon/storage-lock.js'
 
 const LEASE_MS = 2000
 const REPO = 'acme/app'
@@ -108,6 +110,7 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   // Seed SubmissionLock's regression, 20 times.
   let reruns = 0
   let double = 0
+  let flapped = 0
   for (let i = 0; i < 20; i++) {
     const h = await holderIndex()
     const holder = daemons[h]!
@@ -119,18 +122,57 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
     const before = holder.lines.length
     // A second, different delivery for the same PR, to every device while the merge answer is held.
     fake.setStatus(REPO, head, 'lint', 'success')
-    await waitFor(() => holder.lines.slice(before).some((l) => l.msg === 'evaluated' || l.msg === 'merged') || fake.deliveries().filter((d) => d.event === 'status' && d.status === 202).length >= 3 * (i + 1), 20_000, 'the status delivery accepted by every device')
-    await new Promise((resolve) => setTimeout(resolve, 300)) // let the holder see the event (it must not start a second evaluation)
+    // The holder has applied the second event (its scan runs on that same update) before the merge answer comes.
+    await waitFor(
+      async () => {
+        // Over the control socket, not the CLI: a node process spawned every few ms would load the machine.
+        const r = (await call(storagePaths(dirs[h]!).socket, 'events', { repo: REPO }, 5_000)) as unknown as Array<{ entries: Array<{ eventType: string; sha: string | null }> }>
+        return r[0]!.entries.some((e) => e.eventType === 'status' && e.sha === head)
+      },
+      20_000,
+      'the second delivery in the holder\'s view'
+    )
+    await new Promise((resolve) => setTimeout(resolve, 200)) // its scan: a few ms after the update
     const during = holder.lines.slice(before).filter((l) => l.msg === 'evaluate' && l.pr === p.number).length
     release()
     await waitFor(() => fake.pull(REPO, p.number).merged, 30_000, `PR ${p.number} merged`)
-    await waitFor(() => holder.lines.some((l) => l.msg === 'evaluate' && l.pr === p.number && String(l.reason).startsWith('again after')), 20_000, `the rerun for PR ${p.number}`)
+    const rerun = (): number => holder.lines.filter((l) => l.msg === 'evaluate' && l.pr === p.number && String(l.reason).startsWith('again after')).length
+    // A role change mid-round (the holder demoted at a late renew: issue 9's flaps) ends the tenure, and with
+    // it the pending rerun (the next tenure starts clean from the log): such a round is counted apart.
+    const roleChanged = (): boolean => holder.lines.slice(before).some((l) => l.msg === 'queue worker stopped')
+    await waitFor(() => rerun() > 0 || roleChanged(), 20_000, `the rerun for PR ${p.number}`)
     if (merges(p.number).length !== 1 || during !== 0) double++
-    reruns += holder.lines.filter((l) => l.msg === 'evaluate' && l.pr === p.number && String(l.reason).startsWith('again after')).length
+    if (roleChanged()) flapped++
+    else reruns += rerun()
   }
   t.is(double, 0, 'in 20 rounds: one merge call each, and no evaluation started while the merge was in flight')
-  t.is(reruns, 20, 'exactly one rerun after each merge')
+  t.is(reruns, 20 - flapped, `exactly one rerun after each merge (${flapped} round(s) with a role change counted apart)`)
+  t.ok(flapped <= 2, `role changes in at most 2 of 20 rounds (${flapped})`)
   const audit2 = JSON.parse((await cli(['audit', '--storage', dirs[0]!, '--repo', REPO, '--json'])).stdout) as Array<{ entries: Array<{ action: string; prNumber: number | null }> }>
   const mergeAudits = audit2[0]!.entries.filter((a) => a.action === 'merge')
   t.is(new Set(mergeAudits.map((a) => a.prNumber)).size, mergeAudits.length, `one merge audit entry per PR (${mergeAudits.length})`)
+
+  // Shutdown: SIGTERM while a merge call is in flight: the call finishes, its end is recorded, then the release.
+  const last = await holderIndex()
+  const stopping = daemons[last]!
+  const stopEpoch = (await status(dirs[last]!))!.lease.epoch
+  const head = sha('shutdown')
+  const p = fake.createPull(REPO, { headSha: head, labels: [LABEL] })
+  const held = fake.hold((r) => r.method === 'PUT' && r.pr === p.number, { mode: 'response' })
+  fake.setCheck(REPO, head, 'ci', 'success')
+  await held.reached()
+  stopping.proc.kill('SIGTERM')
+  await waitFor(() => stopping.lines.some((l) => l.msg === 'stopping'), 10_000, 'the holder stopping')
+  setTimeout(held, 500)
+  t.is(await stopping.exited, 0, 'the holder exits 0 after the call ended')
+  const other = dirs[(last + 1) % 3]!
+  await waitFor(
+    async () => {
+      const a = (await call(storagePaths(other).socket, 'audit', { repo: REPO }, 5_000)) as unknown as Array<{ entries: Array<{ action: string; prNumber: number | null; epoch: number | null; detail: string | null }> }>
+      return a[0]!.entries.some((e) => e.prNumber === p.number && e.action === 'attempt' && e.epoch === stopEpoch && e.detail?.startsWith('merge merged') === true)
+    },
+    20_000,
+    "the stopping holder's attempt end, accepted at its epoch (so appended before its release)"
+  )
+  t.is(merges(p.number).filter((m) => m.status === 200).length, 1, 'merged once')
 })

@@ -385,7 +385,12 @@ test('fenced outcomes: apply records what became of each fenced op, so the holde
   t.is(refused?.ok, false, 'refused')
   t.ok(refused?.reason?.startsWith('not-holder'), `with the reason (${refused?.reason})`)
   await g.run(FOUNDER, { type: 'attempt', tenant: T, repo: R, pr: 7, sha: SHA1, action: 'comment', epoch: 1, ts: 7 })
-  t.alike(g.get<QueueEntry>(queueKey(T, R, 7))?.followUps, ['remove-label'], 'the comment is owed no more once announced (at most once)')
+  t.alike(g.get<QueueEntry>(queueKey(T, R, 7))?.followUps, ['comment', 'remove-label'], 'announced is not done')
+  await g.run(FOUNDER, { type: 'attempt-end', tenant: T, repo: R, pr: 7, attempt: `${FOUNDER}:6`, outcome: 'abandoned', detail: 'never called', epoch: 1, ts: 8 })
+  t.alike(g.get<QueueEntry>(queueKey(T, R, 7))?.followUps, ['comment', 'remove-label'], 'abandoned (known never called): still owed')
+  await g.run(FOUNDER, { type: 'attempt', tenant: T, repo: R, pr: 7, sha: SHA1, action: 'comment', epoch: 1, ts: 9 })
+  await g.run(FOUNDER, { type: 'attempt-end', tenant: T, repo: R, pr: 7, attempt: `${FOUNDER}:8`, outcome: 'failed', detail: '502', epoch: 1, ts: 10 })
+  t.alike(g.get<QueueEntry>(queueKey(T, R, 7))?.followUps, ['remove-label'], 'ended any other way (it may have been posted): owed no more, so never posted twice')
 })
 
 test('reconcile requests stay bounded: the oldest is forgotten beyond the last 100', async (t) => {

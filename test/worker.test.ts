@@ -111,9 +111,9 @@ test('missed webhooks: a reconciliation queues and merges a PR nobody told us ab
   t.ok(last !== null && last.fixed.some((f) => f.includes(`#${silent.number} joined`)), `the result says so (${last?.fixed.join('; ')})`)
 })
 
-test('forge errors (bad token, 5xx, reset) lose nothing: one log line and a metric each, and the work is retried until it succeeds', { timeout: 120_000 }, async (t) => {
+test('forge errors (bad token, hung call, reset, 5xx) lose nothing: one log line and a metric each, and the work is retried until it succeeds', { timeout: 120_000 }, async (t) => {
   const errors: string[] = []
-  const g = await queueGroup(t, { forge: { retries: 0 }, worker: { metrics: { merged: () => {}, bounced: () => {}, forgeError: (kind) => errors.push(kind), inflight: () => {} } } })
+  const g = await queueGroup(t, { forge: { retries: 0, timeoutMs: 1_000 }, worker: { metrics: { merged: () => {}, bounced: () => {}, forgeError: (kind) => errors.push(kind), inflight: () => {} } } })
   await g.holder()
   g.fake.requireToken('ghp_someone_else')
   const pr = g.fake.createPull(REPO, { headSha: sha('errors'), labels: [LABEL] })
@@ -121,11 +121,17 @@ test('forge errors (bad token, 5xx, reset) lose nothing: one log line and a metr
   await waitFor(() => errors.includes('auth'), 20_000, 'an auth error counted')
   await waitFor(async () => (await g.queue()).some((e) => e.prNumber === pr.number && e.gateResult === 'success'), 10_000, 'the entry still queued')
   t.ok(g.lines.some((l) => l.msg === 'queue work failed; retrying' && l.kind === 'auth'), 'one clear log line with the kind')
+  // Then a reset connection, a 5xx and a hung call (no answer within timeoutMs): each retried later.
+  g.fake.failNext((r) => r.method === 'GET' && r.pr === pr.number, 'reset')
+  g.fake.failNext((r) => r.method === 'GET' && r.pr === pr.number, 502, { message: 'bad gateway' })
+  await waitFor(() => errors.includes('unreachable') && errors.includes('server'), 30_000, 'a reset and a 5xx counted')
+  const hung = g.fake.hold((r) => r.method === 'GET' && r.pr === pr.number)
+  await waitFor(() => errors.includes('timeout'), 30_000, 'a hung call counted as a timeout')
   g.fake.requireToken('ghp_queue_group')
-  const cancel = g.fake.failNext((r) => r.method === 'GET' && r.pr === pr.number, 502, { message: 'bad gateway' })
+  hung()
   await waitFor(() => g.fake.pull(REPO, pr.number).merged, 60_000, 'merged once the forge answers again')
-  cancel()
-  t.ok(errors.includes('server'), `a 5xx counted too (${errors.join(', ')})`)
+  t.ok(errors.includes('server') && errors.includes('unreachable'), `a reset and a 5xx counted too (${errors.join(', ')})`)
+  t.ok(g.lines.some((l) => l.msg === 'queue work failed; retrying' && l.kind === 'timeout'), 'the timeout logged with its kind')
   t.is(merges(g, pr.number).length, 1, 'one merge')
 })
 

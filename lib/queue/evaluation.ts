@@ -97,10 +97,13 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<
   // process was stopped) calls nothing; the attempt stays open for the next holder to resolve.
   if (!t.holding()) return { next: 'done', what: 'lease lost before the merge call' }
 
+  t.attempts.called.add(announced.op)
   let outcome
   try {
     outcome = await t.call((f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, epoch: t.epoch }))
+    forget(t, announced.op)
   } catch (err) {
+    forget(t, announced.op)
     // It may or may not have happened: the next evaluation re-reads the PR first.
     await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'failed', detail: detail((err as Error).message) })
     throw err
@@ -172,13 +175,17 @@ async function followUp(t: Tenure, config: RepoConfig, entry: QueueEntry): Promi
 async function mutate(t: Tenure, config: RepoConfig, entry: QueueEntry, action: 'comment' | 'remove-label', call: Parameters<Tenure['call']>[0]): Promise<void> {
   const pr = entry.prNumber
   const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo: config.repo, pr, sha: entry.prSha, action })
+  // Not announced, or the hold ended: the attempt stays open; whoever resolves it next knows (here) it never ran.
   if (!announced.ok || !t.holding()) return
+  t.attempts.called.add(announced.op)
   try {
     const result = await t.call(call)
     await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'done', detail: typeof result === 'string' ? result : null })
   } catch (err) {
     await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'failed', detail: detail((err as Error).message) })
     throw err
+  } finally {
+    forget(t, announced.op)
   }
 }
 
@@ -191,10 +198,18 @@ async function resolveAttempt(t: Tenure, config: RepoConfig, attempt: OpenAttemp
   const end = (outcome: 'merged' | 'abandoned', text: string): Promise<string> =>
     t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr: attempt.pr, attempt: attempt.op, outcome, detail: text })
   if (attempt.action !== 'merge') {
-    // A comment or label removal may or may not have happened; never repeated (one bounce comment, not two).
-    await end('abandoned', `left open by epoch ${attempt.epoch}; not repeated`)
+    const neverCalled = t.attempts.announced.has(attempt.op) && !t.attempts.called.has(attempt.op)
+    forget(t, attempt.op)
+    if (neverCalled || attempt.action === 'remove-label') {
+      // Known not to have happened, or harmless to repeat (removing a label twice): still owed.
+      await end('abandoned', `left open by epoch ${attempt.epoch}; ${neverCalled ? 'never called' : 'repeated'}`)
+    } else {
+      // A comment that may have been posted: not posted again (one bounce comment, never two).
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr: attempt.pr, attempt: attempt.op, outcome: 'failed', detail: `left open by epoch ${attempt.epoch}; may have happened; not repeated` })
+    }
     return null
   }
+  forget(t, attempt.op)
   const pull = await t.call((f) => f.getPull(config.repo, attempt.pr))
   if (pull !== null && pull.merged) {
     await end('merged', `found merged at the forge (attempt of epoch ${attempt.epoch})`)
@@ -204,6 +219,11 @@ async function resolveAttempt(t: Tenure, config: RepoConfig, attempt: OpenAttemp
   }
   await end('abandoned', `not merged at the forge (attempt of epoch ${attempt.epoch})`)
   return null
+}
+
+function forget(t: Tenure, op: string): void {
+  t.attempts.announced.delete(op)
+  t.attempts.called.delete(op)
 }
 
 function wanted(pull: PullRequest, config: RepoConfig): boolean {

@@ -319,8 +319,6 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       if (open !== null) return refuse('attempt-mismatch', `${op.action}: attempt ${open.op} is still open`)
       const attempt: OpenAttempt = { op: id, pr: op.pr, sha: op.sha, action: op.action, epoch: op.epoch, ts: op.ts }
       tx.put(key, attempt)
-      // A bounce's follow-up is owed no more once announced (at most once: a failover does not repeat it).
-      if (op.action !== 'merge' && entry.followUps.includes(op.action)) scope.setEntry(op.pr, entry, { ...entry, followUps: entry.followUps.filter((f) => f !== op.action) })
       scope.audit(op.ts, 'attempt', op.pr, op.sha, op.epoch, op.action)
       break
     }
@@ -329,6 +327,12 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       const open = await tx.get<OpenAttempt>(key)
       if (open === null || open.op !== op.attempt) return refuse('attempt-mismatch', `no open attempt ${op.attempt}`)
       tx.del(key)
+      // A bounce's follow-up is owed no more once it ended in any way but `abandoned` (= known never to
+      // have reached the forge): a comment that may have been posted is not posted again.
+      const entry = await scope.entry(op.pr)
+      if (open.action !== 'merge' && op.outcome !== 'abandoned' && entry !== null && entry.followUps.includes(open.action)) {
+        scope.setEntry(op.pr, entry, { ...entry, followUps: entry.followUps.filter((f) => f !== open.action) })
+      }
       scope.audit(op.ts, 'attempt', op.pr, open.sha, op.epoch, `${open.action} ${op.outcome}${op.detail !== null ? `: ${op.detail}` : ''}`)
       break
     }

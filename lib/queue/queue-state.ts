@@ -35,7 +35,8 @@ export interface QueueEntry {
   /**
    * What a bounce still owes the PR at the forge (a comment; the queue label
    * removed), so a holder that takes over mid-bounce finishes it. Each leaves
-   * the list when its attempt op is applied: at most once, never twice.
+   * the list when its attempt ends, unless it ended `abandoned` (known never
+   * to have reached the forge): a comment is posted at most once.
    */
   followUps: FollowUp[]
 }

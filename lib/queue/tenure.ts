@@ -32,6 +32,16 @@ export interface WorkerSettings {
   pause: (point: 'before-merge') => void
 }
 
+/**
+ * What this process knows about its own attempts, across tenures: which it
+ * announced and which reached the forge call. An attempt announced here but
+ * never called (the hold ended in between) is known not to have happened.
+ */
+export interface AttemptMemory {
+  announced: Set<string>
+  called: Set<string>
+}
+
 export class Tenure {
   readonly epoch: number
   readonly log: IntentLog
@@ -41,6 +51,7 @@ export class Tenure {
   readonly metrics: WorkerMetrics
   readonly settings: WorkerSettings
   readonly wall: () => number
+  readonly attempts: AttemptMemory
   private readonly forge: Forge
   private readonly currentEpoch: () => number | null
 
@@ -55,6 +66,7 @@ export class Tenure {
     metrics: WorkerMetrics
     settings: WorkerSettings
     wall: () => number
+    attempts: AttemptMemory
   }) {
     this.epoch = opts.epoch
     this.currentEpoch = opts.currentEpoch
@@ -66,6 +78,7 @@ export class Tenure {
     this.metrics = opts.metrics
     this.settings = opts.settings
     this.wall = opts.wall
+    this.attempts = opts.attempts
   }
 
   /** This device holds the signer lease at this tenure's epoch right now. Checked right before every forge mutation. */
@@ -94,6 +107,7 @@ export class Tenure {
   /** Append a fenced op of this tenure and wait for apply's confirmed verdict (given up once not holding). */
   async confirm(op: Parameters<FencedWriter['append']>[0]): Promise<FencedOutcome> {
     const id = await this.append(op)
+    if (op.type === 'attempt') this.attempts.announced.add(id)
     return this.fenced.outcome(id, this.settings.confirmTimeoutMs, () => this.holding())
   }
 }

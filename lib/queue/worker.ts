@@ -33,7 +33,7 @@ import type { QueueReads } from './queue-reads.js'
 import type { QueueEntry, RepoConfig } from './queue-layout.js'
 import { evaluatePr, type Verdict } from './evaluation.js'
 import { reconcileRepo } from './reconciler.js'
-import { Tenure, type WorkerMetrics, type WorkerSettings } from './tenure.js'
+import { Tenure, type AttemptMemory, type WorkerMetrics, type WorkerSettings } from './tenure.js'
 
 export interface WorkerElector {
   epoch(): number | null
@@ -94,6 +94,7 @@ export class HolderWorker extends EventEmitter {
   private readonly eventSeq = new Map<string, number>()
   private readonly paused = new Map<string, boolean>()
   private readonly served = new Set<string>()
+  private readonly attempts: AttemptMemory = { announced: new Set(), called: new Set() }
   private scanning = false
   private rescan = false
   private wakeTimer: NodeJS.Timeout | null = null
@@ -177,7 +178,8 @@ export class HolderWorker extends EventEmitter {
       logger: this.opts.logger,
       metrics: this.metrics,
       settings: this.settings,
-      wall: this.wall
+      wall: this.wall,
+      attempts: this.attempts
     })
     this.tenure = tenure
     this.opts.logger.info({ epoch, dryRun: this.settings.dryRun }, 'queue worker started')
