@@ -16,13 +16,15 @@
  *   test/helpers, three devices unless stated, the daemon's defaults for
  *   the lease): claim/renew latency, elections, scaling over 3/5/7/9
  *   indexers, idle log growth; memory readings in fresh child processes;
- *   one failover over hyperswarm on a local DHT.
+ *   one failover over hyperswarm on a local DHT; signed webhooks/s posted to
+ *   one device's intake (bench/webhooks.ts: 32 keep-alive requests in
+ *   flight), accepted there and applied on all three.
  *
  *   node dist/bench/election.js [--quick] [--only SECTION,...] [--no-swarm] [--no-etcd]
- *     sections: failover, handoff, claim, flap, etcd, latency, election, scaling, idle, memory, swarm
+ *     sections: failover, handoff, claim, flap, etcd, latency, election, scaling, idle, memory, swarm, webhooks
  *               (aliases: daemons = failover,handoff,claim,flap; in-process = latency,...,swarm)
  *     [--leases 2000,5000] [--real-trials 20] [--claims 120] [--flap-s 600] [--devices 3] [--etcd-trials N]
- *     [--lease-ms 2000] [--ack-ms N] [--idle-s 60] [--trials 10] [--trials-scale 5] [--samples 45]
+ *     [--lease-ms 2000] [--ack-ms N] [--idle-s 60] [--trials 10] [--trials-scale 5] [--samples 45] [--webhooks 5000]
  *
  * Prints one table (autolease beside etcd, with ratios and targets) and
  * writes bench/results/<timestamp>[-quick].json; a full run of every
@@ -44,8 +46,9 @@ import { benchEtcd, type EtcdBenchResult, type EtcdScenario } from './etcd.js'
 import { killAllOwned } from './procs.js'
 import { build, render, renderTargets, type Row, type ScalingResult, type Target } from './report.js'
 import { fmt, mib, now, stats, table, type Stats } from './util.js'
+import { webhookThroughput, type WebhooksResult } from './webhooks.js'
 
-const IN_PROCESS = ['latency', 'election', 'scaling', 'idle', 'memory', 'swarm'] as const
+const IN_PROCESS = ['latency', 'election', 'scaling', 'idle', 'memory', 'swarm', 'webhooks'] as const
 const REAL = ['failover', 'handoff', 'claim', 'flap'] as const
 const SECTIONS = [...REAL, 'etcd', ...IN_PROCESS] as const
 type Section = (typeof SECTIONS)[number]
@@ -66,6 +69,8 @@ interface Options {
   memorySizes: number[]
   handoffs: number
   latencySamples: number
+  /** Signed deliveries posted in the webhooks section. */
+  webhooks: number
   memorySettleMs: number
   ackIntervalMs: number | undefined
   leasesMs: number[]
@@ -108,9 +113,9 @@ const QUICK_FLAP_S = 15
  * machine under load) would pass QUICK_LIMIT_S.
  */
 const QUICK_LIMIT_S = 160
-const QUICK_SECTION_S: Record<string, number> = { election: 13, scaling: 22, latency: 12, idle: 15, memory: 14, swarm: 20 }
+const QUICK_SECTION_S: Record<string, number> = { election: 13, scaling: 22, latency: 12, idle: 15, memory: 14, swarm: 20, webhooks: 15 }
 
-const TUNING_FLAGS = ['--leases', '--real-trials', '--claims', '--flap-s', '--devices', '--etcd-trials', '--lease-ms', '--ack-ms', '--idle-s', '--trials', '--trials-scale', '--samples']
+const TUNING_FLAGS = ['--leases', '--real-trials', '--claims', '--flap-s', '--devices', '--etcd-trials', '--lease-ms', '--ack-ms', '--idle-s', '--trials', '--trials-scale', '--samples', '--webhooks']
 
 function parseOptions(args: string[]): Options {
   const quick = args.includes('--quick')
@@ -148,6 +153,7 @@ function parseOptions(args: string[]): Options {
     memorySizes: quick ? [3] : [3, 6],
     handoffs: quick ? 1 : 2,
     latencySamples: intArg(args, '--samples', quick ? 4 : 45),
+    webhooks: intArg(args, '--webhooks', quick ? 1000 : 5000),
     memorySettleMs: quick ? 1000 : 3000,
     ackIntervalMs: argValue(args, '--ack-ms') === undefined ? undefined : numberArg(args, '--ack-ms', 200),
     leasesMs,
@@ -173,6 +179,7 @@ interface Report {
   idle?: IdleResult[]
   memory?: MemoryResult[]
   swarm?: SwarmResult | { error: string }
+  webhooks?: WebhooksResult
   /** The in-process figures (nearest-rank percentiles). */
   summary: Array<{ metric: string; unit: string } & Stats>
   /** The printed table: real daemons beside etcd, then in-process. */
@@ -262,7 +269,7 @@ async function main(): Promise<void> {
           `${opts.claims} claim pairs (full: 120). Flap rows: all four (lease ${opts.flapLeasesMs.join('/')} ms, alone and one core busy), run one after the other, ` +
           `but ${opts.flapMs / 1000} s each, not the issue's 1 minute for --quick (4 x 1 min and the rest do not fit 3 minutes) nor the target's 10 minutes. ` +
           `In-process: ${opts.trials3} election trial(s) (full: 10), scaling ${opts.scaleSizes.join('/')} x ${opts.trialsScale} (full: 3/5/7/9 x 5), idle ${opts.idleLeasesMs.join('/')} for ${opts.idleMs / 1000} s, ` +
-          `memory ${opts.memorySizes.join('/')} devices, no hyperswarm run; an in-process section that would not end within ${QUICK_LIMIT_S} s is skipped. ` +
+          `memory ${opts.memorySizes.join('/')} devices, ${opts.webhooks} webhooks (full: 5000), no hyperswarm run; an in-process section that would not end within ${QUICK_LIMIT_S} s is skipped. ` +
           `A smoke run of every code path: p50/p95 of so few samples are indicative only and the targets are not judged on it`
         : null,
       sectionsRun: [...opts.only],
@@ -285,7 +292,8 @@ async function main(): Promise<void> {
         etcdTrialsPerScenario: opts.etcdTrials,
         inProcessTrials3: opts.trials3,
         inProcessTrialsPerScaleSize: opts.trialsScale,
-        scaleSizes: opts.scaleSizes
+        scaleSizes: opts.scaleSizes,
+        webhookDeliveries: opts.webhooks
       },
       config,
       transport: 'real daemons: separate processes over hyperswarm on a local DHT (127.0.0.1); in-process: in-memory Mesh (piped replication streams) unless stated',
@@ -305,6 +313,8 @@ async function main(): Promise<void> {
         inProcessFailover: 'in-process: Cluster.kill(holder) (mesh links cut first, synchronously) -> elected event of the next single holder at epoch+1',
         scaling: 'in-process: fresh groups of 3/5/7/9 devices, all indexers; first election, a handoff and a failover per trial; a size whose first trial fails is not retried',
         idle: 'in-process: deltas over the window: applied counter (non-ack ops), base.length (system nodes incl. acks), byteLength of local writer + system + view cores; also every writer core replica and the storage dir size',
+        webhooks:
+          "in-process: 3 devices formed like the other in-process groups (in-memory Mesh, no electors), one managed repo; a WebhookServer per device whose intake appends to that device's IntentLog; N distinct check_run completed deliveries (own head SHA and x-github-delivery each, signed with @octokit/webhooks-methods ahead of time) POSTed to device 0 by 32 concurrent keep-alive fetch loops. accepted/s = 202s / (first send -> last 202); applied-on-all/s = 202s / (first send -> every device's repo state events counter at its tip reaching that count, polled every 20 ms), or the slowest device's count / 120 s when not all arrived",
         memory: 'in-process: fresh child process per N: process.memoryUsage() after forced GC, before opening and after N devices elected and idled; real daemons: VmRSS of each daemon after its idle window'
       }
     },
@@ -466,6 +476,22 @@ async function main(): Promise<void> {
     }
   }
 
+  // In-process: signed webhooks accepted by one device and applied on all three.
+  const webhooksSection = async (): Promise<void> => {
+    if (opts.only.has('webhooks')) {
+      await section('webhooks (in-process)', async () => {
+        const r = await attempt('webhooks', () => webhookThroughput({ deliveries: opts.webhooks, config, log }))
+        if (r) {
+          report.webhooks = r
+          if (r.accepted < r.deliveries) report.notes.push(`webhooks: ${r.deliveries - r.accepted} of ${r.deliveries} deliveries not answered 202: ${JSON.stringify(r.statuses)}`)
+          if (r.allAppliedMs === null) report.notes.push(`webhooks: not every device applied all ${r.accepted} within ${r.limitMs / 1000} s (events ${r.perDeviceEvents.join('/')})`)
+          report.notes.push(`webhooks: ${r.bound}`)
+          for (const e of r.teardownErrors) report.notes.push(`webhooks teardown: ${e}`)
+        }
+      })
+    }
+  }
+
   // In-process peers over hyperswarm on a local testnet.
   const swarmSection = async (): Promise<void> => {
     if (opts.only.has('swarm')) {
@@ -525,6 +551,7 @@ async function main(): Promise<void> {
 
   await electionSection()
   await scalingSection()
+  await webhooksSection()
   await latencySection()
   await idleSection()
   await swarmSection()
@@ -535,7 +562,8 @@ async function main(): Promise<void> {
     ...(report.etcd && report.etcd.available ? { etcd: report.etcd } : {}),
     quick: opts.quick,
     inProcess: report.summary.filter((s) => !s.metric.startsWith('group formation')),
-    ...(report.scaling ? { scaling: report.scaling } : {})
+    ...(report.scaling ? { scaling: report.scaling } : {}),
+    ...(report.webhooks ? { webhooks: report.webhooks } : {})
   })
   report.table = built.rows
   report.targets = built.targets
@@ -552,6 +580,7 @@ async function main(): Promise<void> {
     }
     if (!report.etcd?.available) incomplete.push('etcd was not measured')
     if (!(report.scaling ?? []).some((x) => x.size === 9 && x.trials.length > 0)) incomplete.push('no scaling trial at 9 indexers')
+    if (report.webhooks === undefined) incomplete.push('the webhooks section did not finish')
   }
   report.meta.latest = incomplete.length === 0 ? 'written' : `not written: ${incomplete.join('; ')}`
 
@@ -834,7 +863,8 @@ function print(report: Report, opts: Options): void {
   out.push('- etcd: 3 members, `etcdctl lock --ttl` contenders; signal to the holder\'s group -> the successor\'s "holding" line. al/etcd = autolease / etcd.')
   out.push("- in-process: one node process, in-memory replication (test/helpers Mesh), NOT what users run: claim/renew latency from append() to the first")
   out.push("  confirmed read showing the op; elections end at the new holder's 'elected' event; failover = Cluster.kill(holder); handoff = elector.release().")
-  out.push('  The scaling rows (3/5/7/9 indexers) are in-process too.')
+  out.push('  The scaling rows (3/5/7/9 indexers) are in-process too. Webhooks: signed check_run deliveries POSTed to device 0\'s intake, 32 keep-alive')
+  out.push("  requests in flight; accepted/s to the last 202, applied-on-all/s until every device's repo events counter (tip) counts them all.")
   out.push('Numbers are noisy: one 2-core machine shared with other work (load averages above and per section in the JSON meta).')
   console.log(out.join('\n'))
 }

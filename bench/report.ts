@@ -7,6 +7,7 @@
 import type { DaemonsResult, LeaseRun, SignalTrial } from './daemons.js'
 import type { EtcdBenchResult, EtcdScenario } from './etcd.js'
 import type { TrialResult } from './scenarios.js'
+import type { WebhooksResult } from './webhooks.js'
 import { fmt, stats, table } from './util.js'
 
 export interface Figures {
@@ -40,10 +41,12 @@ export interface Target {
   /** Measured value, in `unit`. */
   measured: number | null
   unit: string
-  /** The limit in `unit`: met when measured <= limit. */
+  /** The limit in `unit`: met when measured <= limit (or >= limit with `atLeast`). */
   limit: number
+  /** A floor, not a ceiling (a rate): met when measured >= limit. */
+  atLeast?: boolean
   met: boolean | null
-  /** measured - limit (negative: room left). */
+  /** How far past the limit on the wrong side: measured - limit, or limit - measured with `atLeast` (negative: room left). */
   marginBy: number | null
   /** etcd's figure for the same scenario, when it has one. */
   etcd: number | null
@@ -93,14 +96,16 @@ export interface BuildInput {
   quick: boolean
   inProcess: Array<{ metric: string; unit: string; n: number; p50: number | null; p95: number | null; max: number | null }>
   scaling?: ScalingResult[]
+  webhooks?: WebhooksResult
 }
 
 export function build(input: BuildInput): Built {
   const rows: Row[] = []
   const targets: Target[] = []
   const target = (t: Omit<Target, 'met' | 'marginBy' | 'judged'>): boolean | null => {
-    const met = t.measured === null ? null : t.measured <= t.limit
-    targets.push({ ...t, met, marginBy: t.measured === null ? null : t.measured - t.limit, judged: !input.quick })
+    const met = t.measured === null ? null : t.atLeast === true ? t.measured >= t.limit : t.measured <= t.limit
+    const marginBy = t.measured === null ? null : t.atLeast === true ? t.limit - t.measured : t.measured - t.limit
+    targets.push({ ...t, met, marginBy, judged: !input.quick })
     return met
   }
   const both = (a: boolean | null, b: boolean | null): boolean | null => (a === null || b === null ? null : a && b)
@@ -215,7 +220,26 @@ export function build(input: BuildInput): Built {
       if (fo.some((x) => x !== null)) rows.push({ where: 'in-process', metric: `  failover, ${s.size} indexers`, unit: 'ms', autolease: figures(fo), etcd: null, ratio: null, target: null, met: null })
     }
   }
+  if (input.webhooks) webhookRows(rows, target, input.webhooks)
   return { rows, targets }
+}
+
+/** Signed webhooks: accepted by device 0, and applied on all three devices; the target is a floor (>= 1,000/s). */
+function webhookRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | 'judged'>) => boolean | null, w: WebhooksResult): void {
+  const refused = w.deliveries - w.accepted
+  const of = `${w.accepted} of ${w.deliveries} deliveries answered 202${refused > 0 ? ` (${refused} not: ${JSON.stringify(w.statuses)})` : ''}, ${w.concurrency} in flight`
+  const scenario = 'signed webhooks/s accepted by one device and applied on all three (in-process)'
+  const one = (v: number | null): Figures | null => (v === null ? null : { n: w.accepted, p50: v, p95: null, max: null })
+  const mA = target({ id: 'webhooks-accepted', scenario, pct: null, what: 'signed webhooks/s accepted by one device (in-process)', target: '>= 1,000/s', measured: w.acceptedPerS, unit: '/s', limit: 1000, atLeast: true, etcd: null, note: `${of}; ${w.bound}` })
+  // Not all applied within the limit: the rate is what the slowest device took in that time (a partial figure, still judged).
+  const applied = w.appliedOnAllPerS ?? (w.accepted === 0 ? null : (1000 * Math.min(...w.perDeviceEvents)) / w.limitMs)
+  const allNote =
+    w.allAppliedMs === null
+      ? `NOT all applied within ${w.limitMs / 1000} s: events per device ${w.perDeviceEvents.join('/')} of ${w.accepted}; rate = the slowest device's count / ${w.limitMs / 1000} s`
+      : `all ${w.accepted} on every device ${fmt(w.allAppliedMs)} ms after the first send (per device ${w.perDeviceMs.map((x) => fmt(x)).join('/')} ms)`
+  const mB = target({ id: 'webhooks-applied-all', scenario, pct: null, what: 'signed webhooks/s applied on all three devices (in-process)', target: '>= 1,000/s', measured: applied, unit: '/s', limit: 1000, atLeast: true, etcd: null, note: `${allNote}; ${w.bound}` })
+  rows.push({ where: 'in-process', metric: 'signed webhooks/s accepted by one device (202s: first send -> last 202)', unit: '/s', autolease: one(w.acceptedPerS), etcd: null, ratio: null, target: '>= 1,000/s', met: mA })
+  rows.push({ where: 'in-process', metric: '  the same, applied on all three devices (events counter at every tip)', unit: '/s', autolease: one(applied), etcd: null, ratio: null, target: '>= 1,000/s', met: mB })
 }
 
 /**
