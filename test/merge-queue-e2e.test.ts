@@ -152,6 +152,13 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   const mergeAudits = audit2[0]!.entries.filter((a) => a.action === 'merge')
   t.is(new Set(mergeAudits.map((a) => a.prNumber)).size, mergeAudits.length, `one merge audit entry per PR (${mergeAudits.length})`)
 
+  // `autolease reconcile` on a standby: a request the holder serves; the confirmed result in the seed's shape.
+  const standby = dirs[((await holderIndex()) + 1) % 3]!
+  const rec = await cli(['reconcile', '--repo', REPO, '--json', '--storage', standby], 90_000)
+  t.is(rec.code, 0, `reconcile exits 0 (${rec.stderr.trim()})`)
+  const answer = JSON.parse(rec.stdout) as { results: { fixed: string[]; staleLeases: string[] }; queueLength: number; eventCount: number; epoch: number }
+  t.ok(Array.isArray(answer.results.fixed) && Array.isArray(answer.results.staleLeases) && answer.queueLength === 0 && answer.eventCount > 0 && answer.epoch > 0, `{results: {fixed, staleLeases}, queueLength, eventCount} (${rec.stdout.trim()})`)
+
   // Shutdown: SIGTERM while a merge call is in flight: the call finishes, its end is recorded, then the release.
   const last = await holderIndex()
   const stopping = daemons[last]!
