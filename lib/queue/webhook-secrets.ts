@@ -15,8 +15,9 @@
  *   rotation must not lock every tenant out. The error is returned for the
  *   log.
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
+import { closeSync, fstatSync, openSync } from 'node:fs'
 import { AutoleaseError } from '../errors.js'
+import { readUtf8 } from './bounded-file.js'
 import { isTenant } from '../log/ops.js'
 
 const MAX_FILE_BYTES = 1024 * 1024
@@ -79,18 +80,9 @@ function readSecretsFile(path: string): Map<string, readonly string[]> {
       throw refuse(`mode ${mode.toString(8).padStart(4, '0')} lets group or others read it; it must be 0600 or stricter (chmod 600 ${path})`)
     }
     if (st.size > MAX_FILE_BYTES) throw refuse(`larger than ${MAX_FILE_BYTES} bytes`)
-    const buf = Buffer.alloc(st.size)
-    let off = 0
-    while (off < buf.length) {
-      const n = readSync(fd, buf, off, buf.length - off, off)
-      if (n === 0) break
-      off += n
-    }
-    try {
-      text = new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(0, off))
-    } catch {
-      throw refuse('not UTF-8')
-    }
+    const read = readUtf8(fd, st.size)
+    if (read === null) throw refuse('not UTF-8')
+    text = read
   } finally {
     closeSync(fd)
   }

@@ -21,8 +21,9 @@
  *   once past that); mutationSpacingMs may be 0; the retry counts may be 0
  *   ("never retry"), as createGitHubForge allows.
  */
-import { accessSync, closeSync, constants, fstatSync, openSync, readSync } from 'node:fs'
+import { accessSync, closeSync, constants, fstatSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
+import { readUtf8 } from '../bounded-file.js'
 import { AutoleaseError } from '../../errors.js'
 import type { GitHubAppConfig, GitHubForgeConfig } from './github.js'
 
@@ -110,18 +111,9 @@ function readConfigFile(file: string, refuse: Refuse): { text: string; mode: num
     const st = fstatSync(fd)
     if (!st.isFile()) throw refuse(null, 'not a regular file')
     if (st.size > MAX_FILE_BYTES) throw refuse(null, `larger than ${MAX_FILE_BYTES} bytes`)
-    const buf = Buffer.alloc(st.size)
-    let off = 0
-    while (off < buf.length) {
-      const n = readSync(fd, buf, off, buf.length - off, off)
-      if (n === 0) break
-      off += n
-    }
-    try {
-      return { text: new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(0, off)), mode: st.mode & 0o777 }
-    } catch {
-      throw refuse(null, 'not UTF-8')
-    }
+    const text = readUtf8(fd, st.size)
+    if (text === null) throw refuse(null, 'not UTF-8')
+    return { text, mode: st.mode & 0o777 }
   } finally {
     closeSync(fd)
   }
