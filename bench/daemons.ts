@@ -221,13 +221,15 @@ class Tail {
   }
 }
 
-class Daemon {
+export class Daemon {
   proc: ChildProcess | null = null
   incarnation = -1
   exitInfo: { code: number | null; signal: string | null; at: number } | null = null
   exited: Promise<void> = Promise.resolve()
   readonly stderr = new Tail()
   readonly other = new Tail()
+  /** Appended to `autolease start`'s arguments (e.g. the webhook intake's flags). */
+  extraArgs: string[] = []
 
   constructor(
     readonly name: string,
@@ -249,6 +251,8 @@ class Daemon {
     const inc = this.incarnation
     const g = this.group
     const proc = g.owned.spawn(process.execPath, [
+      // BENCH_DAEMON_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" profiles every daemon (written on a graceful exit).
+      ...(process.env.BENCH_DAEMON_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? []),
       cli,
       'start',
       '--storage',
@@ -258,7 +262,8 @@ class Daemon {
       '--host',
       '127.0.0.1',
       '--lease-ms',
-      String(g.leaseMs)
+      String(g.leaseMs),
+      ...this.extraArgs
     ])
     this.proc = proc
     this.exitInfo = null
@@ -328,7 +333,7 @@ interface Settled {
   at: number
 }
 
-class Group {
+export class Group {
   readonly devices: Daemon[]
   readonly roles: RoleLine[] = []
   readonly warnings = new Map<string, number>()
@@ -815,6 +820,32 @@ async function measureLease(group: Group, run: LeaseRun, opts: DaemonsOptions, o
     run.claims = await claimSamples(group, opts.claims, opts.claimPollMs ?? CLAIM_POLL_MS, opts.log)
   }
   if (parts.failover || parts.handoff) await trials(group, run, opts)
+}
+
+/**
+ * A group of `size` real daemons on a local DHT, formed as an operator would
+ * (as benchDaemons forms its own), handed to `fn`; every process and temp dir
+ * is gone when it returns or throws.
+ */
+export async function withDaemonGroup<T>(opts: { size: number; leaseMs: number; log: (l: string) => void }, fn: (group: Group, formationMs: number) => Promise<T>): Promise<T> {
+  const owned = new Owned()
+  try {
+    const bin = await owned.tempDir('al-bench-bin-')
+    cli = join(bin, 'al-cli.js')
+    await symlink(BIN, cli)
+    const tn = await startTestnet(owned)
+    opts.log(`daemons: local DHT on ${tn.address}`)
+    const { group, formationMs } = await formGroup(owned, tn.address, opts.leaseMs, opts.size, opts.log)
+    try {
+      return await fn(group, formationMs)
+    } finally {
+      // Graceful and one at a time, so a holder's release is confirmed by the others still up: its exit hooks (and a --cpu-prof profile) run.
+      for (const d of group.devices) await d.stop('SIGTERM')
+    }
+  } finally {
+    await owned.teardown()
+    cli = BIN
+  }
 }
 
 export async function benchDaemons(opts: DaemonsOptions): Promise<DaemonsResult> {

@@ -46,11 +46,11 @@ import { benchEtcd, type EtcdBenchResult, type EtcdScenario } from './etcd.js'
 import { killAllOwned } from './procs.js'
 import { build, render, renderTargets, type Row, type ScalingResult, type Target } from './report.js'
 import { fmt, mib, now, stats, table, type Stats } from './util.js'
-import { webhookThroughput, type WebhooksResult } from './webhooks.js'
+import { webhookThroughput, webhookThroughputDaemons, type WebhooksResult } from './webhooks.js'
 
 const IN_PROCESS = ['latency', 'election', 'scaling', 'idle', 'memory', 'swarm', 'webhooks'] as const
 const REAL = ['failover', 'handoff', 'claim', 'flap'] as const
-const SECTIONS = [...REAL, 'etcd', ...IN_PROCESS] as const
+const SECTIONS = [...REAL, 'webhooks-daemons', 'etcd', ...IN_PROCESS] as const
 type Section = (typeof SECTIONS)[number]
 const ALIASES: Record<string, readonly Section[]> = { daemons: REAL, 'in-process': IN_PROCESS }
 
@@ -180,6 +180,7 @@ interface Report {
   memory?: MemoryResult[]
   swarm?: SwarmResult | { error: string }
   webhooks?: WebhooksResult
+  webhooksDaemons?: WebhooksResult
   /** The in-process figures (nearest-rank percentiles). */
   summary: Array<{ metric: string; unit: string } & Stats>
   /** The printed table: real daemons beside etcd, then in-process. */
@@ -476,6 +477,20 @@ async function main(): Promise<void> {
     }
   }
 
+  // What users run: signed webhooks accepted by one daemon and applied by all three.
+  const webhooksDaemonsSection = async (): Promise<void> => {
+    if (opts.only.has('webhooks-daemons')) {
+      await section('webhooks (3 daemons)', async () => {
+        const r = await attempt('webhooks-daemons', () => webhookThroughputDaemons({ deliveries: opts.webhooks, leaseMs: 5000, log }))
+        if (r) {
+          report.webhooksDaemons = r
+          if (r.accepted < r.deliveries) report.notes.push(`webhooks (daemons): ${r.deliveries - r.accepted} of ${r.deliveries} deliveries not answered 202: ${JSON.stringify(r.statuses)}`)
+          report.notes.push(`webhooks (daemons): ${r.bound}`)
+        }
+      })
+    }
+  }
+
   // In-process: signed webhooks accepted by one device and applied on all three.
   const webhooksSection = async (): Promise<void> => {
     if (opts.only.has('webhooks')) {
@@ -549,6 +564,7 @@ async function main(): Promise<void> {
     })
   }
 
+  await webhooksDaemonsSection()
   await electionSection()
   await scalingSection()
   await webhooksSection()
@@ -563,7 +579,8 @@ async function main(): Promise<void> {
     quick: opts.quick,
     inProcess: report.summary.filter((s) => !s.metric.startsWith('group formation')),
     ...(report.scaling ? { scaling: report.scaling } : {}),
-    ...(report.webhooks ? { webhooks: report.webhooks } : {})
+    ...(report.webhooks ? { webhooks: report.webhooks } : {}),
+    ...(report.webhooksDaemons ? { webhooksDaemons: report.webhooksDaemons } : {})
   })
   report.table = built.rows
   report.targets = built.targets
@@ -581,6 +598,7 @@ async function main(): Promise<void> {
     if (!report.etcd?.available) incomplete.push('etcd was not measured')
     if (!(report.scaling ?? []).some((x) => x.size === 9 && x.trials.length > 0)) incomplete.push('no scaling trial at 9 indexers')
     if (report.webhooks === undefined) incomplete.push('the webhooks section did not finish')
+    if (report.webhooksDaemons === undefined) incomplete.push('the webhooks-daemons section did not finish')
   }
   report.meta.latest = incomplete.length === 0 ? 'written' : `not written: ${incomplete.join('; ')}`
 

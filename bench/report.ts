@@ -97,6 +97,7 @@ export interface BuildInput {
   inProcess: Array<{ metric: string; unit: string; n: number; p50: number | null; p95: number | null; max: number | null }>
   scaling?: ScalingResult[]
   webhooks?: WebhooksResult
+  webhooksDaemons?: WebhooksResult
 }
 
 export function build(input: BuildInput): Built {
@@ -220,6 +221,7 @@ export function build(input: BuildInput): Built {
       if (fo.some((x) => x !== null)) rows.push({ where: 'in-process', metric: `  failover, ${s.size} indexers`, unit: 'ms', autolease: figures(fo), etcd: null, ratio: null, target: null, met: null })
     }
   }
+  if (input.webhooksDaemons) webhookRows(rows, target, input.webhooksDaemons)
   if (input.webhooks) webhookRows(rows, target, input.webhooks)
   return { rows, targets }
 }
@@ -228,18 +230,21 @@ export function build(input: BuildInput): Built {
 function webhookRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | 'judged'>) => boolean | null, w: WebhooksResult): void {
   const refused = w.deliveries - w.accepted
   const of = `${w.accepted} of ${w.deliveries} deliveries answered 202${refused > 0 ? ` (${refused} not: ${JSON.stringify(w.statuses)})` : ''}, ${w.concurrency} in flight`
-  const scenario = 'signed webhooks/s accepted by one device and applied on all three (in-process)'
+  // The target is judged on real daemons (what users run); the in-process rows show where the intake's time goes.
+  const judged = w.where === 'daemons'
+  const where = judged ? '3 daemons' : 'in-process'
+  const scenario = `signed webhooks/s accepted by one device and applied on all three (${where})`
   const one = (v: number | null): Figures | null => (v === null ? null : { n: w.accepted, p50: v, p95: null, max: null })
-  const mA = target({ id: 'webhooks-accepted', scenario, pct: null, what: 'signed webhooks/s accepted by one device (in-process)', target: '>= 1,000/s', measured: w.acceptedPerS, unit: '/s', limit: 1000, atLeast: true, etcd: null, note: `${of}; ${w.bound}` })
+  const mA = judged ? target({ id: 'webhooks-accepted', scenario, pct: null, what: `signed webhooks/s accepted by one device (${where})`, target: '>= 1,000/s', measured: w.acceptedPerS, unit: '/s', limit: 1000, atLeast: true, etcd: null, note: `${of}; ${w.bound}` }) : null
   // Not all applied within the limit: the rate is what the slowest device took in that time (a partial figure, still judged).
   const applied = w.appliedOnAllPerS ?? (w.accepted === 0 ? null : (1000 * Math.min(...w.perDeviceEvents)) / w.limitMs)
   const allNote =
     w.allAppliedMs === null
       ? `NOT all applied within ${w.limitMs / 1000} s: events per device ${w.perDeviceEvents.join('/')} of ${w.accepted}; rate = the slowest device's count / ${w.limitMs / 1000} s`
       : `all ${w.accepted} on every device ${fmt(w.allAppliedMs)} ms after the first send (per device ${w.perDeviceMs.map((x) => fmt(x)).join('/')} ms)`
-  const mB = target({ id: 'webhooks-applied-all', scenario, pct: null, what: 'signed webhooks/s applied on all three devices (in-process)', target: '>= 1,000/s', measured: applied, unit: '/s', limit: 1000, atLeast: true, etcd: null, note: `${allNote}; ${w.bound}` })
-  rows.push({ where: 'in-process', metric: 'signed webhooks/s accepted by one device (202s: first send -> last 202)', unit: '/s', autolease: one(w.acceptedPerS), etcd: null, ratio: null, target: '>= 1,000/s', met: mA })
-  rows.push({ where: 'in-process', metric: '  the same, applied on all three devices (events counter at every tip)', unit: '/s', autolease: one(applied), etcd: null, ratio: null, target: '>= 1,000/s', met: mB })
+  const mB = judged ? target({ id: 'webhooks-applied-all', scenario, pct: null, what: `signed webhooks/s applied on all three devices (${where})`, target: '>= 1,000/s', measured: applied, unit: '/s', limit: 1000, atLeast: true, etcd: null, note: `${allNote}; ${w.bound}` }) : null
+  rows.push({ where, metric: 'signed webhooks/s accepted by one device (202s: first send -> last 202)', unit: '/s', autolease: one(w.acceptedPerS), etcd: null, ratio: null, target: judged ? '>= 1,000/s' : null, met: mA })
+  rows.push({ where, metric: '  the same, applied on all three devices (events counter at every tip)', unit: '/s', autolease: one(applied), etcd: null, ratio: null, target: judged ? '>= 1,000/s' : null, met: mB })
 }
 
 /**

@@ -131,3 +131,27 @@ test('no membership op may leave the group without an indexer', async (t) => {
   t.is((view.data.get(writerKey(FOUNDER)) as { indexer: boolean }).indexer, true, 'the founder is still an indexer')
   t.alike(calls, ['add eeee'], 'only the harmless add reached the host')
 })
+
+test('one apply call (one autobase batch): each node reads what the nodes before it wrote, and each key reaches the view once', async (t) => {
+  const view = new MemoryView()
+  const calls: string[] = []
+  await apply([node(FOUNDER, 1, { type: 'apply-version', version: APPLY_VERSION })], view as unknown as View, host(calls))
+  view.writes.clear()
+  await apply(
+    [
+      node(FOUNDER, 2, { type: 'acquire', name: 'o/r#1', owner: 'alice', ttlMs: null, ts: 1 }),
+      node(FOUNDER, 3, { type: 'release', name: 'o/r#1', owner: 'alice', epoch: null, ts: 2 }),
+      node(FOUNDER, 4, b4a.from('not an op')),
+      node(FOUNDER, 5, { type: 'acquire', name: 'o/r#1', owner: 'bob', ttlMs: null, ts: 3 })
+    ],
+    view as unknown as View,
+    host(calls)
+  )
+  const record = view.data.get(leaseKey('o/r#1')) as { owner: string; epoch: number }
+  t.is(record.owner, 'bob', 'the last acquire saw the release before it')
+  t.is(record.epoch, 2, 'at the token after the first tenure (tokens never reset)')
+  t.is(view.data.get(APPLIED_KEY), 5, 'all four nodes counted')
+  t.is(view.data.get(rejectedKey('malformed')), 1, 'the bad one rejected alone')
+  t.is(view.writes.get(leaseKey('o/r#1')), 1, 'the lease record written once for three ops')
+  t.is(view.writes.get(APPLIED_KEY), 1, 'the applied counter written once for four nodes')
+})

@@ -36,6 +36,7 @@ import { logDemoted, logElected, type Logger } from './logger.js'
 import { QueueReads } from '../queue/queue-reads.js'
 import { WebhookSecrets } from '../queue/webhook-secrets.js'
 import { WebhookServer } from '../queue/webhook-server.js'
+import { GroupAppend } from '../log/group-append.js'
 import { HolderWorker } from '../queue/worker.js'
 import { createGitHubForge, type GitHubForgeConfig } from '../queue/forge/github.js'
 import type { Forge } from '../queue/forge/forge.js'
@@ -176,6 +177,8 @@ export class Daemon extends ReadyResource {
 
     if (this.secrets !== null && this.opts.webhookPort != null) {
       const queue = this.queue
+      // Deliveries that arrive while an append runs share the next one (one autobase batch).
+      const grouped = new GroupAppend(log)
       this.webhooks = new WebhookServer({
         port: this.opts.webhookPort,
         ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),
@@ -183,7 +186,7 @@ export class Daemon extends ReadyResource {
         intake: {
           canAppend: () => log.writable && log.closing === null && this.closing === null,
           managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
-          append: async (op) => void (await log.append(op))
+          append: async (op) => void (await grouped.append(op))
         },
         onanswer: (status, reason) => {
           this.metrics?.webhookAnswers.inc({ status: String(status) })

@@ -38,7 +38,7 @@ import type Hyperbee from 'hyperbee'
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
 import { decodeOp, opId, type ApplyVersionOp, type Op, type WriterOp } from './ops.js'
-import { StorageFailure, ViewTx } from './view-tx.js'
+import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { applyLeaseOp } from '../lease/lease-apply.js'
 import { applyEventOp, applyFencedOp, applyQueueControl, applyReconcileRequest, applyRepoOp } from '../queue/queue-apply.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type RejectionReason, type WriterEntry } from './view-layout.js'
@@ -57,7 +57,7 @@ const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
 
 export async function apply(nodes: ApplyNode[], view: View, host: ApplyHost): Promise<void> {
-  const batch = view.batch()
+  const batch = new ViewBatch(view.batch())
   for (const node of nodes) {
     if (node.value === null) continue // acks
     const tx = new ViewTx(batch)

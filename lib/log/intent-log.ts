@@ -204,6 +204,22 @@ export class IntentLog extends ReadyResource {
   }
 
   /**
+   * Append several ops as one autobase batch: they are linearized together,
+   * apply sees them in one call, and autobase checkpoints (and indexes) only
+   * at the batch's end, so the group pays one system flush for all of them.
+   * Resolves with their ids in order once all are in the local log and
+   * applied at the tip; every op is still validated by apply on its own.
+   */
+  async appendBatch(ops: readonly Op[]): Promise<string[]> {
+    if (ops.length === 0) return []
+    if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
+    if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
+    const length = (await this.base.append(ops.map(encodeOp))) as number
+    this.ownPending = true
+    return ops.map((_, i) => `${this.self}:${length - ops.length + 1 + i}`)
+  }
+
+  /**
    * Length of the view inside the confirmed (indexed) prefix, as of the last
    * consistent point (see noteConsistent), read from the system block at
    * that indexed length.

@@ -11,6 +11,13 @@
  * - A failure of storage itself (a read that fails) is not deterministic:
  *   it is marked as a StorageFailure and apply rethrows it, which stops the
  *   base as it must (autobase retries the same nodes after a restart).
+ * - One ViewBatch spans one apply call, which autobase makes exactly one
+ *   autobase batch of one writer, on every peer alike: committed nodes
+ *   write into it, later nodes of the call read through it, and it reaches
+ *   the hyperbee batch once, at the end of the call, last write per key
+ *   wins. So a repo's counters written by 32 events of one append cost one
+ *   hyperbee put, not 32, and the view's bytes still depend only on the
+ *   batches, which every peer applies alike.
  */
 import type { HyperbeeBatch } from 'hyperbee'
 
@@ -27,13 +34,57 @@ export class StorageFailure extends Error {
   }
 }
 
-export class ViewTx {
+/** The view as one apply call sees and changes it (see the invariants above). */
+export class ViewBatch {
   private readonly batch: Batch
   private readonly writes = new Map<string, unknown>()
-  private readonly effects: Array<() => Promise<void>> = []
+  /** Values read from the hyperbee batch, which this call does not change until `flush`. */
+  private readonly reads = new Map<string, unknown>()
 
   constructor(batch: Batch) {
     this.batch = batch
+  }
+
+  async get<T>(key: string): Promise<T | null> {
+    const v = this.writes.has(key) ? this.writes.get(key) : this.reads.has(key) ? this.reads.get(key) : await this.load(key)
+    return v === DELETED || v === null ? null : (v as T)
+  }
+
+  private async load(key: string): Promise<unknown> {
+    let entry
+    try {
+      entry = await this.batch.get(key)
+    } catch (err) {
+      throw new StorageFailure(err)
+    }
+    const v = entry === null ? null : entry.value
+    this.reads.set(key, v)
+    return v
+  }
+
+  /** A committed node's writes. */
+  take(writes: Map<string, unknown>): void {
+    for (const [key, value] of writes) this.writes.set(key, value)
+  }
+
+  /** The call's writes into the hyperbee batch, in the order keys were first written; then the batch's own flush. */
+  async flush(): Promise<void> {
+    for (const [key, value] of this.writes) {
+      if (value === DELETED) await this.batch.del(key)
+      else await this.batch.put(key, value)
+    }
+    this.writes.clear()
+    await this.batch.flush()
+  }
+}
+
+export class ViewTx {
+  private readonly view: ViewBatch
+  private readonly writes = new Map<string, unknown>()
+  private readonly effects: Array<() => Promise<void>> = []
+
+  constructor(view: ViewBatch) {
+    this.view = view
   }
 
   async get<T>(key: string): Promise<T | null> {
@@ -41,13 +92,7 @@ export class ViewTx {
       const v = this.writes.get(key)
       return v === DELETED ? null : (v as T)
     }
-    let entry
-    try {
-      entry = await this.batch.get(key)
-    } catch (err) {
-      throw new StorageFailure(err)
-    }
-    return entry === null ? null : (entry.value as T)
+    return this.view.get<T>(key)
   }
 
   put(key: string, value: unknown): void {
@@ -63,12 +108,9 @@ export class ViewTx {
     this.effects.push(fn)
   }
 
-  /** Apply the held changes: host effects first, then view writes in the order they were made. */
+  /** Apply the held changes: host effects first, then the view writes (into the call's ViewBatch). */
   async commit(): Promise<void> {
     for (const fn of this.effects) await fn()
-    for (const [key, value] of this.writes) {
-      if (value === DELETED) await this.batch.del(key)
-      else await this.batch.put(key, value)
-    }
+    this.view.take(this.writes)
   }
 }

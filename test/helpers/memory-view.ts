@@ -13,6 +13,8 @@ export class MemoryView {
   readonly data = new Map<string, unknown>()
   poison: ((key: string) => unknown) | null = null
   failRead: string | null = null
+  /** Writes that reached a batch, per key (apply writes each key once per call). */
+  readonly writes = new Map<string, number>()
 
   batch() {
     const staged = new Map<string, unknown>()
@@ -24,8 +26,14 @@ export class MemoryView {
         const v = staged.has(key) ? staged.get(key) : this.data.get(key)
         return v === undefined || v === DELETED ? null : { seq: 0, key, value: v }
       },
-      put: async (key: string, value: unknown) => void staged.set(key, value),
-      del: async (key: string) => void staged.set(key, DELETED),
+      put: async (key: string, value: unknown) => {
+        this.writes.set(key, (this.writes.get(key) ?? 0) + 1)
+        staged.set(key, value)
+      },
+      del: async (key: string) => {
+        this.writes.set(key, (this.writes.get(key) ?? 0) + 1)
+        staged.set(key, DELETED)
+      },
       flush: async () => {
         for (const [k, v] of staged) {
           if (v === DELETED) this.data.delete(k)

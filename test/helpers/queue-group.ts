@@ -8,6 +8,7 @@ import type { Assertion } from 'brittle'
 import { Cluster, waitFor } from './cluster.js'
 import { FakeForge } from '../../lib/queue/forge/fake-forge.js'
 import { GitHubForge, type GitHubForgeConfig } from '../../lib/queue/forge/github.js'
+import { GroupAppend } from '../../lib/log/group-append.js'
 import { WebhookServer } from '../../lib/queue/webhook-server.js'
 import { QueueReads } from '../../lib/queue/queue-reads.js'
 import { HolderWorker, type WorkerOptions } from '../../lib/queue/worker.js'
@@ -69,13 +70,14 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
     const r = new QueueReads(d.log)
     reads.push(r)
     await waitFor(async () => (await r.repo(TENANT, REPO, 'tip')) !== null, 10_000, 'the repo config on every device')
+    const grouped = new GroupAppend(d.log)
     const server = new WebhookServer({
       port: 0,
       secrets: { secretsFor: (tenant) => (tenant === TENANT ? [SECRET] : []) },
       intake: {
         canAppend: () => d.log.writable && d.log.closing === null,
         managed: async (tenant, repo) => (await r.repo(tenant, repo, 'tip')) !== null,
-        append: async (op) => void (await d.log.append(op))
+        append: async (op) => void (await grouped.append(op))
       }
     })
     await server.ready()

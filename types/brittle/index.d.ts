@@ -8,7 +8,11 @@ declare module 'brittle' {
     absent(value: unknown, message?: string): void
     pass(message?: string): void
     fail(message?: string): void
-    exception(fn: (() => unknown) | Promise<unknown>, expected?: RegExp | Error | string, message?: string): Promise<void>
+    /** Rethrows native errors (TypeError, ...) as test bugs; `exception.all` accepts them too. */
+    exception: {
+      (fn: (() => unknown) | Promise<unknown>, expected?: RegExp | Error | string, message?: string): Promise<void>
+      all(fn: (() => unknown) | Promise<unknown>, expected?: RegExp | Error | string, message?: string): Promise<void>
+    }
     execution(fn: (() => unknown) | Promise<unknown>, message?: string): Promise<void>
     comment(...args: unknown[]): void
     plan(n: number): void
