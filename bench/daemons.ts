@@ -43,6 +43,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { call } from '../lib/daemon/control-client.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
+import type { DaemonStatus } from '../lib/daemon/daemon.js'
 import { Owned, cpuMs, rssBytes } from './procs.js'
 import { dirBytes, jitter, now, sleep } from './util.js'
 
@@ -188,19 +189,8 @@ export interface DaemonsOptions {
 // ---------------------------------------------------------------------------
 // one daemon process
 
-export interface Status {
-  self: string
-  role: 'holder' | 'standby'
-  lease: { holder: string | null; epoch: number; confirmed: boolean; expiresInMs: number | null }
-  writers: string[]
-  indexers: string[]
-  peers: number
-  indexer: boolean
-  leaseMs: number
-  pid: number
-  /** The confirmation watchdog's forced acks so far, when the daemon reports them (not every build does). */
-  forcedAcks?: number
-}
+/** What a daemon's `status` answers (lib/daemon/daemon.ts). */
+export type Status = DaemonStatus
 
 async function status(dir: string, timeoutMs = 3_000): Promise<Status | null> {
   try {

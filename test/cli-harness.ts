@@ -9,6 +9,7 @@ import type { Assertion } from 'brittle'
 import { waitFor } from './helpers/cluster.js'
 import { call } from '../lib/daemon/control-client.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
+import type { DaemonStatus } from '../lib/daemon/daemon.js'
 
 export const BIN = fileURLToPath(new URL('../bin/autolease.js', import.meta.url))
 
@@ -104,17 +105,8 @@ export class Procs {
   }
 }
 
-export interface Status {
-  key: string
-  self: string
-  role: 'holder' | 'standby'
-  lease: { holder: string | null; epoch: number; confirmed: boolean; expiresInMs: number | null }
-  writers: string[]
-  indexers: string[]
-  peers: number
-  /** This device's promotion to indexer is in effect (it counts toward the majority). */
-  indexer: boolean
-}
+/** What a daemon's `status` answers (lib/daemon/daemon.ts). */
+export type Status = DaemonStatus
 
 /** Status through the CLI (`status --json`). */
 export async function cliStatus(dir: string): Promise<Status | null> {

@@ -67,11 +67,39 @@ export interface DaemonOptions {
   logger: Logger
 }
 
-export interface LeaseStatus {
+export type LeaseStatus = {
   holder: string | null
   epoch: number
   confirmed: boolean
   expiresInMs: number | null
+}
+
+/**
+ * What `status` answers (the control route and `status --json`). A type,
+ * not an interface, so that it is a Json value as it stands.
+ */
+export type DaemonStatus = {
+  key: string
+  self: string
+  role: 'holder' | 'standby'
+  lease: LeaseStatus
+  tip: { holder: string | null; epoch: number } | null
+  writers: string[]
+  indexers: string[]
+  peers: number
+  writable: boolean
+  /** This device's promotion to indexer is in effect (it counts toward the majority). */
+  indexer: boolean
+  leaseMs: number
+  killLeadMs: number
+  queues: Array<{ tenant: string; repo: string; queueLength: number; paused: boolean }>
+  webhookPort: number | null
+  runners: number
+  /** Acks the indexing watchdog had to force (a real op left unconfirmed too long): the bench's "nudge" count. */
+  forcedAcks: number
+  /** null without a forge; epoch null while not holding. */
+  worker: { epoch: number | null; inFlight: number } | null
+  pid: number
 }
 
 export class Daemon extends ReadyResource {
@@ -339,7 +367,7 @@ export class Daemon extends ReadyResource {
     return result
   }
 
-  private async statusJson(): Promise<Json> {
+  private async statusJson(): Promise<DaemonStatus> {
     const log = this.log!
     const elector = this.elector!
     const st = elector.status()
@@ -352,7 +380,7 @@ export class Daemon extends ReadyResource {
       confirmed: st.confirmed !== null && st.tip !== null && st.confirmed.opId === st.tip.opId,
       expiresInMs: st.expiresInMs === null ? null : Math.round(st.expiresInMs)
     }
-    const queues: Json[] = []
+    const queues: DaemonStatus['queues'] = []
     for (const r of await orEmpty(this.queue!.repos('tip'))) {
       const s = await this.queue!.state(r.tenant, r.repo, 'tip')
       queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, paused: r.paused })
@@ -373,7 +401,6 @@ export class Daemon extends ReadyResource {
       queues,
       webhookPort: this.webhooks?.port ?? null,
       runners: this.runs.attached,
-      /** Acks the indexing watchdog had to force (a real op left unconfirmed too long): the bench's "nudge" count. */
       forcedAcks: log.forcedAcks,
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
       pid: process.pid
