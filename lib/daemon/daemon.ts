@@ -92,7 +92,8 @@ export type DaemonStatus = {
   indexer: boolean
   leaseMs: number
   killLeadMs: number
-  queues: Array<{ tenant: string; repo: string; queueLength: number; paused: boolean }>
+  /** Per managed repo: its queue length and how many events its ring has recorded (tip). */
+  queues: Array<{ tenant: string; repo: string; queueLength: number; events: number; paused: boolean }>
   webhookPort: number | null
   runners: number
   /** Acks the indexing watchdog had to force (a real op left unconfirmed too long): the bench's "nudge" count. */
@@ -383,7 +384,7 @@ export class Daemon extends ReadyResource {
     const queues: DaemonStatus['queues'] = []
     for (const r of await orEmpty(this.queue!.repos('tip'))) {
       const s = await this.queue!.state(r.tenant, r.repo, 'tip')
-      queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, paused: r.paused })
+      queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events, paused: r.paused })
     }
     return {
       key: encodeKey(log.key),
