@@ -22,6 +22,7 @@ import type { ElectionConfig } from '../lib/lease/config.js'
 import { QueueReads } from '../lib/queue/queue-reads.js'
 import { WebhookServer } from '../lib/queue/webhook-server.js'
 import { GroupAppend } from '../lib/log/group-append.js'
+import type { EventOp } from '../lib/log/ops.js'
 import { example, withHeadSha, withRepo } from '../test/webhook-helpers.js'
 import { closeRig, openRig, type Rig } from './harness.js'
 import { withDaemonGroup, type Daemon } from './daemons.js'
@@ -208,7 +209,7 @@ export async function webhookThroughput(opts: {
     const appendMs: number[] = []
     for (const [i, d] of devices.entries()) {
       const r = reads[i]!
-      const grouped = new GroupAppend(d.log)
+      const grouped = new GroupAppend<EventOp>((events) => d.log.appendEvents(events))
       const server = new WebhookServer({
         port: 0,
         secrets: { secretsFor: (t) => (t === TENANT ? [SECRET] : []) },

@@ -55,6 +55,8 @@ function opArb(keys: string[]): fc.Arbitrary<Uint8Array> {
     { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('repo-add'), tenant: fc.constantFrom(...TENANTS), repo: fc.constantFrom(...REPOS), label: fc.constantFrom('queue', 'Queue'), mergeMethod: fc.constantFrom('merge', 'squash'), requiredChecks: fc.subarray(['ci', 'lint']) }).map(enc) },
     { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('repo-remove'), tenant: fc.constantFrom(...TENANTS), repo: fc.constantFrom(...REPOS) }).map(enc) },
     { weight: 5, arbitrary: eventArb.map(enc) },
+    // Several events in one node (apply version 3), duplicates of one another and of single events included.
+    { weight: 2, arbitrary: fc.array(eventArb.map(({ v: _v, ...e }) => e), { minLength: 1, maxLength: 6 }).map((events) => enc({ v: OP_VERSION, type: 'event-batch', events })) },
     { weight: 2, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 80 }) },
     { weight: 2, arbitrary: fc.json().map((s) => b4a.from(s)) },
     { weight: 1, arbitrary: fc.record({ v: fc.integer({ min: 2, max: 9 }), type: fc.constantFrom('claim', 'future-op') }).map(enc) },

@@ -15,7 +15,7 @@ class HeldLog {
   private releases: Array<(err?: Error) => void> = []
   private length = 0
 
-  appendBatch(ops: readonly Op[]): Promise<string[]> {
+  readonly appendBatch = (ops: readonly Op[]): Promise<string[]> => {
     this.calls.push([...ops])
     return new Promise((resolve, reject) => {
       this.releases.push((err) => {
@@ -37,7 +37,7 @@ const acquire = (owner: string): Op => ({ type: 'acquire', name: 'o/r#1', owner,
 
 test('ops that arrive during an append share the next one, in order; each gets its own id', async (t) => {
   const log = new HeldLog()
-  const g = new GroupAppend(log)
+  const g = new GroupAppend(log.appendBatch)
   const first = g.append(acquire('a'))
   const rest = ['b', 'c', 'd'].map((o) => g.append(acquire(o)))
   await log.finish()
@@ -53,7 +53,7 @@ test('ops that arrive during an append share the next one, in order; each gets i
 
 test('a bad op fails alone and is never appended; a failed append fails its group only', async (t) => {
   const log = new HeldLog()
-  const g = new GroupAppend(log)
+  const g = new GroupAppend(log.appendBatch)
   await t.exception.all(g.append({ type: 'acquire', name: 'x\ud800', owner: 'a', ttlMs: null, ts: 1 }), /invalid op/)
   t.is(log.calls.length, 0, 'nothing appended for it')
 
@@ -67,7 +67,7 @@ test('a bad op fails alone and is never appended; a failed append fails its grou
 
 test('a group is bounded: more waiting ops than maxGroup go in several appends', async (t) => {
   const log = new HeldLog()
-  const g = new GroupAppend(log, 2)
+  const g = new GroupAppend(log.appendBatch, 2)
   const all = ['a', 'b', 'c', 'd', 'e'].map((o) => g.append(acquire(o)))
   for (let i = 0; i < 3; i++) await log.finish()
   t.alike(await Promise.all(all), ['w:1', 'w:2', 'w:3', 'w:4', 'w:5'])
@@ -76,7 +76,7 @@ test('a group is bounded: more waiting ops than maxGroup go in several appends',
     [1, 2, 2],
     'the first alone at once, then the four that waited, two by two'
   )
-  await t.exception.all(() => new GroupAppend(log, 0), /positive integer/)
+  await t.exception.all(() => new GroupAppend(log.appendBatch, 0), /positive integer/)
 })
 
 test('IntentLog.appendBatch: one autobase batch whose ids are the ops\' own, in order', async (t) => {

@@ -1,7 +1,7 @@
 import test from 'brittle'
 import { holds, thrown } from './helpers/props.js'
 import fc from 'fast-check'
-import { decodeOp, encodeOp, isOpId, OP_VERSION, opId, SIGNER_LEASE, type Decoded, type DecodeFailure, type Op } from '../lib/log/ops.js'
+import { decodeOp, encodeOp, isOpId, MAX_BATCH_EVENTS, MAX_OP_BYTES, OP_VERSION, opId, packEvents, SIGNER_LEASE, type Decoded, type DecodeFailure, type EventOp, type Op } from '../lib/log/ops.js'
 
 
 const KEY_A = 'a'.repeat(64)
@@ -63,6 +63,54 @@ test('encodeOp refuses an invalid op instead of sending it', (t) => {
     const err = thrown(() => encodeOp(op))
     t.ok(err instanceof TypeError && /refusing to encode an invalid op/.test(err.message), `${label}: encodeOp throws a TypeError`)
   }
+})
+
+const event = (i: number, labels: string[] = []): EventOp => ({
+  type: 'event',
+  tenant: 'acme',
+  repo: 'acme/app',
+  delivery: `d-${i}`,
+  bodySha256: 'ab'.repeat(32),
+  event: 'pull_request',
+  action: 'labeled',
+  pr: 7,
+  prs: [],
+  sha: 'c'.repeat(40),
+  draft: false,
+  merged: false,
+  autoMerge: false,
+  labels,
+  label: 'q',
+  check: null,
+  ts: i
+})
+
+test('event-batch: round-trips; every event is checked as a lone one would be; bounded', (t) => {
+  const op: Op = { type: 'event-batch', events: [event(1), event(2)] }
+  t.alike(decodeOp(encodeOp(op)), { ok: true, op }, 'a batch of two decodes to itself')
+  const wire = (events: unknown): Uint8Array => json({ v: OP_VERSION, type: 'event-batch', events })
+  const reason = (d: Decoded): string => (d.ok ? 'ok' : `${d.reason} ${d.detail}`)
+  t.is(reason(decodeOp(wire([]))), 'invalid-field events', 'an empty batch is refused')
+  t.is(reason(decodeOp(wire('x'))), 'invalid-field events', 'so is one that is not a list')
+  t.is(reason(decodeOp(wire(Array.from({ length: MAX_BATCH_EVENTS + 1 }, (_, i) => ({ ...event(i), labels: [] }))))), 'invalid-field events', `more than ${MAX_BATCH_EVENTS} events are refused`)
+  t.is(reason(decodeOp(wire([event(1), { ...event(2), delivery: 'bad delivery' }]))), 'invalid-field events: delivery', 'one bad event refuses the whole op, naming the field')
+  t.is(reason(decodeOp(wire([event(1), { ...event(2), type: 'claim' }]))), 'invalid-field events', 'an element that is not an event is refused')
+  const decoded = decodeOp(wire([{ ...event(1), extra: 1, prs: [3, 1, 3] }]))
+  t.alike(decoded.ok ? decoded.op : null, { type: 'event-batch', events: [{ ...event(1), prs: [1, 3] }] }, 'each event is rebuilt from the schema, as a lone one is')
+})
+
+test('packEvents: in order, at most MAX_BATCH_EVENTS per op, each op within MAX_OP_BYTES', (t) => {
+  t.alike(packEvents([]), [], 'nothing to pack, no op')
+  const small = Array.from({ length: 300 }, (_, i) => event(i))
+  const packs = packEvents(small)
+  t.alike(packs.map((p) => p.events.length), [128, 128, 44], '300 small events: two full ops and the rest')
+  t.alike(packs.flatMap((p) => p.events), small, 'every event once, in order')
+  // Events near the per-event bound (100 labels of 100 chars): the byte bound decides.
+  const big = Array.from({ length: 20 }, (_, i) => event(i, Array.from({ length: 100 }, (_, k) => `${k}`.padEnd(100, 'x'))))
+  const bigPacks = packEvents(big)
+  t.ok(bigPacks.length > 1, `20 events of ~10 KB: ${bigPacks.length} ops`)
+  t.alike(bigPacks.flatMap((p) => p.events), big, 'every event once, in order')
+  for (const p of bigPacks) t.ok(encodeOp(p).byteLength <= MAX_OP_BYTES, `an op of ${p.events.length} events encodes within ${MAX_OP_BYTES} bytes`)
 })
 
 test('opId / isOpId', (t) => {

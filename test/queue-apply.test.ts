@@ -7,7 +7,7 @@
 import test from 'brittle'
 import { apply, APPLY_VERSION, type View } from '../lib/log/apply.js'
 import type { EventOp, Op } from '../lib/log/ops.js'
-import { rejectedKey } from '../lib/log/view-layout.js'
+import { APPLIED_KEY, rejectedKey } from '../lib/log/view-layout.js'
 import {
   AUDIT_RING,
   DEDUP_MAX,
@@ -245,6 +245,51 @@ test('dedup forgets deliveries older than a week of op time', async (t) => {
   const kept = g.keys(`dedup/${T}/${R}/`)
   t.ok(kept <= 8 * 20 && kept >= 7 * 20, `about a week of deliveries kept: ${kept} of 200`)
   t.absent(g.get(`dedup/${T}/${R}/${ops[0]!.delivery}`), 'the first day is forgotten')
+})
+
+test('event-batch: its events apply as if each came alone, in order; a version-2 group does not know it', async (t) => {
+  // The same stream of events, one op each in one group and packed two ways in the others.
+  const stream: EventOp[] = [
+    labeled(7, SHA1),
+    check(SHA1, 'ci', 'success', [7]),
+    labeled(8, SHA2),
+    { ...labeled(7, SHA1), delivery: 'again' },
+    { ...labeled(7, SHA1), delivery: 'again' },
+    { ...labeled(9, SHA2), delivery: 'again', bodySha256: 'cd'.repeat(32) },
+    event({ action: 'synchronize', pr: 8, sha: SHA1, labels: ['autolease:queue'] }),
+    event({ action: 'closed', pr: 7, sha: SHA1, merged: true })
+  ]
+  const single = await Group.create()
+  await single.run(FOUNDER, REPO_ADD)
+  await single.run(WRITER, ...stream)
+  const one = await Group.create()
+  await one.run(FOUNDER, REPO_ADD)
+  await one.run(WRITER, { type: 'event-batch', events: stream })
+  const split = await Group.create()
+  await split.run(FOUNDER, REPO_ADD)
+  await split.run(WRITER, { type: 'event-batch', events: stream.slice(0, 3) }, { type: 'event-batch', events: stream.slice(3) })
+
+  // Everything but the op ids (and the applied-node counter) is the same.
+  const state = (g: Group): unknown =>
+    [...(g as unknown as { view: MemoryView }).view.data.entries()]
+      .filter(([k]) => k !== APPLIED_KEY && !k.startsWith('writer/'))
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([k, v]) => [k, JSON.parse(JSON.stringify(v, (key, val: unknown) => (key === 'op' || key === 'addedOp' ? '-' : val)))])
+  const keys = (state(single) as Array<[string]>).map(([k]) => k)
+  t.ok(keys.some((k) => k === queueKey(T, R, 8)) && keys.filter((k) => k.startsWith(eventsPrefix(T, R))).length === 6, `the compared view holds the queue and the ring (${keys.length} keys)`)
+  t.alike(state(one), state(single), 'one batch of all eight: the same queue, rings, indexes and counters as eight ops')
+  t.alike(state(split), state(single), 'two batches: the same again')
+  t.is(one.rejected('duplicate'), 1, 'a duplicate inside the batch is counted')
+  t.is(one.rejected('delivery-conflict'), 1, 'and a conflict too')
+  const ids = one.range<EventEntry>(eventsPrefix(T, R)).map((e) => e.op)
+  t.alike(ids, [0, 1, 2, 3, 6, 7].map((i) => `${WRITER}:1/${i}`), 'each event is named <op id>/<index in the batch>')
+  t.is(one.get<number>(APPLIED_KEY), 4, 'applied counts nodes: version, add-writer, repo-add, the batch')
+
+  const v2 = await Group.create(2)
+  await v2.run(FOUNDER, REPO_ADD)
+  await v2.run(WRITER, { type: 'event-batch', events: stream })
+  t.is(v2.rejected('unknown-type'), 1, 'version 2: an unknown type, as a version-2 build sees it')
+  t.is(v2.range(eventsPrefix(T, R)).length, 0, 'and no event')
 })
 
 test('a version-1 group ignores queue ops until it is upgraded to version 2', async (t) => {

@@ -23,7 +23,7 @@ import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
 import { systemClock } from '../lease/clock.js'
 import { electionConfig, type ElectionConfig } from '../lease/config.js'
-import { SIGNER_LEASE } from '../log/ops.js'
+import { SIGNER_LEASE, type EventOp } from '../log/ops.js'
 import { AutoleaseError } from '../errors.js'
 import { StorageLock, readGroupFile, decodeKey, encodeKey } from './storage-lock.js'
 import { ControlServer, type Json } from './control-server.js'
@@ -206,8 +206,8 @@ export class Daemon extends ReadyResource {
 
     if (this.secrets !== null && this.opts.webhookPort != null) {
       const queue = this.queue
-      // Deliveries that arrive while an append runs share the next one (one autobase batch).
-      const grouped = new GroupAppend(log)
+      // Deliveries that arrive while an append runs share the next append, packed into as few log nodes as fit.
+      const grouped = new GroupAppend<EventOp>((events) => log.appendEvents(events))
       this.webhooks = new WebhookServer({
         port: this.opts.webhookPort,
         ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),

@@ -37,7 +37,7 @@
 import type Hyperbee from 'hyperbee'
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
-import { decodeOp, opId, type ApplyVersionOp, type Op, type WriterOp } from './ops.js'
+import { decodeOp, opId, type ApplyVersionOp, type EventBatchOp, type Op, type WriterOp } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { applyLeaseOp } from '../lease/lease-apply.js'
 import { applyEventOp, applyFencedOp, applyQueueControl, applyReconcileRequest, applyRepoOp } from '../queue/queue-apply.js'
@@ -50,8 +50,10 @@ export type View = Hyperbee<unknown>
  * (the founder's first op says so). Version 1: leases and writers. Version
  * 2: repo config and webhook events too; in a version-1 group those ops
  * stay unknown (as a version-1 build sees them) until the group is upgraded.
+ * Version 3: event-batch ops (several webhook events in one node); unknown
+ * in a version-2 group, as a version-2 build sees them.
  */
-export const APPLY_VERSION = 2
+export const APPLY_VERSION = 3
 /** A group whose first op is not an apply-version op runs version 1. */
 const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
@@ -113,6 +115,7 @@ async function dispatch(
 ): Promise<void> {
   // The queue's ops came with version 2: a version-1 group sees them as a version-1 build does.
   if (groupVersion < 2 && !VERSION_1_TYPES.has(op.type)) return count('unknown-type')
+  if (groupVersion < 3 && op.type === 'event-batch') return count('unknown-type')
   switch (op.type) {
     case 'add-writer':
     case 'remove-writer':
@@ -133,6 +136,8 @@ async function dispatch(
       return applyRepoOp(tx, op, id)
     case 'event':
       return applyEventOp(tx, op, id, count)
+    case 'event-batch':
+      return applyEventBatch(tx, op, id, count)
     case 'queue-decide':
     case 'attempt':
     case 'attempt-end':
@@ -143,6 +148,26 @@ async function dispatch(
       return applyQueueControl(tx, op, id, count)
     case 'reconcile-request':
       return applyReconcileRequest(tx, op, id)
+  }
+}
+
+/**
+ * Each event of a batch as if it came alone, in order, id `<op id>/<index>`,
+ * in its own child transaction: one that throws (a deterministic error of
+ * pure code, as for a whole node) is counted as `apply-error` and leaves no
+ * trace, and its siblings still apply. `applied` counts the node once.
+ */
+async function applyEventBatch(tx: ViewTx, op: EventBatchOp, id: string, count: (reason: RejectionReason) => Promise<void>): Promise<void> {
+  for (const [i, event] of op.events.entries()) {
+    const child = tx.child()
+    try {
+      await applyEventOp(child, event, `${id}/${i}`, (reason) => bump(child, rejectedKey(reason)))
+    } catch (err) {
+      if (err instanceof StorageFailure) throw err
+      await count('apply-error')
+      continue
+    }
+    await child.commit()
   }
 }
 

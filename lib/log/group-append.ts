@@ -10,26 +10,27 @@
  *
  * Each op is validated when submitted, so a bad one fails alone; a failed
  * append fails every op of its group (none of them is answered as stored).
- * Ops keep their submission order in the log.
+ * Ops keep their submission order in the log. The daemon's intake appends
+ * through IntentLog.appendEvents, which also packs a group's events into as
+ * few log nodes as fit (event-batch ops, apply version 3).
  */
 import { encodeOp, type Op } from './ops.js'
 
-export interface BatchAppender {
-  appendBatch(ops: readonly Op[]): Promise<string[]>
-}
+/** Appends a group as one autobase batch and answers each op's id, in order. */
+export type BatchAppend<T extends Op> = (ops: readonly T[]) => Promise<string[]>
 
-interface Waiting {
-  op: Op
+interface Waiting<T> {
+  op: T
   resolve: (id: string) => void
   reject: (err: unknown) => void
 }
 
-export class GroupAppend {
-  private readonly queue: Waiting[] = []
+export class GroupAppend<T extends Op = Op> {
+  private readonly queue: Array<Waiting<T>> = []
   private draining = false
 
   constructor(
-    private readonly log: BatchAppender,
+    private readonly appendBatch: BatchAppend<T>,
     /** At most this many ops per append, so one group's apply stays short. */
     private readonly maxGroup = 128
   ) {
@@ -37,7 +38,7 @@ export class GroupAppend {
   }
 
   /** Resolves with the op's id once it is in the local log and applied at the tip. */
-  append(op: Op): Promise<string> {
+  append(op: T): Promise<string> {
     try {
       encodeOp(op)
     } catch (err) {
@@ -54,7 +55,7 @@ export class GroupAppend {
     while (this.queue.length > 0) {
       const group = this.queue.splice(0, this.maxGroup)
       try {
-        const ids = await this.log.appendBatch(group.map((w) => w.op))
+        const ids = await this.appendBatch(group.map((w) => w.op))
         group.forEach((w, i) => w.resolve(ids[i]!))
       } catch (err) {
         for (const w of group) w.reject(err)

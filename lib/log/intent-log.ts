@@ -51,7 +51,7 @@ import b4a from 'b4a'
 import c from 'compact-encoding'
 import autobaseMessages from 'autobase/lib/messages.js'
 import { apply, APPLY_VERSION, type View } from './apply.js'
-import { encodeOp, type Op } from './ops.js'
+import { encodeOp, packEvents, type EventOp, type Op } from './ops.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
 import {
   APPLIED_KEY,
@@ -218,6 +218,21 @@ export class IntentLog extends ReadyResource {
     const length = (await this.base.append(ops.map(encodeOp))) as number
     this.ownPending = true
     return ops.map((_, i) => `${this.self}:${length - ops.length + 1 + i}`)
+  }
+
+  /**
+   * Webhook events, as few log nodes as they fit in: in a group at apply
+   * version 3 or later, packed into event-batch ops (ops.ts packEvents),
+   * all in one autobase batch; before that, one op each. Resolves with each
+   * event's id (`<op id>/<index>` when packed) once every one is in the
+   * local log and applied at the tip.
+   */
+  async appendEvents(events: readonly EventOp[]): Promise<string[]> {
+    if (events.length === 0) return []
+    if ((await this.groupApplyVersion('tip')) < 3) return this.appendBatch(events)
+    const packs = packEvents(events)
+    const ids = await this.appendBatch(packs)
+    return packs.flatMap((p, i) => p.events.map((_, k) => `${ids[i]!}/${k}`))
   }
 
   /**

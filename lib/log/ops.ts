@@ -162,6 +162,20 @@ export interface EventOp {
   ts: number
 }
 
+/**
+ * Several webhook deliveries in one op (apply version 3): what one device's
+ * intake received while its previous append was in flight. One log node
+ * instead of one per event: every device links, replicates and applies a
+ * node once, whatever the number of events in it. apply treats each event
+ * as if it came alone, in order, with id `<op id>/<index>`.
+ */
+export interface EventBatchOp {
+  type: 'event-batch'
+  events: EventOp[]
+}
+/** Events per event-batch op (the op's encoded size is bounded by MAX_OP_BYTES too). */
+export const MAX_BATCH_EVENTS = 128
+
 /** Fields every fenced op of the holder carries: apply rejects it unless its author holds the signer lease at `epoch`. */
 interface Fenced {
   tenant: string
@@ -248,7 +262,7 @@ export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | Q
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
 export type ConfigOp = RepoAddOp | RepoRemoveOp
-export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | QueueOp
+export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | EventBatchOp | QueueOp
 
 export type DecodeFailure = 'malformed' | 'unknown-version' | 'unknown-type' | 'invalid-field'
 export type Decoded = { ok: true; op: Op } | { ok: false; reason: DecodeFailure; detail: string }
@@ -272,6 +286,30 @@ export function decodeOp(bytes: Uint8Array | null): Decoded {
     return fail('malformed', 'not JSON')
   }
   return validate(raw)
+}
+
+/**
+ * Events in as few event-batch ops as their limits allow (MAX_BATCH_EVENTS
+ * each, MAX_OP_BYTES encoded), in order. Each event must encode alone.
+ */
+export function packEvents(events: readonly EventOp[]): EventBatchOp[] {
+  const out: EventBatchOp[] = []
+  // Room for `{"v":1,"type":"event-batch","events":[` and `]}`, and a comma per event.
+  const overhead = 64
+  let cur: EventOp[] = []
+  let bytes = overhead
+  for (const e of events) {
+    const size = b4a.byteLength(JSON.stringify(e)) + 1
+    if (cur.length > 0 && (cur.length === MAX_BATCH_EVENTS || bytes + size > MAX_OP_BYTES)) {
+      out.push({ type: 'event-batch', events: cur })
+      cur = []
+      bytes = overhead
+    }
+    cur.push(e)
+    bytes += size
+  }
+  if (cur.length > 0) out.push({ type: 'event-batch', events: cur })
+  return out
 }
 
 export function opId(authorHex: string, length: number): string {
@@ -393,6 +431,18 @@ function validate(raw: unknown): Decoded {
     }
     case 'event':
       return validateEvent(raw)
+    case 'event-batch': {
+      const { events } = raw
+      if (!Array.isArray(events) || events.length < 1 || events.length > MAX_BATCH_EVENTS) return bad('events')
+      const out: EventOp[] = []
+      for (const e of events as unknown[]) {
+        if (!isPlainObject(e) || e.type !== 'event') return bad('events')
+        const one = validateEvent(e)
+        if (!one.ok) return one.reason === 'invalid-field' ? bad(`events: ${one.detail}`) : one
+        out.push(one.op as EventOp)
+      }
+      return ok({ type: 'event-batch', events: out })
+    }
     case 'queue-decide':
     case 'attempt':
     case 'attempt-end':

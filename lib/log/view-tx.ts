@@ -78,13 +78,33 @@ export class ViewBatch {
   }
 }
 
-export class ViewTx {
-  private readonly view: ViewBatch
+/** What a ViewTx reads through and commits into: the call's ViewBatch, or an enclosing ViewTx. */
+interface TxParent {
+  get<T>(key: string): Promise<T | null>
+  take(writes: Map<string, unknown>): void
+}
+
+export class ViewTx implements TxParent {
+  private readonly view: TxParent
   private readonly writes = new Map<string, unknown>()
   private readonly effects: Array<() => Promise<void>> = []
 
-  constructor(view: ViewBatch) {
+  constructor(view: TxParent) {
     this.view = view
+  }
+
+  /**
+   * A transaction inside this one (one event of an event-batch op): it
+   * reads through this one's writes, and its commit lands here, so a child
+   * that throws leaves no trace while its siblings' writes stay.
+   */
+  child(): ViewTx {
+    return new ViewTx(this)
+  }
+
+  /** A committed child's writes. */
+  take(writes: Map<string, unknown>): void {
+    for (const [key, value] of writes) this.writes.set(key, value)
   }
 
   async get<T>(key: string): Promise<T | null> {
@@ -108,9 +128,14 @@ export class ViewTx {
     this.effects.push(fn)
   }
 
-  /** Apply the held changes: host effects first, then the view writes (into the call's ViewBatch). */
+  /** Apply the held changes: host effects first, then the view writes (into the call's ViewBatch, or the enclosing transaction). */
   async commit(): Promise<void> {
-    for (const fn of this.effects) await fn()
+    if (this.view instanceof ViewTx) {
+      // A child's effects run with its parent's, at the parent's commit.
+      this.view.effects.push(...this.effects)
+    } else {
+      for (const fn of this.effects) await fn()
+    }
     this.view.take(this.writes)
   }
 }

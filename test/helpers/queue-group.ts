@@ -9,6 +9,7 @@ import { Cluster, waitFor } from './cluster.js'
 import { FakeForge } from '../../lib/queue/forge/fake-forge.js'
 import { GitHubForge, type GitHubForgeConfig } from '../../lib/queue/forge/github.js'
 import { GroupAppend } from '../../lib/log/group-append.js'
+import type { EventOp } from '../../lib/log/ops.js'
 import { WebhookServer } from '../../lib/queue/webhook-server.js'
 import { QueueReads } from '../../lib/queue/queue-reads.js'
 import { HolderWorker, type WorkerOptions } from '../../lib/queue/worker.js'
@@ -70,7 +71,7 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
     const r = new QueueReads(d.log)
     reads.push(r)
     await waitFor(async () => (await r.repo(TENANT, REPO, 'tip')) !== null, 10_000, 'the repo config on every device')
-    const grouped = new GroupAppend(d.log)
+    const grouped = new GroupAppend<EventOp>((events) => d.log.appendEvents(events))
     const server = new WebhookServer({
       port: 0,
       secrets: { secretsFor: (tenant) => (tenant === TENANT ? [SECRET] : []) },
