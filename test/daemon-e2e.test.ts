@@ -101,7 +101,10 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
     t.is(s.writers.length, 3, 'writers')
     t.is(s.indexers.length, 3, 'indexers')
     t.ok(s.peers >= 2, 'peers')
+    t.ok(/^[0-9a-f]{64}$/.test(s.swarmKey), 'swarmKey')
   }
+  const swarmKeys = settled.map((s) => s!.swarmKey)
+  t.is(new Set(swarmKeys).size, 3, 'each device has its own swarm key')
 
   // A second start on a busy storage fails at once, clearly.
   const busy = await cli(['start', '--storage', dirs[0]!, ...net], 15_000)
@@ -149,6 +152,7 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
   daemons[h0] = procs.start(dirs[h0]!, bootstrap, LEASE_MS)
   await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.lease.epoch === first.lease.epoch + 1) && holders(s).length === 1, 30_000, 'the restarted device catches up')
   t.pass('the SIGKILLed device restarts on its storage and catches up')
+  t.is((await cliStatus(dirs[h0]!))?.swarmKey, swarmKeys[h0], 'with the swarm key it had (no dead announcement left for its peers to dial)')
   // Its `run` died with it (the daemon went away): start it again, as an operator would.
   runners[h0] = runner(h0)
 

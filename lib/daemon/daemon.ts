@@ -17,6 +17,7 @@
  * from peers, and can only claim epoch + 1 of what it sees.
  */
 import Corestore from 'corestore'
+import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
 import { IntentLog } from '../log/intent-log.js'
 import { Swarm } from './swarm.js'
@@ -87,6 +88,8 @@ export type DaemonStatus = {
   writers: string[]
   indexers: string[]
   peers: number
+  /** This device's public key on the swarm: derived from its storage, the same on every start. */
+  swarmKey: string
   writable: boolean
   /** This device's promotion to indexer is in effect (it counts toward the majority). */
   indexer: boolean
@@ -167,7 +170,9 @@ export class Daemon extends ReadyResource {
 
     this.swarm = new Swarm(log, {
       ...(this.opts.bootstrap?.length ? { bootstrap: this.opts.bootstrap } : {}),
-      ...(this.opts.host ? { host: this.opts.host } : {})
+      ...(this.opts.host ? { host: this.opts.host } : {}),
+      // The same swarm identity on every start of this storage (see SwarmOptions.keyPair).
+      keyPair: await this.store.createKeyPair(SWARM_KEY_PAIR)
     })
     await this.swarm.ready()
 
@@ -395,6 +400,7 @@ export class Daemon extends ReadyResource {
       writers: writers.map((w) => w.key),
       indexers: writers.filter((w) => w.indexer).map((w) => w.key),
       peers: this.swarm!.peers,
+      swarmKey: b4a.toString(this.swarm!.swarm.keyPair.publicKey, 'hex'),
       writable: log.writable,
       indexer: log.isIndexer,
       leaseMs: this.config.leaseMs,
@@ -408,6 +414,9 @@ export class Daemon extends ReadyResource {
     }
   }
 }
+
+/** The name the daemon's swarm key pair is derived under, from the storage's primary key. */
+const SWARM_KEY_PAIR = 'autolease/swarm'
 
 async function orEmpty<T>(read: Promise<T[]>): Promise<T[]> {
   try {

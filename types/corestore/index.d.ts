@@ -37,6 +37,8 @@ declare module 'corestore' {
     /** A named core of this store (tests use it to exercise hypercore directly). */
     get(opts: { name: string }): Hypercore
     session(): Corestore
+    /** A signing key pair derived from this store's primary key and `name`: the same on every open of the same storage. */
+    createKeyPair(name: string): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }>
     replicate(isInitiator: boolean | Duplex, opts?: object): ReplicationStream
   }
 }
