@@ -192,7 +192,7 @@ export interface DaemonsOptions {
 /** What a daemon's `status` answers (lib/daemon/daemon.ts). */
 export type Status = DaemonStatus
 
-async function status(dir: string, timeoutMs = 3_000): Promise<Status | null> {
+export async function status(dir: string, timeoutMs = 3_000): Promise<Status | null> {
   try {
     return (await call(storagePaths(dir).socket, 'status', {}, timeoutMs)) as unknown as Status
   } catch {

@@ -101,6 +101,12 @@ export type DaemonStatus = {
   runners: number
   /** Acks the indexing watchdog had to force (a real op left unconfirmed too long): the bench's "nudge" count. */
   forcedAcks: number
+  /**
+   * The intent log's lengths in nodes: everything linearized here, the
+   * indexed prefix (what autolease confirms on) and the quorum-signed
+   * prefix. signed far behind indexed is autobase's signing stall (README).
+   */
+  log: { length: number; indexed: number; signed: number }
   /** null without a forge; epoch null while not holding. */
   worker: { epoch: number | null; inFlight: number } | null
   pid: number
@@ -409,6 +415,7 @@ export class Daemon extends ReadyResource {
       webhookPort: this.webhooks?.port ?? null,
       runners: this.runs.attached,
       forcedAcks: log.forcedAcks,
+      log: { length: log.base.length, indexed: log.base.indexedLength, signed: log.base.signedLength },
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
       pid: process.pid
     }
