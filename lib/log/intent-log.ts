@@ -433,9 +433,10 @@ export class IntentLog extends ReadyResource {
    * the order of their keys (device r of n nudges at FORCE_ACK_MS + (k*n +
    * r) * NUDGE_STEP_MS into the stall, k = 0, 1, ...), so the group adds
    * about one forced ack per step whatever its size. When every indexer
-   * forced an ack every FORCE_ACK_MS, nine indexers kept the DAG so forked
-   * that autobase indexed nothing for good (the bench's 9-indexer trial,
-   * 3 runs in 3); taking turns, a dead indexer's turn is just skipped.
+   * forced an ack every FORCE_ACK_MS, nine in-process indexers kept the DAG
+   * so forked that autobase indexed nothing in the 30 s the bench's
+   * 9-indexer trial waits (3 runs in 3); taking turns, a dead indexer's
+   * turn is just skipped.
    */
   private checkStall(): void {
     // A writer promoted to indexer counts only once it has acked as one;
@@ -607,6 +608,7 @@ export function nudgeTurn(self: string, indexers: string[]): { rank: number; of:
   const rank = sorted.indexOf(self)
   return rank === -1 ? null : { rank, of: sorted.length }
 }
+
 /** How long after an ack pass that left real ops unconfirmed we look again, and how often in a row. */
 const ACK_RETRY_MS = 25
 const ACK_RETRIES = 8
