@@ -21,7 +21,7 @@
  *   yet"); seen with --holder within 30 restarts in 1 run of 2 (and in a
  *   full bench run), not fixed yet.
  */
-import { status, withDaemonGroup } from './daemons.js'
+import { status, withDaemonGroup, type Status } from './daemons.js'
 import { now } from './util.js'
 
 /** Signed this far behind indexed at the end counts as stalled (in a settled group it lags by a round at most). */
@@ -33,11 +33,12 @@ const holderOnly = args.includes('--holder')
 const leaseAt = args.indexOf('--lease-ms')
 const leaseMs = leaseAt === -1 ? 2000 : Number(args[leaseAt + 1])
 if (!Number.isSafeInteger(n) || n < 1 || !Number.isSafeInteger(leaseMs) || leaseMs < 100) {
-  process.stderr.write('usage: node dist/bench/rejoin.js [N] [--lease-ms MS]\n')
+  process.stderr.write('usage: node dist/bench/rejoin.js [N] [--lease-ms MS] [--holder]\n')
   process.exit(2)
 }
 
 await withDaemonGroup({ size: 3, leaseMs, log: (l) => console.log(l) }, async (group) => {
+  const readLogs = (): Promise<Array<Status['log'] | null>> => Promise.all(group.devices.map(async (x) => (await status(x.dir))?.log ?? null))
   const settled: string[] = []
   for (let i = 0; i < n; i++) {
     const statuses = holderOnly ? await Promise.all(group.devices.map((x) => status(x.dir))) : []
@@ -54,12 +55,12 @@ await withDaemonGroup({ size: 3, leaseMs, log: (l) => console.log(l) }, async (g
       settled.push('timeout')
       console.log(`restart ${i + 1}: ${(err as Error).message}`)
     }
-    const logs = await Promise.all(group.devices.map(async (x) => (await status(x.dir))?.log ?? null))
+    const logs = await readLogs()
     const shown = logs.map((l, k) => `${group.devices[k]!.name} ${l === null ? 'down' : `${l.length}/${l.indexed}/${l.signed}`}`).join(', ')
     console.log(`restart ${i + 1} (${d.name}, ${signal}): settled in ${settled.at(-1)} ms; nodes/indexed/signed ${shown}`)
   }
   console.log(`settle ms: ${settled.join(' ')}`)
-  const logs = await Promise.all(group.devices.map(async (x) => (await status(x.dir))?.log ?? null))
+  const logs = await readLogs()
   const stalled = group.devices.filter((_, k) => logs[k] && logs[k]!.indexed - logs[k]!.signed > SIGNED_LAG)
   console.log(stalled.length === 0 ? 'signing kept up on every device' : `signing stalled on ${stalled.map((x) => x.name).join(', ')} (signed more than ${SIGNED_LAG} nodes behind indexed)`)
 })
