@@ -17,9 +17,9 @@
  *   announces itself under a new swarm key on every start (fixed, see
  *   lib/daemon/swarm.ts SwarmOptions.keyPair);
  * - a device whose signed length stops while its indexed length goes on:
- *   autobase's quorum signing stalled on it (README, "What is not built
- *   yet"); seen with --holder within 30 restarts in 1 run of 2 (and in a
- *   full bench run), not fixed yet.
+ *   autobase's quorum signing stalled on it. Seen with --holder within 30
+ *   restarts in 2 runs of 4 before patches/autobase+7.28.1.patch (it was
+ *   partly the stale session length that patch also fixes in the report).
  */
 import { status, withDaemonGroup, type Status } from './daemons.js'
 import { now } from './util.js'

@@ -104,7 +104,8 @@ export type DaemonStatus = {
   /**
    * The intent log's lengths in nodes: everything linearized here, the
    * indexed prefix (what autolease confirms on) and the quorum-signed
-   * prefix. signed far behind indexed is autobase's signing stall (README).
+   * prefix (the persistent system core's, patches/README.md). signed far
+   * behind indexed means this device's quorum signing stalled.
    */
   log: { length: number; indexed: number; signed: number }
   /** null without a forge; epoch null while not holding. */
