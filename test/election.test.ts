@@ -83,6 +83,15 @@ test('stand-down after a release is respected', (t) => {
   const free = record({ holder: null, since: null })
   t.alike(decide(view({ tip: free, standDownUntil: 12_000, now: 11_999 }), T).action, 'wait', 'a free record does not end the stand-down')
   t.alike(decide(view({ tip: free, standDownUntil: 12_000, now: 12_000 }), T), { action: 'claim', seen: free.opId, epoch: 5 })
+  // The stand-down keeps us out of OUR successor's way; a later holder handing back to us names us.
+  const backToUs = record({ holder: null, since: null, epoch: 6, opId: opId(OTHER, 40), nominee: SELF })
+  t.alike(
+    decide(view({ tip: backToUs, standDownUntil: 12_000, now: 11_000 }), T),
+    { action: 'claim', seen: backToUs.opId, epoch: 7 },
+    'a release that nominates us ends our stand-down'
+  )
+  const toOther = record({ holder: null, since: null, epoch: 6, opId: opId(OTHER, 40), nominee: 'c'.repeat(64) })
+  t.alike(decide(view({ tip: toOther, standDownUntil: 12_000, now: 11_000 }), T).action, 'wait', 'one that nominates another device does not')
 })
 
 test('holding: only the confirmed record, only with a known send time, only before sentAt + renewDeadlineMs', (t) => {
