@@ -143,10 +143,13 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
     await waitFor(() => rerun() > 0 || roleChanged(), 20_000, `the rerun for PR ${p.number}`)
     if (merges(p.number).length !== 1 || during !== 0) double++
     if (roleChanged()) flapped++
-    else reruns += rerun()
+    else if (rerun() >= 1) reruns++
   }
   t.is(double, 0, 'in 20 rounds: one merge call each, and no evaluation started while the merge was in flight')
-  t.is(reruns, 20 - flapped, `exactly one rerun after each merge (${flapped} round(s) with a role change counted apart)`)
+  // A rerun in every round (never none: the second delivery is not lost). A later event for the PR
+  // during that rerun (the merge's own pull_request closed delivery) can dirty it once more: 2 reruns
+  // in 1 round of 20, seen once in 8 runs; that is per-PR serialization working, not a second merge.
+  t.is(reruns, 20 - flapped, `a rerun after each merge (${flapped} round(s) with a role change counted apart)`)
   // How often the holder flaps is issue 9's steadiness, measured by the bench (its flap rows), not
   // here: this bound only makes sure most rounds checked the rerun rule. (It was "at most 2", a
   // timing threshold: 0-2 flaps in 20 rounds alone, 3 once in a full-suite CI run, on builds before

@@ -301,7 +301,12 @@ export class HolderWorker extends EventEmitter {
       if (this.tenure === t) this.failed(key, err)
       return
     }
-    if (this.tenure !== t) return
+    if (this.tenure !== t) {
+      // The tenure ended while the evaluation ran (a demotion, a release): its state is the next
+      // tenure's to rebuild, but the operator still learns how this one ended.
+      this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), tenureEnded: true }, 'evaluated')
+      return
+    }
     this.failures.delete(key)
     const entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
     if (entry !== undefined) this.known.set(key, facts(entry))
