@@ -301,24 +301,23 @@ export class HolderWorker extends EventEmitter {
       if (this.tenure === t) this.failed(key, err)
       return
     }
-    if (this.tenure !== t) {
-      // The tenure ended while the evaluation ran (a demotion, a release): its state is the next
-      // tenure's to rebuild, but the operator still learns how this one ended.
-      this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), tenureEnded: true }, 'evaluated')
-      return
+    // A tenure that ended while the evaluation ran (a demotion, a release) leaves its state to the
+    // next tenure to rebuild, but the operator still learns how this evaluation ended.
+    const ended = this.tenure !== t
+    if (!ended) {
+      this.failures.delete(key)
+      const entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
+      if (entry !== undefined) this.known.set(key, facts(entry))
+      if (verdict.next === 'wake') {
+        this.wakes.set(key, { at: this.now() + verdict.afterMs, why: verdict.what })
+        if (verdict.mergeableUnknown) this.mergeableReads.set(key, (this.mergeableReads.get(key) ?? 0) + 1)
+        this.armWake()
+      } else {
+        this.mergeableReads.delete(key)
+      }
     }
-    this.failures.delete(key)
-    const entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
-    if (entry !== undefined) this.known.set(key, facts(entry))
-    if (verdict.next === 'wake') {
-      this.wakes.set(key, { at: this.now() + verdict.afterMs, why: verdict.what })
-      if (verdict.mergeableUnknown) this.mergeableReads.set(key, (this.mergeableReads.get(key) ?? 0) + 1)
-      this.armWake()
-    } else {
-      this.mergeableReads.delete(key)
-    }
-    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started) }, 'evaluated')
-    this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
+    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}) }, 'evaluated')
+    if (!ended) this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
   }
 
   /** One clear line, a metric (counted in Tenure.call), and a retry with backoff; the view keeps the entry as it was. */
