@@ -438,7 +438,7 @@ test('a merge whose answer never comes is a timeout; it may still land, so the c
   t.is(pr?.merged, true, 'the re-read shows the merge landed')
 })
 
-test('per repo, mutations start mutationSpacingMs apart, one at a time; two repos proceed in parallel', async (t) => {
+test('per repo, each mutation starts mutationSpacingMs after the previous one ended, one at a time; two repos proceed in parallel', async (t) => {
   const fake = await startFake(t)
   const forge = forgeOn(fake, { mutationSpacingMs: 400 })
   const A = 'acme/one'
@@ -460,9 +460,9 @@ test('per repo, mutations start mutationSpacingMs apart, one at a time; two repo
   const b = times(B)
   t.is(a.length, 3)
   t.is(b.length, 2)
-  // Measured at arrival, so a few ms of request latency jitter either way; unspaced calls arrive within a few ms.
-  t.ok(a[1]! - a[0]! >= 350 && a[2]! - a[1]! >= 350, `repo A spaced: ${a[1]! - a[0]!} ms, ${a[2]! - a[1]!} ms`)
-  t.ok(b[1]! - b[0]! >= 350, `repo B spaced: ${b[1]! - b[0]!} ms`)
+  // Measured at arrival: the next call starts 400 ms after the previous one's answer, so it cannot arrive sooner (1 ms for timer rounding).
+  t.ok(a[1]! - a[0]! >= 399 && a[2]! - a[1]! >= 399, `repo A spaced: ${a[1]! - a[0]!} ms, ${a[2]! - a[1]!} ms`)
+  t.ok(b[1]! - b[0]! >= 399, `repo B spaced: ${b[1]! - b[0]!} ms`)
   t.ok(Math.abs(b[0]! - a[0]!) < 200, `repo B did not wait for repo A (${b[0]! - a[0]!} ms apart)`)
   t.ok(elapsed < 1500, `5 mutations over 2 repos in ${elapsed} ms (serial would be >= 1600)`)
   t.alike(

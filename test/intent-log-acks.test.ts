@@ -6,7 +6,7 @@
  */
 import test from 'brittle'
 import { firstHopAcker, nudgeTurn } from '../lib/log/intent-log.js'
-import { Cluster, waitFor } from './helpers/cluster.js'
+import { Cluster, waitFor, type Device } from './helpers/cluster.js'
 import { SIGNER_LEASE } from '../lib/log/ops.js'
 
 const keys = (n: number): string[] => Array.from({ length: n }, (_, i) => (0xf0 - i * 7).toString(16).padStart(64, '0'))
@@ -72,4 +72,41 @@ test('six indexers (above the first-hop threshold) confirm every op on every dev
   }
   t.pass('every op confirmed on all six devices')
   for (const d of devices) t.is(await d.log.lease(SIGNER_LEASE, 'confirmed'), null, `device ${d.index}: no signer claim was made (electors off)`)
+})
+
+test('a nominated release is not acked while its nominee has not claimed (the watchdog and the timer still confirm it); then one claim', async (t) => {
+  const cluster = await Cluster.create(t, { size: 3, config: { leaseMs: 5000 } })
+  const holder = await cluster.waitForHolder()
+  const [nominee, other] = cluster.devices.filter((d) => d !== holder) as [Device, Device]
+  const epoch = holder.elector!.epoch()!
+  // Quiet first: the claim confirmed everywhere, so no ack of it is still due.
+  await waitFor(async () => {
+    for (const d of cluster.devices) if ((await d.log.applied('tip')) !== (await d.log.applied('confirmed'))) return false
+    return true
+  }, 20_000, 'every device confirmed everything it applied')
+  // The log's own acks are foreground ack() calls (autobase's timer passes bg = true).
+  const acks = new Map<Device, number>()
+  for (const d of [holder, other]) {
+    const base = d.log.base
+    const ack = base.ack.bind(base)
+    acks.set(d, 0)
+    base.ack = async (bg?: boolean) => {
+      if (bg !== true) acks.set(d, acks.get(d)! + 1)
+      return ack(bg)
+    }
+  }
+  // The nominee is cut off, so its claim cannot come: the release stays the newest real op.
+  cluster.mesh.isolate(nominee.index)
+  t.is(await holder.elector!.release({ successor: nominee.log.self }), 'released')
+  for (const d of [holder, other]) {
+    await waitFor(async () => (await d.log.lease(SIGNER_LEASE, 'confirmed'))?.nominee === nominee.log.self, 20_000, `device ${d.index} confirms the release`)
+  }
+  t.is(acks.get(holder), 0, 'the releaser did not ack while its nominee had not claimed')
+  t.is(acks.get(other), 0, 'the other standby did not ack while the nominee had not claimed')
+  // Back on the network, the nominee claims at once: epoch + 1, and the other standby never claimed.
+  cluster.mesh.heal()
+  await waitFor(() => nominee.elector!.holding(), 20_000, 'the nominee holds')
+  t.is(nominee.elector!.epoch(), epoch + 1, 'the nominee holds the next epoch')
+  await waitFor(async () => (await other.log.lease(SIGNER_LEASE, 'confirmed'))?.epoch === epoch + 1, 20_000, 'the other standby confirms the handoff')
+  t.is((await other.log.lease(SIGNER_LEASE, 'confirmed'))?.holder, nominee.log.self, 'the other standby confirms the nominee, not a claim of its own')
 })

@@ -21,6 +21,10 @@
  * Indexers ack as soon as they apply a new op, so a claim is confirmed in a
  * few round trips instead of after autobase's 10 s default ack interval;
  * the background ack timer (ackIntervalMs) covers convergence after races.
+ * Every ack is appended when it helps and never at random: autobase counts
+ * an indexer's ack of an op only if that indexer's next node after the op
+ * sees it, so an ack concurrent with a real op costs that op a merge and
+ * two more rounds.
  *
  * The confirmed length is the view length recorded in the system block at
  * the indexed length of the last consistent point (an 'update' event, when
@@ -51,7 +55,7 @@ import b4a from 'b4a'
 import c from 'compact-encoding'
 import autobaseMessages from 'autobase/lib/messages.js'
 import { apply, APPLY_VERSION, type View } from './apply.js'
-import { encodeOp, packEvents, type EventOp, type Op } from './ops.js'
+import { encodeOp, packEvents, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
 import {
   APPLIED_KEY,
@@ -107,6 +111,8 @@ export class IntentLog extends ReadyResource {
   private pendingAckAt = 0
   /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
   private realPending = false
+  /** The applied count at the last check for a nominated release, the newest such release seen, and whether acks wait for its nominee. */
+  private handoff: { applied: number; release: string | null; waiting: boolean } = { applied: -1, release: null, waiting: false }
   /** Forced acks appended by the watchdog (the bench reports them). */
   forcedAcks = 0
   private nudging = false
@@ -130,6 +136,12 @@ export class IntentLog extends ReadyResource {
       apply,
       close: (view: View) => view.close(),
       ackInterval: opts.ackIntervalMs ?? 500,
+      // Autobase also hurries a background ack after a few updates without
+      // a local append (ackThreshold); that ack lands at a random moment,
+      // concurrent with whatever real op comes next, and voids this
+      // indexer's ack of it (see awaitingNominee). Our own acks come at
+      // the moments that help; the timer stays only as a backstop.
+      ackThreshold: 0,
       // Fast-forward adopts the quorum's view and fetches its blocks lazily;
       // apply then reads view blocks from peers, and a device that is cut
       // off afterwards could not even append locally (measured: appends hung
@@ -415,6 +427,28 @@ export class IntentLog extends ReadyResource {
   }
 
   /**
+   * Whether the newest real op is a signer release that nominates a
+   * successor, so nobody acks now: the nominee's claim follows within a
+   * round trip and references the release, which acks it. An ack appended
+   * meanwhile is concurrent with that claim, and autobase counts an ack of
+   * the claim only from a node strictly newer than it (consensus
+   * `_strictlyNewer`): a node that also sees the concurrent ack is not, so
+   * one early ack of the release voided the first acks of the claim, and
+   * confirming it took a merge and two more rounds (measured: 180-600 ms
+   * instead of one round trip). A dead nominee leaves the release to the
+   * watchdog's forced acks, as any stalled op.
+   */
+  private async awaitingNominee(applied: number): Promise<boolean> {
+    if (applied === this.handoff.applied) return this.handoff.waiting
+    const tip = await this.lease(SIGNER_LEASE, 'tip')
+    const release = tip !== null && tip.holder === null && (tip.nominee ?? null) !== null ? tip.opId : null
+    // Only while the release is the newest real op: any real op after it is acked as usual.
+    const waiting = release !== null && release !== this.handoff.release
+    this.handoff = { applied, release: release ?? this.handoff.release, waiting }
+    return waiting
+  }
+
+  /**
    * Confirmation watchdog, keyed on unconfirmed REAL ops (never on
    * `indexedLength < length`: autobase never acks an ack, so an idle tail of
    * acks stays unindexed for good, and a watchdog on that fired forever,
@@ -574,6 +608,7 @@ export class IntentLog extends ReadyResource {
       this.ownPending = false
       return
     }
+    if (await this.awaitingNominee(applied)) return
     if (applied === this.ackedApplied && !this.ownPending) return
     this.ackedApplied = applied
     if (!this.ownPending && !firstHopAcker(this.self, this.indexerKeys())) return

@@ -59,6 +59,7 @@ declare module 'autobase' {
     close?(view: V): Promise<void>
     valueEncoding?: 'binary'
     ackInterval?: number
+    /** Updates without a local append (times the indexer count, randomized x1-2) before a background ack is hurried; 0 never hurries. Default 4. */
     ackThreshold?: number
     fastForward?: boolean
   }
