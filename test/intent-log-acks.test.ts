@@ -5,7 +5,7 @@
  * confirm every op.
  */
 import test from 'brittle'
-import { firstHopAcker, nudgeTurn } from '../lib/log/intent-log.js'
+import { acksHeads, firstHopAcker, nudgeTurn } from '../lib/log/intent-log.js'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
 import { SIGNER_LEASE } from '../lib/log/ops.js'
 
@@ -53,6 +53,25 @@ test('first-hop acks: all indexers up to 5, a majority by key above', (t) => {
     )
   }
   t.absent(firstHopAcker('ab'.repeat(32), keys(7)), 'a writer that is not an indexer is not among them')
+})
+
+test('acks by the shape of the DAG: one head is acked by the others, several heads are merged by one device', (t) => {
+  const ks = keys(3)
+  const [a, b, c] = ks as [string, string, string]
+  const sorted = [...ks].sort()
+  t.alike(ks.map((k) => acksHeads(k, [a], ks)), [false, true, true], 'one head: every other indexer acks it, its writer does not')
+  for (const heads of [[a, b], [b, c], [c, a, b], [b, b]]) {
+    const mergers = ks.filter((k) => acksHeads(k, heads, ks))
+    t.alike(mergers, [[...new Set(heads)].sort()[0]], `heads by ${heads.map((h) => sorted.indexOf(h)).join('+')} (by key rank): one merger, the first head writer by key`)
+  }
+  const plain = 'ab'.repeat(32)
+  t.alike(ks.filter((k) => acksHeads(k, [plain, plain], ks)), [sorted[0]], "heads only a plain writer's: the first indexer by key merges")
+  t.absent(acksHeads(plain, [a], ks), 'a plain writer never acks')
+  t.absent(acksHeads(a, [], ks), 'no heads, no ack')
+  const seven = keys(7)
+  const bykey = [...seven].sort()
+  t.is(seven.filter((k) => acksHeads(k, [bykey[6]!], seven)).length, 4, "7 indexers: the first-hop ackers (a majority, 4, by key) ack a head outside them")
+  t.is(seven.filter((k) => acksHeads(k, [bykey[0]!], seven)).length, 3, '7 indexers: a head among them is acked by the other 3 (its own node counts as its ack)')
 })
 
 test('six indexers (above the first-hop threshold) confirm every op on every device', async (t) => {

@@ -98,12 +98,10 @@ export class IntentLog extends ReadyResource {
   private lastApplied = -1
   private checking = false
   private recheck = false
-  private ackRetries = 0
-  /** The applied count at our last ack: a new real op is acked once. */
-  private ackedApplied = -1
-  /** We appended a real op that is not confirmed yet: we ack on every update. */
-  private ownPending = false
-  private ackRetryTimer: NodeJS.Timeout | null = null
+  /** The DAG heads we last decided an ack on: each set of heads is answered at most once. */
+  private ackedHeads = ''
+  /** Acks appended by the rule of afterUpdate since real ops were last all confirmed. */
+  private ackRounds = 0
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
   /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
@@ -175,7 +173,6 @@ export class IntentLog extends ReadyResource {
 
   override async _close(): Promise<void> {
     if (this.stallTimer) clearInterval(this.stallTimer)
-    if (this.ackRetryTimer) clearTimeout(this.ackRetryTimer)
     this.drop('tip')
     this.drop('confirmed')
     await this.base.close()
@@ -212,7 +209,6 @@ export class IntentLog extends ReadyResource {
     if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
     if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
     const length = (await this.base.append(encodeOp(op))) as number
-    this.ownPending = true
     return `${this.self}:${length}`
   }
 
@@ -228,7 +224,6 @@ export class IntentLog extends ReadyResource {
     if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
     if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
     const length = (await this.base.append(ops.map(encodeOp))) as number
-    this.ownPending = true
     return ops.map((_, i) => `${this.self}:${length - ops.length + 1 + i}`)
   }
 
@@ -539,7 +534,6 @@ export class IntentLog extends ReadyResource {
     this.noteConsistent()
     this.noteActivity()
     this.emit('update')
-    this.ackRetries = 0
     this.check()
   }
 
@@ -570,26 +564,24 @@ export class IntentLog extends ReadyResource {
   /**
    * After every update: refuse a group that moved to an apply version we
    * do not implement; then, while a real op (not an ack) is unconfirmed,
-   * ack if we index, in two roles:
-   * - every indexer acks once when a new real op is applied (the first hop);
-   *   in a group of more than FIRST_HOP_ALL indexers, only a majority of
-   *   them (the first by key): more acks only add concurrent heads, and nine
-   *   indexers all acking every op, in one process, kept indexing stalled
-   *   for seconds (the bench's 9-indexer trial); a silent one is covered by
-   *   the background ack timer and the watchdog;
-   * - the author of the unconfirmed op acks on every update while it waits
-   *   (the second hop: autobase confirms a node once a majority acked a node
-   *   that itself sees a majority, so the author's ack over the others'
-   *   acks is what confirms; left to the background timer it cost up to a
-   *   second).
-   * Not everyone on every update: three indexers answering each other's
-   * acks at once kept the DAG with three concurrent heads, and autobase
-   * indexed nothing for up to a second (measured with real daemons). Acking
-   * never loops: with only acks unconfirmed we do not call ack(), and
-   * autobase's own shouldAck never acks an ack. `base.ack()` returns
-   * quietly when an append or ack is already in flight, so a pass that
-   * leaves real ops unconfirmed looks again shortly (a few times, until the
-   * next update).
+   * ack by the shape of the DAG (see acksHeads), at most once per set of
+   * heads:
+   * - one head, not ours: ack it. Every indexer that does (all of them up
+   *   to FIRST_HOP_ALL, a majority above) sees that head and nothing
+   *   concurrent with it, so each ack counts, and one round confirms the
+   *   head and everything under it;
+   * - several heads: one device merges them, the first head writer by key
+   *   (it just wrote, so it is alive); the merge is a single head, and the
+   *   round above confirms it.
+   * Autobase counts an indexer's ack of a node only if that indexer's next
+   * node after it sees it (consensus `_strictlyNewer`), so concurrent acks
+   * are what stall indexing: when every indexer acked every new op and the
+   * author acked on every update, acks crossed, each voided the others,
+   * and ops waited for the watchdog or the next renew (measured in-process:
+   * 9 of 12 acquires confirmed only by the holder's next renew, 140-500
+   * ms). Acking never loops for good: only while a real op is unconfirmed,
+   * at most ACK_ROUNDS acks per pending stretch (then the watchdog), and
+   * autobase's own timer never acks an ack.
    */
   private async afterUpdate(): Promise<void> {
     const applied = await this.applied('tip')
@@ -604,21 +596,18 @@ export class IntentLog extends ReadyResource {
     this.realPending = applied > (await this.applied('confirmed'))
     if (this.closing !== null || !this.base.ackable) return
     if (!this.realPending) {
-      this.ackRetries = 0
-      this.ownPending = false
+      this.ackRounds = 0
       return
     }
     if (await this.awaitingNominee(applied)) return
-    if (applied === this.ackedApplied && !this.ownPending) return
-    this.ackedApplied = applied
-    if (!this.ownPending && !firstHopAcker(this.self, this.indexerKeys())) return
-    await this.base.ack()
-    if (this.closing !== null || this.ackRetryTimer !== null || this.ackRetries >= ACK_RETRIES) return
-    this.ackRetries++
-    this.ackRetryTimer = setTimeout(() => {
-      this.ackRetryTimer = null
-      this.check()
-    }, ACK_RETRY_MS)
+    const heads = this.base.system?.heads ?? []
+    const signature = heads.map((h) => `${b4a.toString(h.key, 'hex')}:${h.length}`).sort().join(',')
+    if (signature === this.ackedHeads) return
+    this.ackedHeads = signature
+    if (this.ackRounds >= ACK_ROUNDS) return
+    if (!acksHeads(this.self, heads.map((h) => b4a.toString(h.key, 'hex')), this.indexerKeys())) return
+    this.ackRounds++
+    await this.base.append(null)
   }
 }
 
@@ -637,6 +626,19 @@ export function firstHopAcker(self: string, indexers: string[]): boolean {
   return turn !== null && turn.rank < Math.floor(turn.of / 2) + 1
 }
 
+/**
+ * Whether this device acks DAG heads written by `heads` (writer keys, hex;
+ * one entry per head): one head not ours, if we ack first hops
+ * (firstHopAcker); several heads, if we are the first head writer by key
+ * among the indexers (or the first indexer, when no head is an indexer's).
+ */
+export function acksHeads(self: string, heads: string[], indexers: string[]): boolean {
+  if (!indexers.includes(self) || heads.length === 0) return false
+  if (heads.length === 1) return heads[0] !== self && firstHopAcker(self, indexers)
+  const writers = heads.filter((k) => indexers.includes(k)).sort()
+  return (writers[0] ?? [...indexers].sort()[0]) === self
+}
+
 /** This device's place among the indexers (by key) and their number; null when it is not one of them. */
 export function nudgeTurn(self: string, indexers: string[]): { rank: number; of: number } | null {
   const sorted = [...indexers].sort()
@@ -644,9 +646,8 @@ export function nudgeTurn(self: string, indexers: string[]): { rank: number; of:
   return rank === -1 ? null : { rank, of: sorted.length }
 }
 
-/** How long after an ack pass that left real ops unconfirmed we look again, and how often in a row. */
-const ACK_RETRY_MS = 25
-const ACK_RETRIES = 8
+/** Acks one device appends by the DAG-shape rule while real ops stay unconfirmed, before it leaves them to the watchdog. */
+const ACK_ROUNDS = 8
 
 interface Snapshot {
   length: number
