@@ -616,14 +616,16 @@ test('the loop survives a read that throws an uncoded error (timer re-armed)', a
   t.teardown(() => e.close())
   await e.ready()
   // No log update will come: only the elector's own timer can move it on.
+  // Both timers are cleared whichever way it ends: a poll left running would keep a failing file from exiting.
   const claimed = await new Promise<boolean>((resolve) => {
-    const deadline = setTimeout(() => resolve(false), 3_000)
+    const finish = (ok: boolean): void => {
+      clearTimeout(deadline)
+      clearInterval(poll)
+      resolve(ok)
+    }
+    const deadline = setTimeout(() => finish(false), 3_000)
     const poll = setInterval(() => {
-      if (world.ops({ type: 'claim' }).length > 0) {
-        clearTimeout(deadline)
-        clearInterval(poll)
-        resolve(true)
-      }
+      if (world.ops({ type: 'claim' }).length > 0) finish(true)
     }, 10)
   })
   t.ok(errors.length >= 1 && (errors[0] as Error).message.includes('boom'), 'the error was reported, not swallowed')
