@@ -100,8 +100,8 @@ export class IntentLog extends ReadyResource {
   private recheck = false
   /** The DAG heads we last decided an ack on: each set of heads is answered at most once. */
   private ackedHeads = ''
-  /** Acks appended by the rule of afterUpdate since real ops were last all confirmed. */
-  private ackRounds = 0
+  /** Acks appended by the rule of afterUpdate since the applied count (real ops) last changed. */
+  private ackRounds = { applied: -1, count: 0 }
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
   /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
@@ -580,7 +580,7 @@ export class IntentLog extends ReadyResource {
    * and ops waited for the watchdog or the next renew (measured in-process:
    * 9 of 12 acquires confirmed only by the holder's next renew, 140-500
    * ms). Acking never loops for good: only while a real op is unconfirmed,
-   * at most ACK_ROUNDS acks per pending stretch (then the watchdog), and
+   * at most ACKS_PER_OP acks per new real op (then the watchdog), and
    * autobase's own timer never acks an ack.
    */
   private async afterUpdate(): Promise<void> {
@@ -595,18 +595,16 @@ export class IntentLog extends ReadyResource {
     }
     this.realPending = applied > (await this.applied('confirmed'))
     if (this.closing !== null || !this.base.ackable) return
-    if (!this.realPending) {
-      this.ackRounds = 0
-      return
-    }
+    if (!this.realPending) return
     if (await this.awaitingNominee(applied)) return
+    if (applied !== this.ackRounds.applied) this.ackRounds = { applied, count: 0 }
     const heads = this.base.system?.heads ?? []
     const signature = heads.map((h) => `${b4a.toString(h.key, 'hex')}:${h.length}`).sort().join(',')
     if (signature === this.ackedHeads) return
     this.ackedHeads = signature
-    if (this.ackRounds >= ACK_ROUNDS) return
+    if (this.ackRounds.count >= ACKS_PER_OP) return
     if (!acksHeads(this.self, heads.map((h) => b4a.toString(h.key, 'hex')), this.indexerKeys())) return
-    this.ackRounds++
+    this.ackRounds.count++
     await this.base.append(null)
   }
 }
@@ -646,8 +644,14 @@ export function nudgeTurn(self: string, indexers: string[]): { rank: number; of:
   return rank === -1 ? null : { rank, of: sorted.length }
 }
 
-/** Acks one device appends by the DAG-shape rule while real ops stay unconfirmed, before it leaves them to the watchdog. */
-const ACK_ROUNDS = 8
+/**
+ * Acks one device appends by the DAG-shape rule per new real op: its ack
+ * of the op and one of a merge (or its merge) is what a round needs; past
+ * that the watchdog takes over. Without a cap, a stream of ops kept the
+ * ack-merge-ack ring going at network speed on every device (the webhook
+ * intake spent ~40% more CPU per event).
+ */
+const ACKS_PER_OP = 2
 
 interface Snapshot {
   length: number
