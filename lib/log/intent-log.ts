@@ -101,7 +101,7 @@ export class IntentLog extends ReadyResource {
   /** The DAG heads we last decided an ack on: each set of heads is answered at most once. */
   private ackedHeads = ''
   /** Acks appended by the rule of afterUpdate since the applied count (real ops) last changed. */
-  private ackRounds = { applied: -1, count: 0 }
+  private opAcks = { applied: -1, count: 0 }
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
   /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
@@ -597,14 +597,14 @@ export class IntentLog extends ReadyResource {
     if (this.closing !== null || !this.base.ackable) return
     if (!this.realPending) return
     if (await this.awaitingNominee(applied)) return
-    if (applied !== this.ackRounds.applied) this.ackRounds = { applied, count: 0 }
-    const heads = this.base.system?.heads ?? []
-    const signature = heads.map((h) => `${b4a.toString(h.key, 'hex')}:${h.length}`).sort().join(',')
+    if (applied !== this.opAcks.applied) this.opAcks = { applied, count: 0 }
+    const heads = (this.base.system?.heads ?? []).map((h) => ({ writer: b4a.toString(h.key, 'hex'), length: h.length }))
+    const signature = heads.map((h) => `${h.writer}:${h.length}`).sort().join(',')
     if (signature === this.ackedHeads) return
     this.ackedHeads = signature
-    if (this.ackRounds.count >= ACKS_PER_OP) return
-    if (!acksHeads(this.self, heads.map((h) => b4a.toString(h.key, 'hex')), this.indexerKeys())) return
-    this.ackRounds.count++
+    if (this.opAcks.count >= ACKS_PER_OP) return
+    if (!acksHeads(this.self, heads.map((h) => h.writer), this.indexerKeys())) return
+    this.opAcks.count++
     await this.base.append(null)
   }
 }
