@@ -899,6 +899,8 @@ export async function benchDaemons(opts: DaemonsOptions): Promise<DaemonsResult>
         }
       }
     }
+    // Profiling (BENCH_DAEMON_NODE_ARGS): stop gracefully, one at a time, so each daemon writes its profile.
+    if (group && process.env.BENCH_DAEMON_NODE_ARGS) for (const d of group.devices) await d.stop('SIGTERM')
     if (group) await group.stopAll('SIGKILL')
   } catch (err) {
     result.errors.push((err as Error).message)

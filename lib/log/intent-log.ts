@@ -95,13 +95,14 @@ export class IntentLog extends ReadyResource {
 
   readonly base: Autobase<View>
   private readonly store: Corestore
-  private lastApplied = -1
+  /** The tip view length at the last version check (each new real op grows the view; acks never do). */
+  private lastViewLength = -1
   private checking = false
   private recheck = false
   /** The DAG heads we last decided an ack on: each set of heads is answered at most once. */
   private ackedHeads = ''
-  /** Acks appended by the rule of afterUpdate since the applied count (real ops) last changed. */
-  private opAcks = { applied: -1, count: 0 }
+  /** Acks appended by the rule of afterUpdate since the tip view (real ops) last changed. */
+  private opAcks = { viewLength: -1, count: 0 }
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
   /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
@@ -109,8 +110,8 @@ export class IntentLog extends ReadyResource {
   private pendingAckAt = 0
   /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
   private realPending = false
-  /** The applied count at the last check for a nominated release, the newest such release seen, and whether acks wait for its nominee. */
-  private handoff: { applied: number; release: string | null; waiting: boolean } = { applied: -1, release: null, waiting: false }
+  /** The tip view length at the last check for a nominated release, the newest such release seen, and whether acks wait for its nominee. */
+  private handoff: { viewLength: number; release: string | null; waiting: boolean } = { viewLength: -1, release: null, waiting: false }
   /** Forced acks appended by the watchdog (the bench reports them). */
   forcedAcks = 0
   private nudging = false
@@ -252,7 +253,8 @@ export class IntentLog extends ReadyResource {
       const point = this.consistent
       if (point.system === null || point.indexed === 0) return 0
       const known = this.confirmedView
-      if (known !== null && known.point === point) return known.length
+      // Same indexed length of the same system core: the same Info block, so the same length.
+      if (known !== null && known.point.indexed === point.indexed && known.point.system === point.system) return known.length
       try {
         const node = await point.system.db.getBySeq(point.indexed - 1, READ_OPTS)
         if (node === null) throw Object.assign(new Error(`system block ${point.indexed - 1} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
@@ -294,10 +296,10 @@ export class IntentLog extends ReadyResource {
    * TypeError from a half-rewritten node, and is retried with backoff. The
    * confirmed prefix is never rewritten, so only its storage codes retry.
    */
-  async read<T>(mode: ReadMode, fn: (view: View) => Promise<T>): Promise<T> {
+  async read<T>(mode: ReadMode, fn: (view: View) => Promise<T>, key?: string): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.readOnce(mode, fn)
+        return await this.readOnce(mode, fn, key)
       } catch (err) {
         const code = (err as { code?: string }).code
         const transient = (code !== undefined && RETRYABLE.has(code)) || (mode === 'tip' && err instanceof TypeError)
@@ -308,7 +310,15 @@ export class IntentLog extends ReadyResource {
     }
   }
 
-  private async readOnce<T>(mode: ReadMode, fn: (view: View) => Promise<T>): Promise<T> {
+  /**
+   * One read of a snapshot. With `key` (a single-key get), the answer is
+   * remembered for as long as the snapshot lives: a snapshot never changes
+   * (the tip's is dropped on a reorder), and every update used to read the
+   * same records again (the elector's tip and confirmed lease, the ack
+   * rule's look at the signer lease), each a few storage round trips.
+   * Callers get their own copy.
+   */
+  private async readOnce<T>(mode: ReadMode, fn: (view: View) => Promise<T>, key?: string): Promise<T> {
     const view = this.base.view
     const length = mode === 'tip' ? view.core.length : await this.confirmedViewLength()
     // An empty hyperbee has no header block: nothing is there (or confirmed) yet.
@@ -316,12 +326,24 @@ export class IntentLog extends ReadyResource {
     let snap = this.snaps[mode]
     if (snap === null || snap.length !== length) {
       this.drop(mode)
-      snap = { length, bee: view.checkout(length), refs: 0, dropped: false }
+      snap = { length, bee: view.checkout(length), refs: 0, dropped: false, memo: new Map() }
       this.snaps[mode] = snap
     }
     snap.refs++
     try {
-      return await fn(snap.bee)
+      if (key === undefined) return await fn(snap.bee)
+      const memo = snap.memo
+      let answer = memo.get(key) as Promise<T> | undefined
+      if (answer === undefined) {
+        if (memo.size >= MEMO_KEYS) memo.clear()
+        answer = fn(snap.bee)
+        memo.set(key, answer)
+        // A failed read is not remembered: the retry reads again.
+        answer.catch(() => {
+          if (memo.get(key) === answer) memo.delete(key)
+        })
+      }
+      return structuredClone(await answer)
     } finally {
       snap.refs--
       if (snap.dropped && snap.refs === 0) void snap.bee.close().catch(() => {})
@@ -339,12 +361,12 @@ export class IntentLog extends ReadyResource {
 
   /** The apply version the group runs (apply.ts): 1 for a group that never said. */
   groupApplyVersion(mode: ReadMode = 'tip'): Promise<number> {
-    return this.read(mode, async (v) => (await get<number>(v, APPLY_VERSION_KEY)) ?? 1)
+    return this.value<number>(APPLY_VERSION_KEY, mode).then((v) => v ?? 1)
   }
 
-  /** One view value by key (layouts: view-layout.ts, queue/queue-layout.ts). */
+  /** One view value by key (layouts: view-layout.ts, queue/queue-layout.ts); every single-key read goes through here (see readOnce). */
   value<T>(key: string, mode: ReadMode): Promise<T | null> {
-    return this.read(mode, (v) => get<T>(v, key))
+    return this.read(mode, (v) => get<T>(v, key), key)
   }
 
   /** Every view value whose key starts with `prefix`, in key order. */
@@ -353,7 +375,7 @@ export class IntentLog extends ReadyResource {
   }
 
   lease(name: string, mode: ReadMode): Promise<LeaseRecord | null> {
-    return this.read(mode, (v) => get<LeaseRecord>(v, leaseKey(name)))
+    return this.value<LeaseRecord>(leaseKey(name), mode)
   }
 
   leases(mode: ReadMode): Promise<LeaseRecord[]> {
@@ -369,7 +391,7 @@ export class IntentLog extends ReadyResource {
   }
 
   outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null> {
-    return this.read(mode, (v) => get<OpOutcome>(v, outcomeKey(opId)))
+    return this.value<OpOutcome>(outcomeKey(opId), mode)
   }
 
   /** Rejected ops by reason, as counted by apply. */
@@ -384,7 +406,7 @@ export class IntentLog extends ReadyResource {
   }
 
   applied(mode: ReadMode = 'tip'): Promise<number> {
-    return this.read(mode, async (v) => (await get<number>(v, APPLIED_KEY)) ?? 0)
+    return this.value<number>(APPLIED_KEY, mode).then((v) => v ?? 0)
   }
 
   /** sha256 over every view entry (key and value) of the snapshot: equal hashes = identical views. */
@@ -433,13 +455,13 @@ export class IntentLog extends ReadyResource {
    * instead of one round trip). A dead nominee leaves the release to the
    * watchdog's forced acks, as any stalled op.
    */
-  private async awaitingNominee(applied: number): Promise<boolean> {
-    if (applied === this.handoff.applied) return this.handoff.waiting
+  private async awaitingNominee(viewLength: number): Promise<boolean> {
+    if (viewLength === this.handoff.viewLength) return this.handoff.waiting
     const tip = await this.lease(SIGNER_LEASE, 'tip')
     const release = tip !== null && tip.holder === null && (tip.nominee ?? null) !== null ? tip.opId : null
     // Only while the release is the newest real op: any real op after it is acked as usual.
     const waiting = release !== null && release !== this.handoff.release
-    this.handoff = { applied, release: release ?? this.handoff.release, waiting }
+    this.handoff = { viewLength, release: release ?? this.handoff.release, waiting }
     return waiting
   }
 
@@ -533,8 +555,9 @@ export class IntentLog extends ReadyResource {
   private onupdate(): void {
     this.noteConsistent()
     this.noteActivity()
-    this.emit('update')
+    // The ack decision first: its one storage read queues ahead of the listeners' reads.
     this.check()
+    this.emit('update')
   }
 
   /** Run afterUpdate, one at a time: an update during a pass gets a pass of its own. */
@@ -562,10 +585,10 @@ export class IntentLog extends ReadyResource {
   }
 
   /**
-   * After every update: refuse a group that moved to an apply version we
-   * do not implement; then, while a real op (not an ack) is unconfirmed,
-   * ack by the shape of the DAG (see acksHeads), at most once per set of
-   * heads:
+   * After every update: while a real op (not an ack) is unconfirmed, ack
+   * by the shape of the DAG (see acksHeads), at most once per set of heads;
+   * then refuse a group that moved to an apply version we do not implement
+   * (an ack before that check is harmless: it carries nothing):
    * - one head, not ours: ack it. Every indexer that does (all of them up
    *   to FIRST_HOP_ALL, a majority above) sees that head and nothing
    *   concurrent with it, so each ack counts, and one round confirms the
@@ -584,26 +607,32 @@ export class IntentLog extends ReadyResource {
    * autobase's own timer never acks an ack.
    */
   private async afterUpdate(): Promise<void> {
-    const applied = await this.applied('tip')
-    if (applied !== this.lastApplied) {
-      this.lastApplied = applied
-      const version = await this.groupApplyVersion('tip')
-      if (version > APPLY_VERSION) {
-        this.emit('error', versionAhead(version))
-        return
-      }
-    }
-    this.realPending = applied > (await this.applied('confirmed'))
-    if (this.closing !== null || !this.base.ackable) return
-    if (!this.realPending) return
-    if (await this.awaitingNominee(applied)) return
-    if (applied !== this.opAcks.applied) this.opAcks = { applied, count: 0 }
+    // Read at the update, before any await: the heads and the tip below belong together.
+    const viewLength = this.base.view.core.length
     const heads = (this.base.system?.heads ?? []).map((h) => ({ writer: b4a.toString(h.key, 'hex'), length: h.length }))
+    // Every real op writes the view (apply counts it, accepted or not) and an
+    // ack never does, so a real op is unconfirmed exactly when the tip view
+    // is longer than the confirmed one. No view read stands between an
+    // update and its ack (the ack is the next hop of a confirmation); the
+    // confirmed length is one system block, read once per indexed length.
+    this.realPending = viewLength > (await this.confirmedViewLength())
+    if (this.realPending && this.closing === null && this.base.ackable) await this.ackHeads(viewLength, heads)
+    if (viewLength !== this.lastViewLength && this.closing === null) {
+      this.lastViewLength = viewLength
+      const version = await this.groupApplyVersion('tip')
+      if (version > APPLY_VERSION) this.emit('error', versionAhead(version))
+    }
+  }
+
+  private async ackHeads(viewLength: number, heads: Array<{ writer: string; length: number }>): Promise<void> {
+    if (viewLength !== this.opAcks.viewLength) this.opAcks = { viewLength, count: 0 }
     const signature = heads.map((h) => `${h.writer}:${h.length}`).sort().join(',')
     if (signature === this.ackedHeads) return
     this.ackedHeads = signature
     if (this.opAcks.count >= ACKS_PER_OP) return
     if (!acksHeads(this.self, heads.map((h) => h.writer), this.indexerKeys())) return
+    // The one view read on the way to an ack, and only when the rule says ack.
+    if (await this.awaitingNominee(viewLength)) return
     this.opAcks.count++
     await this.base.append(null)
   }
@@ -658,7 +687,12 @@ interface Snapshot {
   bee: View
   refs: number
   dropped: boolean
+  /** Single-key answers read from this snapshot (readOnce). */
+  memo: Map<string, Promise<unknown>>
 }
+
+/** Past this many remembered keys a snapshot's memo starts over (a snapshot usually lives for one update). */
+const MEMO_KEYS = 256
 
 function versionAhead(version: number): AutoleaseError {
   return new AutoleaseError(

@@ -1,0 +1,67 @@
+/**
+ * Single-key reads are remembered per snapshot (lib/log/intent-log.ts,
+ * readOnce): the same key at the same view length goes to storage once,
+ * a new op is seen at once (a new length is a new snapshot), a caller
+ * cannot change what the next caller reads, and a failed read is read
+ * again, never remembered.
+ */
+import test from 'brittle'
+import { Cluster, type Device } from './helpers/cluster.js'
+import type { View } from '../lib/log/apply.js'
+
+/** Count the hyperbee gets on every snapshot the log checks out; `fail` makes the next N of them throw a retryable storage error. */
+function countGets(d: Device): { gets: number; fail: number } {
+  const counter = { gets: 0, fail: 0 }
+  const view = d.log.base.view
+  const checkout = view.checkout.bind(view)
+  view.checkout = (length: number): View => {
+    const snap = checkout(length)
+    const get = snap.get.bind(snap)
+    snap.get = ((key: string, opts?: unknown) => {
+      counter.gets++
+      if (counter.fail > 0) {
+        counter.fail--
+        return Promise.reject(Object.assign(new Error('block not available (injected)'), { code: 'BLOCK_NOT_AVAILABLE' }))
+      }
+      return get(key, opts as never)
+    }) as typeof snap.get
+    return snap
+  }
+  return counter
+}
+
+test('single-key reads: once per snapshot, fresh after a new op, private copies, failures not remembered', { timeout: 60_000 }, async (t) => {
+  const cluster = await Cluster.create(t, { size: 1, elect: false })
+  const d = cluster.devices[0] as Device
+  await d.log.append({ type: 'acquire', name: 'reads/a', owner: 'alice', ttlMs: null, ts: 1 })
+  const counter = countGets(d)
+
+  const first = await d.log.lease('reads/a', 'tip')
+  const after1 = counter.gets
+  t.is(first?.owner, 'alice', 'the record is read')
+  t.ok(after1 > 0, 'from storage the first time')
+  const again = await d.log.lease('reads/a', 'tip')
+  t.is(counter.gets, after1, 'the same key at the same length is not read from storage again')
+  t.alike(again, first, 'and the answer is the same')
+
+  // A caller that changes its copy changes nothing for the next caller.
+  ;(again as { owner: string | null }).owner = 'mallory'
+  t.is((await d.log.lease('reads/a', 'tip'))?.owner, 'alice', 'each caller gets its own copy')
+
+  // A new op is a new view length, so a new snapshot: seen at once.
+  await d.log.append({ type: 'release', name: 'reads/a', epoch: null, owner: 'alice', ts: 2 })
+  const released = await d.log.lease('reads/a', 'tip')
+  t.ok(counter.gets > after1, 'after a new op the key is read from storage again')
+  t.is(released?.holder, null, 'and the release is what the read shows')
+
+  // A read that fails is retried from storage, not answered from memory.
+  await d.log.append({ type: 'acquire', name: 'reads/a', owner: 'bob', ttlMs: null, ts: 3 })
+  counter.fail = 1
+  const before = counter.gets
+  const retried = await d.log.lease('reads/a', 'tip')
+  t.is(retried?.owner, 'bob', 'the read after an injected storage failure still answers')
+  t.ok(counter.gets >= before + 2, `the failed get was not remembered: ${counter.gets - before} gets (the failure and the retry)`)
+
+  // Keys do not share answers: the applied count and the lease differ.
+  t.ok((await d.log.applied('tip')) >= 4, 'applied() counts the ops, not a remembered lease')
+})
