@@ -64,6 +64,24 @@ declare module 'autobase' {
     fastForward?: boolean
   }
 
+  /** A writer as autobase's linearizer holds it (internal API, autobase 7). */
+  export interface LinearizerWriter {
+    readonly core: { readonly key: Uint8Array }
+  }
+
+  /** autobase's in-memory DAG of unconfirmed nodes (internal API, autobase 7: lib/linearizer.js). */
+  export interface Linearizer {
+    readonly indexers: LinearizerWriter[]
+    /**
+     * autobase's own test of whether a node from `writer` now would move
+     * confirmation forward: false until every indexer's announced nodes are
+     * in the DAG, when no value is unconfirmed, or when that writer's next
+     * node could not count (it already wrote one concurrent with the
+     * oldest unconfirmed node).
+     */
+    shouldAck(writer: LinearizerWriter, pending?: boolean): boolean
+  }
+
   export default class Autobase<V> extends EventEmitter {
     /** The key this store's local writer core will have. */
     static getLocalKey(store: Corestore): Promise<Uint8Array>
@@ -75,6 +93,8 @@ declare module 'autobase' {
     /** The system core: its length counts every linearized node. */
     readonly core: Hypercore
     readonly system: SystemView | null
+    /** Internal (autobase 7); null before the base is open. */
+    readonly linearizer: Linearizer | null
     readonly writable: boolean
     readonly isIndexer: boolean
     readonly ackable: boolean
