@@ -636,7 +636,7 @@ export class IntentLog extends ReadyResource {
     this.ackedHeads = signature
     const helpful = heads.length > 1 ? this.helpfulAckers() : []
     const mine = acksHeads(this.self, heads.map((h) => h.writer), this.indexerKeys(), helpful)
-    if (!mine || this.opAcks.count >= (heads.length > 1 && helpful.length > 0 ? ACKS_PER_OP_HELPFUL : ACKS_PER_OP)) return
+    if (!mine || this.opAcks.count >= (helpful.length > 0 ? ACKS_PER_OP_HELPFUL : ACKS_PER_OP)) return
     // The one view read on the way to an ack, and only when the rule says ack.
     if (await this.awaitingNominee(viewLength)) return
     this.opAcks.count++
@@ -645,7 +645,7 @@ export class IntentLog extends ReadyResource {
   }
 
   /**
-   * The indexers (hex keys, sorted) whose next node would move
+   * The indexers (hex keys) whose next node would move
    * confirmation forward, by autobase's own test (linearizer.shouldAck),
    * evaluated by every device for every indexer on the DAG it holds: the
    * same DAG gives the same answer everywhere. After two real ops race,
