@@ -325,6 +325,31 @@ export function isText(value: unknown, max: number): value is string {
   return typeof value === 'string' && value.length >= 1 && value.length <= max && value.isWellFormed() && !/[\u0000-\u001f\u007f-\u009f]/.test(value)
 }
 
+/**
+ * Any text from outside (a forge's message, a check's name) reduced to what
+ * isText(…, max) admits, never refused: lone surrogates replaced, control
+ * characters (newlines included) turned into spaces and runs of spaces
+ * collapsed, cut at a code point boundary to `max` UTF-16 units with a
+ * trailing "…". Empty (or all white space) becomes "-". Deterministic and
+ * runtime-independent (no locale, no Unicode tables beyond well-formedness).
+ * A multi-line GitHub refusal ("Repository rule violations found\n\n...")
+ * once failed the codec, left an attempt open and re-sent the merge 659 times.
+ */
+export function toOpText(value: string, max: number): string {
+  const flat = value
+    .toWellFormed()
+    .replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ')
+    .replace(/ {2,}/g, ' ')
+    .replace(/^ | $/g, '')
+  if (flat.length === 0) return '-'
+  if (flat.length <= max) return flat
+  let cut = max - 1
+  // Never split a surrogate pair: a high surrogate at the cut goes with its partner.
+  const code = flat.charCodeAt(cut - 1)
+  if (code >= 0xd800 && code <= 0xdbff) cut--
+  return `${flat.slice(0, cut).replace(/ $/, '')}…`
+}
+
 export function isLeaseName(value: unknown): value is string {
   return isText(value, MAX_NAME)
 }
