@@ -30,7 +30,7 @@ test('the gate counts every check run and status on its own (each case failed on
     ['check run ci failure + status ci success', reading([run('ci', 'failure')], [status('ci', 'success')]), [], 'failure'],
     ['two build check runs from two suites, one failing', reading([run('build', 'failure', { id: 1, suiteId: 100 }), run('build', 'success', { id: 2, suiteId: 200 })]), [], 'failure'],
     ['a 150-character failing check name (once dropped)', reading([run(long, 'failure'), run('lint', 'success', { id: 2 })]), [], 'failure'],
-    ['the same name from two apps, one failing', reading([run('ci', 'success', { id: 5, app: { id: 1, slug: 'a' } }), run('ci', 'failure', { id: 4, app: { id: 2, slug: 'b' } })]), [], 'failure'],
+    ['the same name from two apps, one failing', reading([run('ci', 'failure', { id: 4, app: { id: 2, slug: 'b' } }), run('ci', 'success', { id: 5, app: { id: 1, slug: 'a' } })]), [], 'failure'],
     ['required ci: check run failure, status success', reading([run('ci', 'failure')], [status('ci', 'success')]), ['ci'], 'failure'],
     ['required ci: check run still running, status success', reading([run('ci', null)], [status('ci', 'success')]), ['ci'], 'pending']
   ]
