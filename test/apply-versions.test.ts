@@ -177,3 +177,27 @@ test('versions 1, 2 and 3 replay a fixed op sequence to the same view as main (2
     t.is(hash, MAIN_2E63E40[version], `version ${version}: the view hash of main`)
   }
 })
+
+test('version 4 replays the same sequence deterministically, and its rules change the outcome', async (t) => {
+  const a = await replay(4)
+  const b = await replay(4)
+  t.is(a.hash, b.hash, 'two replays at version 4: one view')
+  t.not(a.hash, (await replay(3)).hash, 'and not the version-3 view')
+  const get = (key: string): unknown => a.view.data.get(key)
+  t.is(get(`stats/rejected/repo-paused`), 1, 'the merge attempt while paused is refused')
+  t.absent(get(`queue/${T}/${B}/0000000001`), "'prüfen' is not the queue label 'PRÜFEN' (ASCII folding)")
+  const sha1 = get(`sha/${T}/${A}/${SHA('1')}`) as { facts: Array<[string, string, string, number]> }
+  t.alike(
+    sha1.facts.filter((f) => f[1] === 'ci' || f[1] === 'build').map((f) => f.slice(0, 3)),
+    [
+      ['run:github-actions/11', 'ci', 'failure'],
+      ['run:github-actions/11', 'build', 'success'],
+      ['run:github-actions/12', 'build', 'success'],
+      ['status', 'ci', 'success']
+    ],
+    'ci from two sources; build re-run in suite 11 superseded its failure'
+  )
+  const kept = (view: MemoryView): string[] => ['fx-5', 'fx-6', 'fx-7', 'fx-8', 'fx-9'].filter((d) => view.data.has(`dedup/${T}/${A}/${d}`))
+  t.alike(kept(a.view), ['fx-5', 'fx-6', 'fx-7', 'fx-8', 'fx-9'], 'the fast-clock op aged out 4 deliveries itself; the later ops none')
+  t.alike(kept((await replay(3)).view), [], 'version 3: the later ops aged out the rest')
+})
