@@ -33,8 +33,20 @@ const eventArb = fc.record({
   autoMerge: fc.option(fc.boolean()),
   labels: fc.option(fc.subarray(['queue', 'bug'])),
   label: fc.option(fc.constantFrom('queue', 'Queue', 'bug')),
-  check: fc.option(fc.record({ name: fc.constantFrom('ci', 'lint', 'suite:x'), conclusion: fc.constantFrom('success', 'failure', 'pending', 'neutral') })),
-  ts: fc.integer({ min: 0, max: 10_000 })
+  // Sources and ids (apply version 4 keys facts by them; re-runs race by id), sometimes absent as from older builds.
+  check: fc.option(
+    fc.record(
+      {
+        name: fc.constantFrom('ci', 'lint', 'suite:x'),
+        conclusion: fc.constantFrom('success', 'failure', 'pending', 'neutral'),
+        source: fc.constantFrom('status', 'run:app-1/10', 'run:app-1/11', 'suite:app-1/10'),
+        id: fc.integer({ min: 0, max: 4 })
+      },
+      { requiredKeys: ['name', 'conclusion'] }
+    )
+  ),
+  // Now and then a device whose clock runs 30 days ahead (the dedup index ages against each op's ts).
+  ts: fc.oneof({ weight: 30, arbitrary: fc.integer({ min: 0, max: 10_000 }) }, fc.constant(30 * 24 * 3600 * 1000))
 })
 
 /** Ops from authorized writers: valid ones that race, invalid ones, and garbage. */
@@ -55,6 +67,8 @@ function opArb(keys: string[]): fc.Arbitrary<Uint8Array> {
     { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('repo-add'), tenant: fc.constantFrom(...TENANTS), repo: fc.constantFrom(...REPOS), label: fc.constantFrom('queue', 'Queue'), mergeMethod: fc.constantFrom('merge', 'squash'), requiredChecks: fc.subarray(['ci', 'lint']) }).map(enc) },
     { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('repo-remove'), tenant: fc.constantFrom(...TENANTS), repo: fc.constantFrom(...REPOS) }).map(enc) },
     { weight: 5, arbitrary: eventArb.map(enc) },
+    // Operators pausing and resuming repos (a paused repo refuses merge attempts at apply version 4).
+    { weight: 1, arbitrary: fc.record({ v: fc.constant(OP_VERSION), type: fc.constant('queue-control'), tenant: fc.constantFrom(...TENANTS), repo: fc.constantFrom(...REPOS), action: fc.constantFrom('pause', 'resume'), pr: fc.constant(null), ts: fc.integer({ min: 0, max: 10_000 }) }).map(enc) },
     // Several events in one node (apply version 3), duplicates of one another and of single events included.
     { weight: 2, arbitrary: fc.array(eventArb.map(({ v: _v, ...e }) => e), { minLength: 1, maxLength: 6 }).map((events) => enc({ v: OP_VERSION, type: 'event-batch', events })) },
     { weight: 2, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 80 }) },

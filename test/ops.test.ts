@@ -85,6 +85,31 @@ const event = (i: number, labels: string[] = []): EventOp => ({
   ts: i
 })
 
+test('check facts: source and id round-trip; encode refuses bad ones; decode drops them, as a build before them ignores them', (t) => {
+  const fact = { name: 'ci', conclusion: 'failure', source: 'run:app-15368/42', id: 128620228 }
+  const withCheck: Op = { ...event(1), event: 'check_run', action: 'completed', pr: null, check: fact }
+  t.alike(decodeOp(encodeOp(withCheck)), { ok: true, op: withCheck }, 'an event with a sourced check round-trips')
+  const sync: Op = { type: 'forge-sync', tenant: 'acme', repo: 'acme/app', pr: 7, sha: 'c'.repeat(40), state: 'open', draft: false, labels: [], autoMerge: false, checks: [fact, { name: 'ci', conclusion: 'success', source: 'status' }, { name: 'old', conclusion: 'success' }], epoch: 1, ts: 2 }
+  t.alike(decodeOp(encodeOp(sync)), { ok: true, op: sync }, 'a forge-sync with sourced checks (and one without) round-trips')
+  const noSource = { name: fact.name, conclusion: fact.conclusion, id: fact.id }
+  const noId = { name: fact.name, conclusion: fact.conclusion, source: fact.source }
+  for (const [label, bad, kept] of [
+    ['a source with a newline', { ...fact, source: 'run:\n' }, noSource],
+    ['an empty source', { ...fact, source: '' }, noSource],
+    ['a source over 160 characters', { ...fact, source: 'x'.repeat(161) }, noSource],
+    ['a negative id', { ...fact, id: -1 }, noId],
+    ['a fractional id', { ...fact, id: 1.5 }, noId],
+    ['an id that is a string', { ...fact, id: '7' }, noId]
+  ] as const) {
+    const err = thrown(() => encodeOp({ ...withCheck, check: bad as never }))
+    t.ok(err instanceof TypeError, `encode: ${label} is refused`)
+    const decoded = decodeOp(json({ v: OP_VERSION, ...withCheck, check: bad }))
+    t.alike(decoded.ok && decoded.op.type === 'event' ? decoded.op.check : null, kept, `decode: ${label} is dropped, the op taken`)
+  }
+  const name101 = decodeOp(json({ v: OP_VERSION, ...withCheck, check: { ...fact, name: 'x'.repeat(101) } }))
+  t.alike(name101.ok ? null : name101.detail, 'check', 'a name beyond the bound is still refused (intake reduces it first)')
+})
+
 test('event-batch: round-trips; every event is checked as a lone one would be; bounded', (t) => {
   const op: Op = { type: 'event-batch', events: [event(1), event(2)] }
   t.alike(decodeOp(encodeOp(op)), { ok: true, op }, 'a batch of two decodes to itself')

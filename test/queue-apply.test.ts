@@ -23,6 +23,7 @@ import {
   type EventEntry,
   type QueueEntry,
   type RepoState,
+  type ShaEntry,
   fencedOutcomeKey,
   type FencedOutcome
 } from '../lib/queue/queue-layout.js'
@@ -445,4 +446,188 @@ test('reconcile requests stay bounded: the oldest is forgotten beyond the last 1
   t.is(g.keys('reconcile/request/'), 100, '100 requests kept')
   t.absent(g.get(`reconcile/request/${WRITER}:1`), 'the first is gone')
   t.ok(g.get(`reconcile/request/${WRITER}:105`), 'the latest is there')
+})
+
+// ---- Apply version 4 (each of these differs from version 3, shown side by side) ----------------
+
+const sourced = (sha: string, name: string, conclusion: string, source: string, id: number | null, prs: number[] = [7], ts = 2_000): EventOp =>
+  event({
+    event: source === 'status' ? 'status' : 'check_run',
+    action: source === 'status' ? null : 'completed',
+    pr: null,
+    prs: source === 'status' ? [] : prs,
+    sha,
+    draft: null,
+    merged: null,
+    autoMerge: null,
+    labels: null,
+    check: id === null ? { name, conclusion, source } : { name, conclusion, source, id },
+    ts
+  })
+
+test('version 4: the head-SHA index keeps every source, and the gate counts each (version 3: the last report of a name wins)', async (t) => {
+  const gateOf = async (version: number, required: string[], ...ops: EventOp[]): Promise<[string | null | undefined, unknown]> => {
+    const g = await Group.create(version)
+    await g.run(FOUNDER, { ...REPO_ADD, requiredChecks: required })
+    await g.run(WRITER, labeled(7, SHA1), ...ops)
+    return [g.get<QueueEntry>(queueKey(T, R, 7))?.gateResult, g.get<ShaEntry>(`sha/${T}/${R}/${SHA1}`)]
+  }
+  const ciRunFails = [sourced(SHA1, 'ci', 'failure', 'run:app-1/10', 100), sourced(SHA1, 'ci', 'success', 'status', 5)]
+  const [v3] = await gateOf(3, [], ...ciRunFails)
+  const [v4, entry] = await gateOf(4, [], ...ciRunFails)
+  t.is(v3, 'success', 'version 3: status ci success overwrote check run ci failure')
+  t.is(v4, 'failure', 'version 4: check run ci failure + status ci success fails')
+  t.alike(
+    (entry as ShaEntry).facts,
+    [
+      ['run:app-1/10', 'ci', 'failure', 100],
+      ['status', 'ci', 'success', 5]
+    ],
+    'both facts in the index, by source, failing first'
+  )
+  t.alike((entry as ShaEntry).checks, [], 'and no name-keyed pairs')
+
+  const twoSuites = [sourced(SHA1, 'build', 'failure', 'run:app-1/10', 100), sourced(SHA1, 'build', 'success', 'run:app-1/11', 101)]
+  t.alike([(await gateOf(3, [], ...twoSuites))[0], (await gateOf(4, [], ...twoSuites))[0]], ['success', 'failure'], 'two build runs from two suites, one failing')
+
+  const rerun = [sourced(SHA1, 'build', 'failure', 'run:app-1/10', 100), sourced(SHA1, 'build', 'success', 'run:app-1/10', 102)]
+  t.is((await gateOf(4, [], ...rerun))[0], 'success', 're-run: the newer success supersedes the failure in the same suite')
+  const late = [sourced(SHA1, 'build', 'success', 'run:app-1/10', 102), sourced(SHA1, 'build', 'failure', 'run:app-1/10', 100)]
+  t.is((await gateOf(4, [], ...late))[0], 'success', 'an older run delivered late does not undo its re-run')
+
+  const required = [sourced(SHA1, 'ci', 'failure', 'run:app-1/10', 100), sourced(SHA1, 'ci', 'success', 'status', 5)]
+  t.alike([(await gateOf(3, ['ci'], ...required))[0], (await gateOf(4, ['ci'], ...required))[0]], ['success', 'failure'], 'required ci reported by a failing run and a passing status')
+  const requiredBoth = [sourced(SHA1, 'ci', 'success', 'run:app-1/10', 100), sourced(SHA1, 'ci', 'failure', 'status', 5)]
+  t.is((await gateOf(4, ['ci'], ...requiredBoth))[0], 'failure', 'required ci: run success, status failure')
+
+  const suites = [
+    sourced(SHA1, 'suite:github-actions', 'failure', 'suite:app-1/10', null),
+    event({ event: 'check_suite', action: 'completed', pr: null, prs: [7], draft: null, merged: null, autoMerge: null, labels: null, check: { name: 'suite:app-1', conclusion: 'success', source: 'suite:app-1/10' }, ts: 2_100 })
+  ]
+  t.is((await gateOf(4, [], ...suites))[0], 'success', 'a suite re-completed is one fact, whatever name its delivery gave it')
+})
+
+test('version 4: a bound on facts drops passing ones only', async (t) => {
+  const g = await Group.create(4)
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(WRITER, labeled(7, SHA1))
+  const passing = Array.from({ length: 120 }, (_, i) => sourced(SHA1, `job ${i}`, 'success', 'run:app-1/10', 1_000 + i))
+  await g.run(WRITER, ...passing)
+  t.is(g.get<ShaEntry>(`sha/${T}/${R}/${SHA1}`)?.facts?.length, 100, 'capped at 100')
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.gateResult, 'success')
+  await g.run(WRITER, sourced(SHA1, 'job late', 'failure', 'run:app-1/10', 5_000))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.gateResult, 'failure', 'a failure beyond the cap is kept (a passing fact goes)')
+  t.is(g.get<ShaEntry>(`sha/${T}/${R}/${SHA1}`)?.facts?.[0]?.[1], 'job late')
+})
+
+test('version 4: forge-sync checks replace the index facts; facts of an entry written before the upgrade count as source ""', async (t) => {
+  const g = await Group.create(3)
+  await g.run(FOUNDER, REPO_ADD)
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  await g.run(WRITER, labeled(7, SHA1), check(SHA1, 'ci', 'failure', [7]))
+  t.alike(g.get<ShaEntry>(`sha/${T}/${R}/${SHA1}`)?.checks, [['ci', 'failure']], 'version 3: a name-keyed pair')
+  await g.run(FOUNDER, { type: 'apply-version', version: 4 })
+  await g.run(WRITER, sourced(SHA1, 'ci', 'success', 'run:app-1/10', 100))
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.gateResult, 'failure', 'a sourced success does not supersede a failure of unknown source')
+  t.alike(
+    g.get<ShaEntry>(`sha/${T}/${R}/${SHA1}`)?.facts,
+    [
+      ['', 'ci', 'failure', 0],
+      ['run:app-1/10', 'ci', 'success', 100]
+    ],
+    'the old pair moved into facts, of source ""'
+  )
+  const sync: Op = {
+    type: 'forge-sync',
+    tenant: T,
+    repo: R,
+    pr: 7,
+    sha: SHA1,
+    state: 'open',
+    draft: false,
+    labels: ['autolease:queue'],
+    autoMerge: false,
+    checks: [
+      { name: 'ci', conclusion: 'success', source: 'run:app-1/10', id: 100 },
+      { name: 'ci', conclusion: 'success', source: 'status', id: 6 }
+    ],
+    epoch: 1,
+    ts: 3_000
+  }
+  await g.run(FOUNDER, sync)
+  t.is(g.get<QueueEntry>(queueKey(T, R, 7))?.gateResult, 'success', "the holder's reading of the forge is the whole picture")
+  t.alike(g.get<ShaEntry>(`sha/${T}/${R}/${SHA1}`)?.facts?.map((f) => f[0]), ['run:app-1/10', 'status'])
+})
+
+test('version 4: a merge attempt on a paused repo is refused, counted and audited (version 3 took it); comments still go', async (t) => {
+  for (const version of [3, 4]) {
+    const g = await Group.create(version)
+    await g.run(FOUNDER, REPO_ADD)
+    await g.run(WRITER, labeled(7, SHA1))
+    await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+    await g.run(WRITER, { type: 'queue-control', tenant: T, repo: R, action: 'pause', pr: null, ts: 5 })
+    await g.run(FOUNDER, { type: 'attempt', tenant: T, repo: R, pr: 7, sha: SHA1, action: 'merge', epoch: 1, ts: 10 })
+    const open = g.get<{ action: string }>(`attempt/${T}/${R}/0000000007`)
+    const outcome = g.get<FencedOutcome>(fencedOutcomeKey(`${FOUNDER}:5`))
+    if (version === 3) {
+      t.is(open?.action, 'merge', 'version 3: the merge attempt on a paused repo is open')
+      continue
+    }
+    t.absent(open, 'version 4: no attempt opened')
+    t.is(g.rejected('repo-paused'), 1, 'counted as repo-paused')
+    t.alike([outcome?.ok, outcome?.reason?.startsWith('repo-paused')], [false, true], `the holder learns why (${outcome?.reason})`)
+    const audit = g.range<AuditEntry>(auditPrefix(T, R)).at(-1)
+    t.alike([audit?.action, audit?.prNumber], ['rejected', 7], `audited: ${audit?.detail}`)
+    await g.run(FOUNDER, { type: 'attempt', tenant: T, repo: R, pr: 7, sha: SHA1, action: 'comment', epoch: 1, ts: 11 })
+    t.is(g.get<{ action: string }>(`attempt/${T}/${R}/0000000007`)?.action, 'comment', "a bounce's comment is not a merge: it still goes")
+    await g.run(FOUNDER, { type: 'attempt-end', tenant: T, repo: R, pr: 7, attempt: `${FOUNDER}:6`, outcome: 'done', detail: null, epoch: 1, ts: 12 })
+    await g.run(WRITER, { type: 'queue-control', tenant: T, repo: R, action: 'resume', pr: null, ts: 13 })
+    await g.run(FOUNDER, { type: 'attempt', tenant: T, repo: R, pr: 7, sha: SHA1, action: 'merge', epoch: 1, ts: 14 })
+    t.is(g.get<{ action: string }>(`attempt/${T}/${R}/0000000007`)?.action, 'merge', 'resumed: the merge attempt is taken')
+  }
+})
+
+test('version 4: labels fold ASCII-only, the same on every runtime (version 3: by toLowerCase)', async (t) => {
+  const joined = async (version: number, configured: string, sent: string): Promise<boolean> => {
+    const g = await Group.create(version)
+    await g.run(FOUNDER, { ...REPO_ADD, label: configured })
+    await g.run(WRITER, event({ action: 'labeled', pr: 7, sha: SHA1, label: sent, labels: [sent] }))
+    return g.get(queueKey(T, R, 7)) !== undefined
+  }
+  t.ok(await joined(4, 'autolease:queue', 'AutoLease:Queue'), 'ASCII letters still compare case-insensitively')
+  t.ok(await joined(3, 'PRÜFEN', 'prüfen'), 'version 3: Ü and ü are one letter (the runtime decides)')
+  t.absent(await joined(4, 'PRÜFEN', 'prüfen'), 'version 4: non-ASCII letters compare exactly')
+  t.ok(await joined(4, 'PRÜFEN', 'prÜfen'), '...and match when only ASCII letters differ')
+  const g = await Group.create(4)
+  await g.run(FOUNDER, { ...REPO_ADD, label: 'Queue' })
+  await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+  await g.run(FOUNDER, { type: 'forge-sync', tenant: T, repo: R, pr: 8, sha: SHA1, state: 'open', draft: false, labels: ['QUEUE'], autoMerge: false, checks: null, epoch: 1, ts: 2 })
+  t.ok(g.get(queueKey(T, R, 8)), 'forge-sync labels fold the same way')
+})
+
+test('version 4: one fast-clock op no longer ages out the dedup index for later ops (version 3: its ts stays the horizon)', async (t) => {
+  const DAY = 24 * 3600 * 1000
+  const run = async (version: number, upgradeAfterFastOp: boolean): Promise<{ g: Group; kept: number; redelivered: boolean }> => {
+    const g = await Group.create(version)
+    await g.run(FOUNDER, REPO_ADD)
+    const early = Array.from({ length: 20 }, (_, i) => ({ ...check((i + 1).toString(16).padStart(40, 'a'), 'ci', 'success'), delivery: `early-${i}`, ts: 1_000 + i }))
+    await g.run(WRITER, ...early)
+    // One device whose clock runs 30 days ahead.
+    await g.run(WRITER, { ...check(SHA2, 'ci', 'success'), delivery: 'fast', ts: 1_000 + 30 * DAY })
+    if (upgradeAfterFastOp) await g.run(FOUNDER, { type: 'apply-version', version: 4 })
+    // Devices with the right time go on.
+    for (let i = 0; i < 10; i++) await g.run(WRITER, { ...check(SHA1, 'lint', 'success'), delivery: `later-${i}`, ts: 2_000 + i })
+    const before = g.rejected('duplicate')
+    await g.run(WRITER, early[10]!) // GitHub redelivers an early delivery
+    return { g, kept: early.filter((e) => g.get(`dedup/${T}/${R}/${e.delivery}`) !== undefined).length, redelivered: g.rejected('duplicate') === before }
+  }
+  const v3 = await run(3, false)
+  t.is(v3.kept, 1, `version 3: the early deliveries aged out by the others' ops (kept ${v3.kept}: only the redelivered one, applied again)`)
+  t.ok(v3.redelivered, 'version 3: the redelivery was applied a second time')
+  const v4 = await run(4, false)
+  t.is(v4.kept, 16, 'version 4: only the fast op itself aged some out (4 per op); later ops age nothing out')
+  t.absent(v4.redelivered, 'version 4: the redelivery is a duplicate')
+  const upgraded = await run(3, true)
+  t.is(upgraded.g.get<RepoState>(repoStateKey(T, R))?.maxTs, 1_000 + 30 * DAY, 'upgraded after the fast op: maxTs is still ahead...')
+  t.absent(upgraded.redelivered, '...and no longer the horizon')
 })

@@ -4,7 +4,7 @@
  * the holder's decisions; then the gate rule.
  */
 import test from 'brittle'
-import { evaluateGate, queueTransition, type QueueEntry, type QueueFact, type QueueResult, type QueueStatus, type AuditAction } from '../lib/queue/queue-state.js'
+import { evaluateGate, foldLabel, queueTransition, type QueueEntry, type QueueFact, type QueueResult, type QueueStatus, type AuditAction } from '../lib/queue/queue-state.js'
 
 const SHA = 'a'.repeat(40)
 const NEW = 'b'.repeat(40)
@@ -239,7 +239,21 @@ test('the gate rule', (t) => {
     ['required: passed, others failing ignored', [['ci', 'success'], ['lint', 'failure']], ['ci'], 'success'],
     ['required: one of two failed', [['ci', 'success'], ['e2e', 'failure']], ['ci', 'e2e'], 'failure'],
     ['required: both passed', [['ci', 'success'], ['e2e', 'neutral']], ['ci', 'e2e'], 'success'],
-    ['required: one pending', [['ci', 'success'], ['e2e', 'pending']], ['ci', 'e2e'], 'pending']
+    ['required: one pending', [['ci', 'success'], ['e2e', 'pending']], ['ci', 'e2e'], 'pending'],
+    // One name from several sources (a check run and a status, two check suites): each report counts.
+    ['one name, one report failed', [['ci', 'failure'], ['ci', 'success']], [], 'failure'],
+    ['one name, one report pending', [['build', 'success'], ['build', 'in_progress']], [], 'pending'],
+    ['required, reported twice: failed in one', [['ci', 'success'], ['ci', 'failure']], ['ci'], 'failure'],
+    ['required, reported twice: pending in one', [['ci', 'success'], ['ci', 'pending']], ['ci'], 'pending'],
+    ['required, reported twice: passed in both', [['ci', 'success'], ['ci', 'neutral']], ['ci'], 'success']
   ]
   for (const [label, checks, required, want] of cases) t.is(evaluateGate(checks, required), want, label)
+})
+
+test('foldLabel: ASCII letters only, the same on every runtime', (t) => {
+  t.is(foldLabel('AutoLease:Queue'), 'autolease:queue', 'ASCII letters fold')
+  t.is(foldLabel('PRÜFEN'), 'prÜfen', 'non-ASCII letters compare exactly')
+  t.is(foldLabel('İSTANBUL'), 'İstanbul', 'no locale or Unicode special case (toLowerCase makes İ two code points)')
+  t.is(foldLabel('Σ-merge'), 'Σ-merge', 'no final-sigma rule')
+  t.not('İ'.toLowerCase().length, 1, 'why: toLowerCase changes the length of some letters')
 })

@@ -147,7 +147,17 @@ const READ_PATHS: Array<Array<string | number>> = [
   ['check_suite', 'pull_requests'],
   ['sha'],
   ['context'],
-  ['state']
+  ['state'],
+  // What names a check fact's source and orders its re-runs.
+  ['check_run', 'id'],
+  ['check_run', 'app'],
+  ['check_run', 'app', 'id'],
+  ['check_run', 'check_suite'],
+  ['check_run', 'check_suite', 'id'],
+  ['check_suite', 'id'],
+  ['check_suite', 'app', 'id'],
+  ['check_suite', 'app', 'name'],
+  ['id']
 ]
 
 export interface Mutation {

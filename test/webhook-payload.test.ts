@@ -1,6 +1,9 @@
 import test from 'brittle'
 import fc from 'fast-check'
-import { decodeOp, encodeOp, type EventOp } from '../lib/log/ops.js'
+import { createRequire } from 'node:module'
+import { readdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { decodeOp, encodeOp, isText, type EventOp } from '../lib/log/ops.js'
 import { toEventOp, type WebhookMapping } from '../lib/queue/webhook-payload.js'
 import { holds } from './helpers/props.js'
 import { allExamples, example, mutate, mutations, seedFromEnv, sha256hex, utf8, withHeadSha, withLabel, withRepo } from './webhook-helpers.js'
@@ -124,8 +127,15 @@ test('check_run completed: head_sha, the listed PRs and the check; other actions
     const { result, body } = mapped('check_run', payload)
     t.alike(
       result,
-      expected(body, { event: 'check_run', repo: 'codertocat/hello-world', action: 'completed', prs: [2], sha: HEAD, check: { name: 'Octocoders-linter', conclusion } }),
-      `completed ${conclusion} (rewritten: head SHA)`
+      expected(body, {
+        event: 'check_run',
+        repo: 'codertocat/hello-world',
+        action: 'completed',
+        prs: [2],
+        sha: HEAD,
+        check: { name: 'Octocoders-linter', conclusion, source: 'run:app-29310/118578147', id: 128620228 }
+      }),
+      `completed ${conclusion} (rewritten: head SHA): sourced by app id and check suite, with the run's id`
     )
   }
   // A fork PR's check run lists no PRs: the op still carries the SHA (apply maps it through its head index).
@@ -142,19 +152,27 @@ test('check_run completed: head_sha, the listed PRs and the check; other actions
   }
 })
 
-test('check_suite completed: suite:<app slug>; other actions ignored; a suite without an app slug is invalid', (t) => {
+test('check_suite completed: suite:<app slug>, else suite:app-<id>, else the app name; other actions ignored', (t) => {
   const payload = withHeadSha(example('check_suite', 1, 'completed'), HEAD)
   const { result, body } = mapped('check_suite', payload)
-  t.alike(
-    result,
-    expected(body, { event: 'check_suite', repo: 'codertocat/hello-world', action: 'completed', prs: [], sha: HEAD, check: { name: 'suite:github-actions', conclusion: 'success' } }),
-    'completed (rewritten: head SHA)'
-  )
+  const check = { name: 'suite:github-actions', conclusion: 'success', source: 'suite:app-29310/118578147' }
+  t.alike(result, expected(body, { event: 'check_suite', repo: 'codertocat/hello-world', action: 'completed', prs: [], sha: HEAD, check }), 'completed (rewritten: head SHA)')
   t.is(mapped('check_suite', example('check_suite', 4, 'requested')).result.kind, 'ignored', 'requested is ignored')
   t.is(mapped('check_suite', example('check_suite', 7, 'rerequested')).result.kind, 'ignored', 'rerequested is ignored')
-  // check_suite[0] is an older payload whose app has no slug: the check would have no stable name.
+  // check_suite[0] is a real delivery whose app has no slug (GitHub never redelivers one answered 400).
   const noSlug = mapped('check_suite', example('check_suite', 0, 'completed')).result
-  t.is(noSlug.kind, 'invalid', 'an app without a slug is invalid')
+  t.alike(
+    noSlug.kind === 'op' ? noSlug.op.check : noSlug,
+    { name: 'suite:app-29310', conclusion: 'success', source: 'suite:app-29310/118578147' },
+    'an app without a slug: named by its id, in the same source as with one'
+  )
+  const nameOnly = example('check_suite', 0, 'completed')
+  delete ((nameOnly.check_suite as Record<string, unknown>).app as Record<string, unknown>).id
+  const n = mapped('check_suite', nameOnly).result
+  t.is(n.kind === 'op' ? n.op.check?.name : n.kind, 'suite:octocoders-linter', 'rewritten (no slug, no id): named by the app name')
+  const noApp = example('check_suite', 0, 'completed')
+  delete (noApp.check_suite as Record<string, unknown>).app
+  t.is(mapped('check_suite', noApp).result.kind, 'op', 'rewritten (no app at all): still taken')
 })
 
 test('status: sha, context and state', (t) => {
@@ -162,9 +180,71 @@ test('status: sha, context and state', (t) => {
   const { result, body } = mapped('status', payload)
   t.alike(
     result,
-    expected(body, { event: 'status', repo: 'codertocat/hello-world', sha: HEAD, check: { name: 'default', conclusion: 'success' } }),
+    expected(body, { event: 'status', repo: 'codertocat/hello-world', sha: HEAD, check: { name: 'default', conclusion: 'success', source: 'status', id: 6805126730 } }),
     'status (rewritten: sha)'
   )
+})
+
+test('values GitHub really sends beyond the codec\'s bounds are reduced, never refused', (t) => {
+  // Rewritten: the check run's name (GitHub does not bound it at 100; workflow job names with matrix values run long).
+  const long = (suffix: string): string => 'integration tests / '.repeat(7) + suffix
+  const names: string[] = []
+  for (const suffix of ['linux', 'macos']) {
+    const p = example('check_run', 1, 'completed')
+    ;(p.check_run as Record<string, unknown>).name = long(suffix)
+    const r = mapped('check_run', p).result
+    t.is(r.kind, 'op', `a ${long(suffix).length}-character check name is taken`)
+    if (r.kind === 'op' && r.op.check !== null) names.push(r.op.check.name)
+  }
+  t.ok(names.length === 2 && names.every((n) => isText(n, 100)), `reduced within the codec's bound (${names[0]})`)
+  t.unlike(names[0], names[1], 'two long names that share their first 100 characters stay two names')
+  const status = example('status', 0)
+  status.context = 'ctx\n' + 'x'.repeat(300)
+  t.is(mapped('status', status).result.kind, 'op', 'a long multi-line status context is taken')
+  // Rewritten: the PR list (a head shared by more PRs than the op holds).
+  const many = example('check_run', 1, 'completed')
+  ;(many.check_run as Record<string, unknown>).pull_requests = Array.from({ length: 60 }, (_, i) => ({ number: i + 1 }))
+  const m = mapped('check_run', many).result
+  t.alike(m.kind === 'op' ? m.op.prs.length : m, 50, 'more than 50 listed PRs: the first 50')
+  const none = example('check_run', 1, 'completed')
+  delete (none.check_run as Record<string, unknown>).pull_requests
+  const nn = mapped('check_run', none).result
+  t.alike(nn.kind === 'op' ? nn.op.prs : nn, [], 'no PR list: none')
+  const noSuite = example('check_run', 1, 'completed')
+  delete (noSuite.check_run as Record<string, unknown>).check_suite
+  delete (noSuite.check_run as Record<string, unknown>).app
+  const ns = mapped('check_run', noSuite).result
+  t.is(ns.kind === 'op' ? ns.op.check?.source : ns.kind, 'run:unknown', 'no app and no suite: still a source of its own')
+})
+
+const require = createRequire(import.meta.url)
+const EXAMPLES_DIR = dirname(require.resolve('@octokit/webhooks-examples/package.json'))
+
+test('every example payload of the four events, github.com and every GHES version shipped, maps to an op or is ignored; each op passes the codec', (t) => {
+  const versions = readdirSync(EXAMPLES_DIR, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && (d.name === 'api.github.com' || d.name.startsWith('ghes-')))
+    .map((d) => d.name)
+    .sort()
+  t.ok(versions.includes('api.github.com') && versions.filter((v) => v.startsWith('ghes-')).length >= 5, `versions: ${versions.join(', ')}`)
+  let ops = 0
+  let total = 0
+  for (const version of versions) {
+    const definitions = require(join(EXAMPLES_DIR, version, 'index.json')) as Array<{ name: string; examples: unknown[] }>
+    for (const def of definitions) {
+      if (!['pull_request', 'check_run', 'check_suite', 'status'].includes(def.name)) continue
+      def.examples.forEach((payload, i) => {
+        total++
+        const { result, body } = mapped(def.name, structuredClone(payload))
+        if (result.kind === 'invalid') return t.fail(`${version} ${def.name}[${i}]: invalid (${result.reason})`)
+        if (result.kind === 'ignored') return
+        ops++
+        const decoded = decodeOp(encodeOp(result.op))
+        if (!decoded.ok || JSON.stringify(decoded.op) !== JSON.stringify(result.op) || result.op.bodySha256 !== sha256hex(body)) t.fail(`${version} ${def.name}[${i}]: the op does not round-trip the codec`)
+      })
+    }
+  }
+  t.comment(`${total} examples, ${ops} ops`)
+  t.ok(total >= 80 && ops >= 60, `${total} examples taken, ${ops} of them as ops, none invalid`)
 })
 
 test('ping and other event types are ignored; the op never holds the payload', (t) => {

@@ -52,8 +52,13 @@ export type View = Hyperbee<unknown>
  * stay unknown (as a version-1 build sees them) until the group is upgraded.
  * Version 3: event-batch ops (several webhook events in one node); unknown
  * in a version-2 group, as a version-2 build sees them.
+ * Version 4: the queue's rules change (lib/queue/queue-apply.ts): check
+ * facts keyed by source and name in the head-SHA index and the gate, a
+ * merge attempt on a paused repo refused, labels folded ASCII-only, the
+ * dedup index aged against each op's own ts. A version-3 group keeps the
+ * version-3 rules (the group's version is passed to the queue's handlers).
  */
-export const APPLY_VERSION = 3
+export const APPLY_VERSION = 4
 /** A group whose first op is not an apply-version op runs version 1. */
 const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
@@ -135,17 +140,17 @@ async function dispatch(
       if (!writer.indexer) return count('unauthorized')
       return applyRepoOp(tx, op, id)
     case 'event':
-      return applyEventOp(tx, op, id, count)
+      return applyEventOp(tx, op, id, count, groupVersion)
     case 'event-batch':
-      return applyEventBatch(tx, op, id, count)
+      return applyEventBatch(tx, op, id, count, groupVersion)
     case 'queue-decide':
     case 'attempt':
     case 'attempt-end':
     case 'forge-sync':
     case 'reconcile-result':
-      return applyFencedOp(tx, op, writer.key, id, count)
+      return applyFencedOp(tx, op, writer.key, id, count, groupVersion)
     case 'queue-control':
-      return applyQueueControl(tx, op, id, count)
+      return applyQueueControl(tx, op, id, count, groupVersion)
     case 'reconcile-request':
       return applyReconcileRequest(tx, op, id)
   }
@@ -157,11 +162,11 @@ async function dispatch(
  * pure code, as for a whole node) is counted as `apply-error` and leaves no
  * trace, and its siblings still apply. `applied` counts the node once.
  */
-async function applyEventBatch(tx: ViewTx, op: EventBatchOp, id: string, count: (reason: RejectionReason) => Promise<void>): Promise<void> {
+async function applyEventBatch(tx: ViewTx, op: EventBatchOp, id: string, count: (reason: RejectionReason) => Promise<void>, groupVersion: number): Promise<void> {
   for (const [i, event] of op.events.entries()) {
     const child = tx.child()
     try {
-      await applyEventOp(child, event, `${id}/${i}`, (reason) => bump(child, rejectedKey(reason)))
+      await applyEventOp(child, event, `${id}/${i}`, (reason) => bump(child, rejectedKey(reason)), groupVersion)
     } catch (err) {
       if (err instanceof StorageFailure) throw err
       await count('apply-error')

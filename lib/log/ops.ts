@@ -124,12 +124,35 @@ export interface RepoRemoveOp {
 
 export type WebhookEventType = 'pull_request' | 'check_run' | 'check_suite' | 'status'
 
-/** One check result carried by an event: a check run (name), a check suite (app slug) or a commit status (context). */
+/**
+ * One check result: a check run (its name), a check suite (`suite:<app>`)
+ * or a commit status (its context). From apply version 4 on, the gate keys
+ * facts by `source` and name, never by name alone (two workflows may both
+ * have a `build` job; a status may share a check run's name).
+ */
 export interface CheckFact {
+  /** At most MAX_CHECK_NAME characters: longer names are reduced at intake (lib/queue/gate.ts checkName), never refused. */
   name: string
   /** success, failure, neutral, skipped, cancelled, timed_out, action_required, stale, error, pending... */
   conclusion: string
+  /**
+   * Where it was reported: `run:app-<app id>/<check suite id>` (a check
+   * run), `suite:app-<app id>/<check suite id>` (a check suite), `status`
+   * (a commit status); see lib/queue/gate.ts. Absent in ops of builds
+   * before version 4, and dropped on decode when malformed, exactly as
+   * such a build ignores it: a fact without one is of the unknown source "".
+   */
+  source?: string
+  /**
+   * The forge's id of this report (check run id, status id): of two
+   * reports of one check from one source, the larger id is the later one
+   * (a re-run). Absent when unknown; dropped on decode when malformed.
+   */
+  id?: number
 }
+/** Check names and sources as the codec admits them. */
+export const MAX_CHECK_NAME = 100
+export const MAX_CHECK_SOURCE = 160
 
 /**
  * A webhook delivery, reduced to the facts the queue needs (never the whole
@@ -269,7 +292,7 @@ export type Decoded = { ok: true; op: Op } | { ok: false; reason: DecodeFailure;
 
 export function encodeOp(op: Op): Uint8Array {
   // Validate what we send too: a local bug must not reach the shared log.
-  const check = validate({ v: OP_VERSION, ...op })
+  const check = validate({ v: OP_VERSION, ...op }, true)
   if (!check.ok) throw new TypeError(`refusing to encode an invalid op: ${check.detail}`)
   const bytes = b4a.from(JSON.stringify({ v: OP_VERSION, ...check.op }))
   if (bytes.byteLength > MAX_OP_BYTES) throw new TypeError(`refusing to encode an op larger than ${MAX_OP_BYTES} bytes`)
@@ -383,7 +406,14 @@ export function isLabel(value: unknown): value is string {
   return isText(value, MAX_LABEL)
 }
 
-function validate(raw: unknown): Decoded {
+/**
+ * `strict` (encoding): every field must be valid. Decoding is lenient about
+ * the optional fields newer builds added to older op types (CheckFact's
+ * `source` and `id`): a malformed one is dropped, not refused, because a
+ * build that predates the field ignores it, and a group at an older apply
+ * version must accept exactly the ops such a build accepts.
+ */
+function validate(raw: unknown, strict = false): Decoded {
   if (!isPlainObject(raw)) return fail('malformed', 'not an object')
   if (raw.v !== OP_VERSION) return fail('unknown-version', `version ${describe(raw.v)}`)
   switch (raw.type) {
@@ -455,14 +485,14 @@ function validate(raw: unknown): Decoded {
       return ok({ type: 'repo-remove', tenant, repo })
     }
     case 'event':
-      return validateEvent(raw)
+      return validateEvent(raw, strict)
     case 'event-batch': {
       const { events } = raw
       if (!Array.isArray(events) || events.length < 1 || events.length > MAX_BATCH_EVENTS) return bad('events')
       const out: EventOp[] = []
       for (const e of events as unknown[]) {
         if (!isPlainObject(e) || e.type !== 'event') return bad('events')
-        const one = validateEvent(e)
+        const one = validateEvent(e, strict)
         if (!one.ok) return one.reason === 'invalid-field' ? bad(`events: ${one.detail}`) : one
         out.push(one.op as EventOp)
       }
@@ -473,7 +503,7 @@ function validate(raw: unknown): Decoded {
     case 'attempt-end':
     case 'forge-sync':
     case 'reconcile-result':
-      return validateFenced(raw)
+      return validateFenced(raw, strict)
     case 'queue-control': {
       const { tenant, repo, action, pr, ts } = raw
       if (!isTenant(tenant)) return bad('tenant')
@@ -496,7 +526,7 @@ function validate(raw: unknown): Decoded {
   }
 }
 
-function validateEvent(raw: Record<string, unknown>): Decoded {
+function validateEvent(raw: Record<string, unknown>, strict: boolean): Decoded {
   const { tenant, repo, delivery, bodySha256, event, action, pr, prs, sha, draft, merged, autoMerge, labels, label, check, ts } = raw
   if (!isTenant(tenant)) return bad('tenant')
   if (!isRepo(repo)) return bad('repo')
@@ -515,8 +545,8 @@ function validateEvent(raw: Record<string, unknown>): Decoded {
   if (label !== null && !isLabel(label)) return bad('label')
   let fact: CheckFact | null = null
   if (check !== null) {
-    if (!isPlainObject(check) || !isLabel(check.name) || typeof check.conclusion !== 'string' || !WORD.test(check.conclusion)) return bad('check')
-    fact = { name: check.name, conclusion: check.conclusion }
+    fact = checkFact(check, strict)
+    if (fact === null) return bad('check')
   }
   if (!isCount(ts)) return bad('ts')
   return ok({
@@ -543,7 +573,7 @@ function validateEvent(raw: Record<string, unknown>): Decoded {
 const DETAIL = 500
 const ATTEMPT_OUTCOMES = new Set(['merged', 'head-moved', 'base-modified', 'not-mergeable', 'done', 'failed', 'abandoned'])
 
-function validateFenced(raw: Record<string, unknown>): Decoded {
+function validateFenced(raw: Record<string, unknown>, strict: boolean): Decoded {
   const { type, tenant, repo, epoch, ts } = raw
   if (!isTenant(tenant)) return bad('tenant')
   if (!isRepo(repo)) return bad('repo')
@@ -595,14 +625,31 @@ function validateFenced(raw: Record<string, unknown>): Decoded {
     if (!Array.isArray(checks) || checks.length > CHECKS_PER_SYNC) return bad('checks')
     facts = []
     for (const c of checks) {
-      if (!isPlainObject(c) || !isLabel(c.name) || typeof c.conclusion !== 'string' || !WORD.test(c.conclusion)) return bad('checks')
-      facts.push({ name: c.name, conclusion: c.conclusion })
+      const fact = checkFact(c, strict)
+      if (fact === null) return bad('checks')
+      facts.push(fact)
     }
   }
   return ok({ type: 'forge-sync', ...base, pr, sha, state, draft, labels: labelList, autoMerge, checks: facts })
 }
 
 const CHECKS_PER_SYNC = 100
+
+/** A check fact, or null when its name or conclusion is invalid (or, strict, its source or id). */
+function checkFact(c: unknown, strict: boolean): CheckFact | null {
+  if (!isPlainObject(c) || !isText(c.name, MAX_CHECK_NAME) || typeof c.conclusion !== 'string' || !WORD.test(c.conclusion)) return null
+  const fact: CheckFact = { name: c.name, conclusion: c.conclusion }
+  const { source, id } = c
+  if (source !== undefined) {
+    if (isText(source, MAX_CHECK_SOURCE)) fact.source = source
+    else if (strict) return null
+  }
+  if (id !== undefined) {
+    if (isCount(id)) fact.id = id
+    else if (strict) return null
+  }
+  return fact
+}
 
 /** A printable detail for any decoded JSON value. Never String(): `{"toString":0}` makes it throw. */
 function describe(v: unknown): string {

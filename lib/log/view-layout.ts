@@ -33,6 +33,8 @@ export type RejectionReason =
   | 'stale-decision'
   /** An attempt while another attempt for the PR is still open, or an attempt-end that names no open attempt. */
   | 'attempt-mismatch'
+  /** A merge attempt on a paused repo (apply version 4: pause is a fence). */
+  | 'repo-paused'
 
 export interface TenureEntry {
   name: string

@@ -19,9 +19,10 @@
  * - Forge errors are thrown to the worker, which retries later; nothing in
  *   the view is lost (the entry keeps its status).
  */
-import type { PullRequest, GateReading } from './forge/forge.js'
+import type { PullRequest } from './forge/forge.js'
 import type { CheckFact } from '../log/ops.js'
 import { evaluateGate, type GateResult } from './queue-state.js'
+import { failing, gateFacts } from './gate.js'
 import type { OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
 import { detail, type Tenure } from './tenure.js'
 
@@ -249,21 +250,6 @@ export function syncOp(config: RepoConfig, pr: number, pull: PullRequest | null,
     autoMerge: pull?.autoMerge ?? false,
     checks: checks === null ? null : checks.slice(0, 100)
   }
-}
-
-/** The gate's inputs as check facts: check runs by name (unfinished ones by their status), commit statuses by context. */
-export function gateFacts(reading: GateReading): CheckFact[] {
-  const word = (s: string): string => (/^[a-z0-9_]{1,64}$/.test(s) ? s : 'pending')
-  const out = new Map<string, string>()
-  for (const c of reading.checks) out.set(c.name, word(c.conclusion ?? c.status))
-  for (const s of reading.statuses) out.set(s.context, word(s.state))
-  return [...out].filter(([name]) => name.length > 0 && name.length <= 100).map(([name, conclusion]) => ({ name, conclusion }))
-}
-
-function failing(facts: CheckFact[], config: RepoConfig): string[] {
-  const counted = config.requiredChecks.length === 0 ? facts : facts.filter((c) => config.requiredChecks.includes(c.name))
-  const bad = counted.filter((c) => evaluateGate([[c.name, c.conclusion]], []) === 'failure')
-  return bad.map((c) => `${c.name} ${c.conclusion}`)
 }
 
 export type { GateResult }

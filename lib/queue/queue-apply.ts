@@ -15,12 +15,26 @@
  *   200 audit entries, the dedup index and the head-SHA index capped by
  *   count (and the dedup index by a week of op time), evicted in op order a
  *   few entries per op, so no op does unbounded work.
+ *
+ * Apply version 4 (`version` below; a group at 1-3 keeps its rules byte for
+ * byte, test/apply-versions.test.ts):
+ * - the head-SHA index keeps every check fact by source and name, and the
+ *   gate is judged over all of them (gate.ts);
+ * - a merge attempt on a paused repo is refused (`repo-paused`): pause is a
+ *   fence, not a hint the holder may miss;
+ * - labels compare by ASCII case folding (foldLabel), not by the runtime's
+ *   Unicode tables;
+ * - a dedup entry is too old when it is a week older than the op being
+ *   applied, not than the largest ts ever seen: one device with a fast
+ *   clock once aged out every other delivery for good; now it ages out at
+ *   most a few per op of its own, and only while its clock is wrong.
  */
 import type { ViewTx } from '../log/view-tx.js'
-import { SIGNER_LEASE, type AttemptEndOp, type AttemptOp, type EventOp, type ForgeSyncOp, type QueueControlOp, type QueueDecideOp, type ReconcileRequestOp, type ReconcileResultOp, type RepoAddOp, type RepoRemoveOp } from '../log/ops.js'
+import { SIGNER_LEASE, type AttemptEndOp, type AttemptOp, type CheckFact, type EventOp, type ForgeSyncOp, type QueueControlOp, type QueueDecideOp, type ReconcileRequestOp, type ReconcileResultOp, type RepoAddOp, type RepoRemoveOp } from '../log/ops.js'
 import { leaseKey, type RejectionReason } from '../log/view-layout.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
-import { evaluateGate, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
+import { evaluateGate, foldLabel, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
+import { latest, ranked } from './gate.js'
 import {
   CHECKS_PER_SHA,
   DEDUP_MAX,
@@ -52,13 +66,16 @@ import {
   type ReconcileResult,
   type RepoConfig,
   type RepoState,
-  type ShaEntry
+  type ShaEntry,
+  type ShaFact
 } from './queue-layout.js'
 
 type Count = (reason: RejectionReason) => Promise<void>
 
 /** Evictions per op and index: more than the one entry each op adds, so the caps hold. */
 const EVICT_PER_OP = 4
+/** The apply version whose rules are described in the header. */
+const V4 = 4
 
 export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: string): Promise<void> {
   const key = repoKey(op.tenant, op.repo)
@@ -130,7 +147,7 @@ class RepoScope {
   }
 }
 
-export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: Count): Promise<void> {
+export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: Count, version: number): Promise<void> {
   const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
   if (config === null) return count('unmanaged-repo')
   const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
@@ -150,20 +167,20 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
   }
 
   scope.state.maxTs = Math.max(scope.state.maxTs, op.ts)
-  await remember(tx, scope, op)
+  await remember(tx, scope, op, version)
 
   const results: Array<{ pr: number; result: QueueResult }> = []
   if (op.event === 'pull_request') {
     if (op.pr !== null && op.sha !== null) await indexSha(tx, scope, op.sha, op.pr, null)
-    const fact = pullRequestFact(op, config)
-    if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts) })
+    const fact = pullRequestFact(op, config, version)
+    if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts, version) })
   } else if (op.sha !== null && op.check !== null && (op.event === 'status' || op.action === 'completed')) {
-    const sha = await indexSha(tx, scope, op.sha, null, [op.check.name, op.check.conclusion])
+    const sha = await indexSha(tx, scope, op.sha, null, version >= V4 ? withFacts([op.check], 'merge') : withNameCheck(op.check))
     const prs = new Set(op.prs)
     if (sha.pr !== null) prs.add(sha.pr)
-    const result = evaluateGate(sha.checks, config.requiredChecks)
+    const result = shaGate(sha, config, version)
     for (const n of [...prs].sort((a, b) => a - b)) {
-      results.push({ pr: n, result: await transition(tx, scope, config, n, { kind: 'gate', sha: op.sha, result }, op.ts) })
+      results.push({ pr: n, result: await transition(tx, scope, config, n, { kind: 'gate', sha: op.sha, result }, op.ts, version) })
     }
   }
 
@@ -171,12 +188,18 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
   scope.save()
 }
 
+/** Labels compared case-insensitively: by the runtime's Unicode tables before version 4 (kept for those groups), ASCII-only from 4. */
+function labelFold(version: number): (label: string) => string {
+  return version >= V4 ? foldLabel : (l) => l.toLowerCase()
+}
+
 /** What a pull_request event says about its PR's place in the queue. */
-function pullRequestFact(op: EventOp, config: RepoConfig): QueueFact | null {
+function pullRequestFact(op: EventOp, config: RepoConfig, version: number): QueueFact | null {
   if (op.sha === null) return null
-  const label = config.label.toLowerCase()
-  const labelled = (op.labels ?? []).some((l) => l.toLowerCase() === label)
-  const isQueueLabel = op.label !== null && op.label.toLowerCase() === label
+  const fold = labelFold(version)
+  const label = fold(config.label)
+  const labelled = (op.labels ?? []).some((l) => fold(l) === label)
+  const isQueueLabel = op.label !== null && fold(op.label) === label
   const draft = op.draft === true
   const autoMerge = op.autoMerge === true
   switch (op.action) {
@@ -208,15 +231,15 @@ function pullRequestFact(op: EventOp, config: RepoConfig): QueueFact | null {
  * joins or moves to a new head picks up the checks already reported for
  * that head (they may have arrived first).
  */
-async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number): Promise<QueueResult> {
+async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number, version: number): Promise<QueueResult> {
   const before = await scope.entry(pr)
   const out = queueTransition(pr, before, fact, ts)
   let entry = out.entry
   if (out.audit !== null) scope.audit(ts, out.audit, pr, entry?.prSha ?? before?.prSha ?? null, fact.kind === 'decide' ? fact.epoch : null, auditDetail(fact, out.result))
   if (entry !== null && (out.result === 'joined' || out.result === 'reevaluated')) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, entry.prSha))
-    if (sha !== null && sha.checks.length > 0) {
-      const gate = queueTransition(pr, entry, { kind: 'gate', sha: entry.prSha, result: evaluateGate(sha.checks, config.requiredChecks) }, ts)
+    if (sha !== null && shaFacts(sha, version).length > 0) {
+      const gate = queueTransition(pr, entry, { kind: 'gate', sha: entry.prSha, result: shaGate(sha, config, version) }, ts)
       if (gate.audit !== null) scope.audit(ts, gate.audit, pr, entry.prSha, null, null)
       entry = gate.entry
     }
@@ -232,16 +255,18 @@ function auditDetail(fact: QueueFact, result: QueueResult): string | null {
 }
 
 /** Remember a delivery for dedup, and forget the oldest beyond the caps. */
-async function remember(tx: ViewTx, scope: RepoScope, op: EventOp): Promise<void> {
+async function remember(tx: ViewTx, scope: RepoScope, op: EventOp, version: number): Promise<void> {
   const s = scope.state
   const entry: DedupEntry = { bodySha256: op.bodySha256, seq: s.dedupNext, ts: op.ts }
   tx.put(dedupKey(op.tenant, op.repo, op.delivery), entry)
   tx.put(dedupSeqKey(op.tenant, op.repo, s.dedupNext), op.delivery)
   s.dedupNext++
+  // Version 4: too old for THIS op (see the header); before: for the largest ts ever seen.
+  const horizon = (version >= V4 ? op.ts : s.maxTs) - DEDUP_MAX_AGE_MS
   for (let i = 0; i < EVICT_PER_OP && s.dedupFirst < s.dedupNext; i++) {
     const delivery = await tx.get<string>(dedupSeqKey(op.tenant, op.repo, s.dedupFirst))
     const oldest = delivery === null ? null : await tx.get<DedupEntry>(dedupKey(op.tenant, op.repo, delivery))
-    const tooOld = oldest !== null && oldest.ts < s.maxTs - DEDUP_MAX_AGE_MS
+    const tooOld = oldest !== null && oldest.ts < horizon
     if (s.dedupNext - s.dedupFirst <= DEDUP_MAX && !tooOld) break
     tx.del(dedupSeqKey(op.tenant, op.repo, s.dedupFirst))
     if (delivery !== null && oldest?.seq === s.dedupFirst) tx.del(dedupKey(op.tenant, op.repo, delivery))
@@ -249,17 +274,66 @@ async function remember(tx: ViewTx, scope: RepoScope, op: EventOp): Promise<void
   }
 }
 
-/** Record what we learned about a head SHA (its PR, or one check's conclusion); evict the oldest SHAs beyond the cap. */
-async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | null, check: [string, string] | null): Promise<ShaEntry> {
+type ShaUpdate = (entry: ShaEntry) => ShaEntry
+
+/** Versions 1-3: the latest conclusion per name (a new name beyond the cap is not kept). */
+function withNameCheck(fact: CheckFact): ShaUpdate {
+  const check: [string, string] = [fact.name, fact.conclusion]
+  return (entry) => {
+    const others = entry.checks.filter(([name]) => name !== check[0])
+    if (others.length >= CHECKS_PER_SHA) return entry
+    return { ...entry, checks: [...others, check].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)) }
+  }
+}
+
+/**
+ * Version 4: facts by source and name. `merge` (a webhook's fact): the new
+ * report supersedes an earlier one of its key (gate.ts latest). `replace`
+ * (a forge-sync's reading): the holder's reading of the forge is the whole
+ * picture, the one its own gate was judged on, so the view's gate agrees
+ * with the holder's. Either way ranked and capped: what goes is passing.
+ */
+function withFacts(facts: readonly CheckFact[], mode: 'merge' | 'replace'): ShaUpdate {
+  return (entry) => {
+    const before = mode === 'merge' ? shaFacts(entry, V4).map(fromShaFact) : []
+    const kept = ranked(latest([...before, ...facts])).slice(0, CHECKS_PER_SHA)
+    return { ...entry, checks: [], facts: kept.map(toShaFact) }
+  }
+}
+
+/** The facts of an entry: version 4's, or (an entry last written before the upgrade) its name-keyed pairs, of source "". */
+function shaFacts(entry: ShaEntry, version: number): ShaFact[] {
+  if (version >= V4 && entry.facts !== undefined) return entry.facts
+  return entry.checks.map(([name, conclusion]) => ['', name, conclusion, 0])
+}
+
+function shaGate(entry: ShaEntry | null, config: RepoConfig, version: number): ReturnType<typeof evaluateGate> {
+  if (version < V4) return evaluateGate(entry?.checks ?? [], config.requiredChecks)
+  return evaluateGate(
+    (entry === null ? [] : shaFacts(entry, version)).map(([, name, conclusion]) => [name, conclusion] as const),
+    config.requiredChecks
+  )
+}
+
+function toShaFact(f: CheckFact): ShaFact {
+  return [f.source ?? '', f.name, f.conclusion, f.id ?? 0]
+}
+
+function fromShaFact([source, name, conclusion, id]: ShaFact): CheckFact {
+  const fact: CheckFact = { name, conclusion }
+  if (source !== '') fact.source = source
+  if (id !== 0) fact.id = id
+  return fact
+}
+
+/** Record what we learned about a head SHA (its PR, or check facts); evict the oldest SHAs beyond the cap. */
+async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | null, update: ShaUpdate | null): Promise<ShaEntry> {
   const s = scope.state
   const key = shaKey(scope.tenant, scope.repo, sha)
   const existing = await tx.get<ShaEntry>(key)
   let entry: ShaEntry = existing ?? { sha, pr: null, checks: [], seq: s.shaNext }
   if (pr !== null) entry = { ...entry, pr }
-  if (check !== null) {
-    const others = entry.checks.filter(([name]) => name !== check[0])
-    if (others.length < CHECKS_PER_SHA) entry = { ...entry, checks: [...others, check].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)) }
-  }
+  if (update !== null) entry = update(entry)
   tx.put(key, entry)
   if (existing === null) {
     tx.put(shaSeqKey(scope.tenant, scope.repo, s.shaNext), sha)
@@ -283,7 +357,7 @@ export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | 
  * whatever it likes: each of its ops is rejected here and audited, so its
  * decisions never reach the queue.
  */
-export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id: string, count: Count): Promise<void> {
+export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id: string, count: Count, version: number): Promise<void> {
   const signer = await tx.get<LeaseRecord>(leaseKey(SIGNER_LEASE))
   const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
   const outcome = (ok: boolean, reason: string | null): void => tx.put(fencedOutcomeKey(id), { op: id, ok, reason } satisfies FencedOutcome)
@@ -312,6 +386,7 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       break
     }
     case 'attempt': {
+      if (version >= V4 && op.action === 'merge' && config.paused) return refuse('repo-paused', `merge at ${op.sha.slice(0, 12)}: the repo is paused`)
       const entry = await scope.entry(op.pr)
       if (entry === null || entry.prSha !== op.sha) return refuse('stale-decision', `${op.action} at ${op.sha.slice(0, 12)}: the entry is not at that head`)
       const key = attemptKey(op.tenant, op.repo, op.pr)
@@ -337,7 +412,7 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       break
     }
     case 'forge-sync':
-      await applyForgeSync(tx, scope, config, op)
+      await applyForgeSync(tx, scope, config, op, version)
       break
     case 'reconcile-result': {
       const result: ReconcileResult = { fixed: op.fixed, staleLeases: op.staleLeases, queueLength: op.queueLength, eventCount: op.eventCount, epoch: op.epoch, ts: op.ts, op: id }
@@ -361,36 +436,39 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
  * current head stays out (its label was removed; under auto-merge only a
  * new head brings it back).
  */
-async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: ForgeSyncOp): Promise<void> {
+async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: ForgeSyncOp, version: number): Promise<void> {
   const entry = await scope.entry(op.pr)
-  const label = config.label.toLowerCase()
-  const labelled = op.labels.some((l) => l.toLowerCase() === label)
+  const fold = labelFold(version)
+  const label = fold(config.label)
+  const labelled = op.labels.some((l) => fold(l) === label)
   if (op.state !== 'open') {
-    await transition(tx, scope, config, op.pr, { kind: 'leave', merged: op.state === 'merged' }, op.ts)
+    await transition(tx, scope, config, op.pr, { kind: 'leave', merged: op.state === 'merged' }, op.ts, version)
     return
   }
-  if (op.checks !== null) {
-    for (const c of op.checks) await indexSha(tx, scope, op.sha, op.pr, [c.name, c.conclusion])
+  if (op.checks !== null && version >= V4) {
+    await indexSha(tx, scope, op.sha, op.pr, withFacts(op.checks, 'replace'))
+  } else if (op.checks !== null) {
+    for (const c of op.checks) await indexSha(tx, scope, op.sha, op.pr, withNameCheck(c))
   } else {
     await indexSha(tx, scope, op.sha, op.pr, null)
   }
   const wanted = (labelled || op.autoMerge) && !op.draft
   const bouncedHere = entry !== null && entry.status === 'bounced' && entry.prSha === op.sha
   if (!wanted) {
-    if (entry !== null) await transition(tx, scope, config, op.pr, { kind: 'leave', merged: false }, op.ts)
+    if (entry !== null) await transition(tx, scope, config, op.pr, { kind: 'leave', merged: false }, op.ts, version)
     return
   }
   if (bouncedHere) return
   if (entry === null || entry.prSha !== op.sha) {
-    await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts)
+    await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts, version)
   } else if (op.checks !== null) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, op.sha))
-    await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: evaluateGate(sha?.checks ?? [], config.requiredChecks) }, op.ts)
+    await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, version) }, op.ts, version)
   }
 }
 
 /** An operator's control from any writer: pause/resume a repo, remove an entry, retry a bounced PR now. */
-export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: string, count: Count): Promise<void> {
+export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: string, count: Count, version: number): Promise<void> {
   const key = repoKey(op.tenant, op.repo)
   const config = await tx.get<RepoConfig>(key)
   if (config === null) return count('unmanaged-repo')
@@ -407,7 +485,7 @@ export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: stri
       scope.audit(op.ts, 'leave', op.pr, before.prSha, null, 'removed by an operator')
     } else {
       // Retry: back in the queue at its head, gate re-read from the checks reported so far.
-      await transition(tx, scope, config, op.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts)
+      await transition(tx, scope, config, op.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, version)
     }
   }
   scope.save()

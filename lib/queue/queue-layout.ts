@@ -19,11 +19,11 @@ export const EVENTS_RING = 100
 export const AUDIT_RING = 200
 /** Deliveries remembered per repo for dedup (GitHub lets users redeliver for a few days). */
 export const DEDUP_MAX = 5_000
-/** ...and for at most a week of op time. */
+/** ...and for at most a week of op time (before version 4: behind the latest ts ever seen; from 4: behind the op's own ts). */
 export const DEDUP_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 /** Head SHAs (with their check results and PR) remembered per repo. */
 export const SHA_MAX = 2_000
-/** Check names remembered per SHA. */
+/** Check names (version 4: check facts) remembered per SHA. */
 export const CHECKS_PER_SHA = 100
 
 export interface RepoConfig {
@@ -47,7 +47,11 @@ export interface RepoState {
   dedupNext: number
   shaFirst: number
   shaNext: number
-  /** The latest event ts seen: the age bound of the dedup index never moves backwards. */
+  /**
+   * The latest event ts seen. Apply versions 1-3 judge the dedup index's age
+   * against it (so one fast clock aged out the whole index, for good);
+   * version 4 judges against each op's own ts and keeps this as information.
+   */
   maxTs: number
 }
 
@@ -87,10 +91,19 @@ export interface ShaEntry {
   sha: string
   /** The PR whose head it is (from pull_request events): how fork PRs' checks, which carry no PR list, find their PR. */
   pr: number | null
-  /** Latest conclusion per check name, sorted by name. */
+  /** Apply versions 1-3: the latest conclusion per check name, sorted by name. Version 4 moves them into `facts` (of source "") and leaves this empty. */
   checks: Array<[string, string]>
+  /**
+   * Apply version 4: every check fact by source and name (lib/queue/gate.ts),
+   * the latest report of each, ranked as gate.ts ranks them and capped at
+   * CHECKS_PER_SHA (what the cap drops is passing).
+   */
+  facts?: ShaFact[]
   seq: number
 }
+
+/** [source ("" unknown), name, conclusion, the report's id (0 unknown)] */
+export type ShaFact = [string, string, string, number]
 
 export type { QueueEntry, GateResult, JoinVia }
 

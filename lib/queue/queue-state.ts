@@ -171,20 +171,39 @@ function reevaluated(entry: QueueEntry, sha: string, ts: number): QueueEntry {
 const PASSING = new Set(['success', 'neutral', 'skipped'])
 const FAILING = new Set(['failure', 'cancelled', 'timed_out', 'action_required', 'startup_failure', 'error'])
 
+/** 0: the conclusion fails a gate; 1: not finished (or unknown: neither passes nor fails); 2: it passes. */
+export function conclusionRank(conclusion: string): 0 | 1 | 2 {
+  return FAILING.has(conclusion) ? 0 : PASSING.has(conclusion) ? 2 : 1
+}
+
 /**
- * The gate over the checks reported for one SHA (check runs by name, check
- * suites by app, commit statuses by context; the latest report per name).
- * Without required checks: every reported check passes and at least one
- * exists. With them: each required one is reported and passes (others are
- * ignored). Any failing one that counts fails the gate; otherwise pending.
+ * The gate over the checks reported for one SHA, as (name, conclusion)
+ * pairs: one per check fact, so a name may come several times (a check
+ * run and a status, two check suites; see gate.ts). Without required
+ * checks: every reported check passes and at least one exists. With them:
+ * each required name is reported, and passes in every report of it
+ * (others are ignored). Any failing one that counts fails the gate;
+ * otherwise pending.
+ *
+ * Apply versions 1-3 pass at most one pair per name (their head-SHA index
+ * keeps the latest per name), where "passes in every report" and the old
+ * "has a passing report" are the same rule: their results are unchanged.
  */
 export function evaluateGate(checks: ReadonlyArray<readonly [string, string]>, required: readonly string[]): GateResult {
   const counted = required.length === 0 ? checks : checks.filter(([name]) => required.includes(name))
   if (counted.some(([, conclusion]) => FAILING.has(conclusion))) return 'failure'
-  if (required.length === 0) {
-    if (checks.length === 0) return 'pending'
-    return checks.every(([, conclusion]) => PASSING.has(conclusion)) ? 'success' : 'pending'
-  }
-  const passed = new Set(counted.filter(([, conclusion]) => PASSING.has(conclusion)).map(([name]) => name))
-  return required.every((name) => passed.has(name)) ? 'success' : 'pending'
+  if (counted.length === 0 || !counted.every(([, conclusion]) => PASSING.has(conclusion))) return 'pending'
+  const reported = new Set(counted.map(([name]) => name))
+  return required.every((name) => reported.has(name)) ? 'success' : 'pending'
+}
+
+/**
+ * Labels compared case-insensitively the same way on every runtime (apply
+ * version 4): ASCII letters only. `toLowerCase()` folds by the runtime's
+ * Unicode tables, which differ between Node versions, so two peers on
+ * different Node majors could disagree on whether a PR carries the queue
+ * label. Non-ASCII letters compare exactly (`Ä` is not `ä`).
+ */
+export function foldLabel(label: string): string {
+  return label.replace(/[A-Z]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 32))
 }

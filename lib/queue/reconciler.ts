@@ -24,7 +24,8 @@
 import { SIGNER_LEASE } from '../log/ops.js'
 import { evaluateGate } from './queue-state.js'
 import type { RepoConfig } from './queue-layout.js'
-import { gateFacts, syncOp } from './evaluation.js'
+import { syncOp } from './evaluation.js'
+import { gateFacts } from './gate.js'
 import type { Tenure } from './tenure.js'
 
 export interface ReconcileSummary {

@@ -13,9 +13,21 @@
  *   key or a missing field never picks up something from a prototype.
  * - A reason never echoes payload or header text beyond a short word, so an
  *   answer built from it cannot carry attacker-chosen bytes.
+ * - Every well-formed delivery GitHub sends for the four events is taken
+ *   (an op or `ignored`, never `invalid`; checked against every example in
+ *   @octokit/webhooks-examples, github.com and GHES): where a field the
+ *   mapping would like is absent or beyond the codec's bounds it falls back
+ *   or reduces, never refuses. A check suite whose app has no `slug` is
+ *   named by its app id; a check name over 100 characters is reduced
+ *   (gate.ts checkName); a payload listing more than 50 PRs keeps the first
+ *   50 (the head-SHA index finds the others). GitHub never redelivers a
+ *   refused delivery: a 400 for a slug-less suite lost its result for good.
+ *   What stays `invalid` is what GitHub does not send (a missing head SHA,
+ *   a conclusion that is not a word, a label beyond GitHub's own limits).
  */
 import { createHash } from 'node:crypto'
 import { decodeOp, encodeOp, isLabel, isRepo, isSha, normalizeRepo, type CheckFact, type EventOp, type WebhookEventType } from '../log/ops.js'
+import { STATUS_SOURCE, checkName, runSource, suiteName, suiteSource, type AppRef } from './gate.js'
 
 export interface WebhookInput {
   tenant: string
@@ -105,24 +117,26 @@ function map(input: WebhookInput): WebhookMapping {
     }
     case 'check_run': {
       const run = object(field(payload, 'check_run'), 'check_run')
+      const suite = field(run, 'check_suite')
       op = {
         ...base,
         sha: sha(field(run, 'head_sha'), 'check_run.head_sha'),
         prs: prsOf(field(run, 'pull_requests'), 'check_run.pull_requests'),
-        check: { name: label(field(run, 'name'), 'check_run.name'), conclusion: word(field(run, 'conclusion'), 'check_run.conclusion') }
+        check: withId(
+          { name: checkName(text(field(run, 'name'), 'check_run.name')), conclusion: word(field(run, 'conclusion'), 'check_run.conclusion'), source: runSource(appOf(field(run, 'app')), isObject(suite) ? field(suite, 'id') : undefined) },
+          field(run, 'id')
+        )
       }
       break
     }
     case 'check_suite': {
       const suite = object(field(payload, 'check_suite'), 'check_suite')
-      const app = object(field(suite, 'app'), 'check_suite.app')
-      const slug = field(app, 'slug')
-      if (typeof slug !== 'string' || slug.length === 0) throw new Invalid('check_suite.app.slug missing or not a string')
+      const app = appOf(field(suite, 'app'))
       op = {
         ...base,
         sha: sha(field(suite, 'head_sha'), 'check_suite.head_sha'),
         prs: prsOf(field(suite, 'pull_requests'), 'check_suite.pull_requests'),
-        check: { name: label(`suite:${slug}`, 'check_suite.app.slug'), conclusion: word(field(suite, 'conclusion'), 'check_suite.conclusion') }
+        check: { name: suiteName(app), conclusion: word(field(suite, 'conclusion'), 'check_suite.conclusion'), source: suiteSource(app, field(suite, 'id')) }
       }
       break
     }
@@ -130,7 +144,7 @@ function map(input: WebhookInput): WebhookMapping {
       op = {
         ...base,
         sha: sha(field(payload, 'sha'), 'sha'),
-        check: { name: label(field(payload, 'context'), 'context'), conclusion: word(field(payload, 'state'), 'state') }
+        check: withId({ name: checkName(text(field(payload, 'context'), 'context')), conclusion: word(field(payload, 'state'), 'state'), source: STATUS_SOURCE }, field(payload, 'id'))
       }
       break
   }
@@ -200,6 +214,23 @@ function optionalBoolean(v: unknown, path: string): boolean | null {
   return v
 }
 
+/** A check fact's id, when the payload has a usable one (an id that is not is simply left out). */
+function withId(fact: CheckFact, id: unknown): CheckFact {
+  return typeof id === 'number' && Number.isSafeInteger(id) && id >= 0 ? { ...fact, id } : fact
+}
+
+/** The app's identifying fields, own properties only (any may be absent: GitHub has sent apps without a slug). */
+function appOf(v: unknown): AppRef | null {
+  if (!isObject(v)) return null
+  return { id: field(v, 'id'), slug: field(v, 'slug'), name: field(v, 'name') }
+}
+
+/** Any string (a check name or status context: reduced by checkName, never refused for its length or content). */
+function text(v: unknown, path: string): string {
+  if (typeof v !== 'string') throw new Invalid(`${path} missing or not a string`)
+  return v
+}
+
 function label(v: unknown, path: string): string {
   if (!isLabel(v)) throw new Invalid(`${path} missing, empty, over 100 characters or not printable text`)
   return v
@@ -211,8 +242,9 @@ function labelsOf(v: unknown): string[] {
   return v.map((item: unknown) => label(isObject(item) ? field(item, 'name') : undefined, 'pull_request.labels[].name'))
 }
 
+/** The PRs a check payload lists: absent is none; beyond the codec's bound the first MAX_PRS (the head-SHA index finds the rest). */
 function prsOf(v: unknown, path: string): number[] {
-  if (!Array.isArray(v)) throw new Invalid(`${path} missing or not a list`)
-  if (v.length > MAX_PRS) throw new Invalid(`${path} lists more than ${MAX_PRS} PRs`)
-  return v.map((item: unknown) => prNumber(isObject(item) ? field(item, 'number') : undefined, `${path}[].number`))
+  if (v === undefined || v === null) return []
+  if (!Array.isArray(v)) throw new Invalid(`${path} is not a list`)
+  return v.slice(0, MAX_PRS).map((item: unknown) => prNumber(isObject(item) ? field(item, 'number') : undefined, `${path}[].number`))
 }

@@ -51,11 +51,17 @@ export interface CheckReading {
   status: string
   /** success | failure | neutral | cancelled | skipped | timed_out | action_required | stale; null until completed. */
   conclusion: string | null
+  /** The check run's id (a re-run has a larger one), its check suite's id and its app: the gate keys runs by app and suite (lib/queue/gate.ts). */
+  id?: number
+  suiteId?: number | null
+  app?: { id?: number | null; slug?: string | null; name?: string | null } | null
 }
 
 export interface StatusReading {
   context: string
   state: 'success' | 'failure' | 'error' | 'pending'
+  /** The status's id (a later one has a larger one). */
+  id?: number
 }
 
 /** The gate inputs for one commit: its (latest) check runs and its commit statuses (latest per context). */

@@ -215,8 +215,15 @@ export class GitHubForge implements Forge {
           return { items: res.data.statuses, link: res.headers.link }
         })
       ])
-      const checks: CheckReading[] = runs.map((r) => ({ name: r.name, status: r.status, conclusion: r.conclusion ?? null }))
-      const statuses: StatusReading[] = combined.map((s) => ({ context: s.context, state: toStatusState(s.state) }))
+      const checks: CheckReading[] = runs.map((r) => ({
+        name: r.name,
+        status: r.status,
+        conclusion: r.conclusion ?? null,
+        id: r.id,
+        suiteId: r.check_suite?.id ?? null,
+        app: r.app === null || r.app === undefined ? null : { id: r.app.id, slug: r.app.slug ?? null, name: r.app.name }
+      }))
+      const statuses: StatusReading[] = combined.map((s) => ({ context: s.context, state: toStatusState(s.state), id: s.id }))
       return { sha, checks, statuses }
     })
   }
