@@ -146,8 +146,8 @@ export class Elector extends ReadyResource {
   private readonly stopWork: ((deadline: number | null) => Promise<void>) | null
   /** Log index of the first op this process appended (election.ts isInherited); null before any. */
   private firstOwnIndex: number | null = null
-  /** The inherited record we last announced (one `inherited` event per record). */
-  private inheritedSeen: string | null = null
+  /** The epoch of the inherited tenure we last announced (one `inherited` event per tenure, however many of its records replay). */
+  private inheritedSeen: number | null = null
   /** The confirmed op our last elected/renewed event was about. */
   private announced: string | null = null
   /** Set by a final release: nothing is claimed or renewed any more. */
@@ -535,8 +535,8 @@ export class Elector extends ReadyResource {
   /** Emit role changes (and confirmed renews, inherited tenures) and arm a timer for our deadline. */
   private evaluate(): void {
     const tip = this.tip
-    if (tip !== null && tip.opId !== this.inheritedSeen && isInherited(this.log.self, tip, this.firstOwnIndex) && !this.retired) {
-      this.inheritedSeen = tip.opId
+    if (tip !== null && tip.epoch !== this.inheritedSeen && isInherited(this.log.self, tip, this.firstOwnIndex) && !this.retired) {
+      this.inheritedSeen = tip.epoch
       this.emit('inherited', { epoch: tip.epoch, claimAfterMs: Math.max(0, Math.ceil(this.observed.at + this.config.leaseMs - this.clock.now())) })
     }
     const epoch = this.epoch()
