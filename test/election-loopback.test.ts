@@ -158,7 +158,8 @@ test('(g) a holder restarted on the same storage before its lease ran out never 
   const restarted = await cluster.restart(holder.index)
   t.absent(restarted.elector!.holding(), 'right after restart it does not hold')
   const again = await cluster.waitForHolder(LEASE_MS * 5)
-  await waitFor(async () => (await confirmedEpoch(again)) > epoch, LEASE_MS * 3, 'a tenure after the restart')
+  // Asserted below rather than thrown here: the old build stays at the epoch for good.
+  await waitFor(async () => (await confirmedEpoch(again)) > epoch, LEASE_MS * 3, 'a tenure after the restart').catch(() => {})
   mon.stop()
   t.is(await confirmedEpoch(again), epoch + 1, `the next holder (device ${again.index}, restarted device ${holder.index}) is at epoch+1`)
   t.absent(
@@ -170,37 +171,4 @@ test('(g) a holder restarted on the same storage before its lease ran out never 
   const epochs = tenures.map((x) => x.epoch)
   t.alike(epochs, [...new Set(epochs)].sort((a, b) => a - b), `epochs unique and increasing: ${epochs.join(',')}`)
   t.is(mon.overlaps, 0, mon.report())
-})
-
-// Defect (a randomized fault run, by reading): a SIGTERMed holder whose tip
-// showed another device's claim still pending (a partition just healed)
-// answered not-held and stopped without a release. Five devices so that the
-// holder and the claimant, cut off from the other three, can confirm
-// nothing: the claim stays pending at the holder's tip while the holder's
-// last confirmed renew still holds.
-test('(h) a confirmed holder whose tip shows a pending claim of another device still appends its release', async (t) => {
-  const cluster = await Cluster.create(t, { size: 5, elect: false, config: { leaseMs: 5000 } })
-  const [a, c] = [cluster.devices[0]!, cluster.devices[1]!]
-  const elector = await cluster.startElector(a)
-  await cluster.waitForHolder(15_000)
-  // Right after a confirmed renew: the whole renewDeadlineMs (4 s) is ahead.
-  await new Promise<void>((resolve) => elector.once('renewed', () => resolve()))
-  const renewed = (await a.log.lease(SIGNER_LEASE, 'confirmed'))!.opId
-  await waitFor(async () => (await c.log.lease(SIGNER_LEASE, 'tip'))?.opId === renewed, 2_000, 'the claimant to see that renew')
-  cluster.mesh.partition([0, 1], [2, 3, 4])
-  const seen = await c.log.lease(SIGNER_LEASE, 'tip')
-  t.ok(seen !== null && seen.holder === a.log.self, 'setup: the claimant sees the holder')
-  await c.log.append({ type: 'claim', name: SIGNER_LEASE, seen: seen!.opId, epoch: seen!.epoch + 1, ts: Math.round(Date.now()) })
-  await waitFor(async () => (await a.log.lease(SIGNER_LEASE, 'tip'))?.holder === c.log.self, 2_000, "the claim at the holder's tip")
-  t.ok(elector.holding(), 'setup: the holder still holds (confirmed record, inside its deadline)')
-  t.is((await a.log.lease(SIGNER_LEASE, 'confirmed'))?.holder, a.log.self, 'setup: its record is the confirmed one')
-  const refusedBefore = (await a.log.rejected('tip'))['held-by-other'] ?? 0
-  t.is(await elector.release(), 'released', 'released, not not-held')
-  t.alike(elector.lastRelease()?.epoch, seen!.epoch, 'the release, at its confirmed epoch')
-  t.is((await a.log.rejected('tip'))['held-by-other'] ?? 0, refusedBefore + 1, 'at the tip it comes after the pending claim: refused (held by the claimant)')
-  cluster.mesh.heal()
-  for (const d of cluster.devices) {
-    await waitFor(async () => (await d.log.lease(SIGNER_LEASE, 'confirmed'))?.epoch === seen!.epoch + 1, 15_000, `device ${d.index} to confirm the next tenure`)
-  }
-  t.is((await a.log.lease(SIGNER_LEASE, 'confirmed'))?.holder, c.log.self, 'ordered after the pending claim, the release was rejected: the claimant holds')
 })

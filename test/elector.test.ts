@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events'
 import { Elector, type DemotionReason, type LeaseLog } from '../lib/lease/elector.js'
 import { ManualClock } from '../lib/lease/clock.js'
 import { electionConfig } from '../lib/lease/config.js'
-import { chooseSuccessor, type Capable } from '../lib/lease/election.js'
+import { chooseSuccessor, claimRank, type Capable } from '../lib/lease/election.js'
 import { transition, type LeaseOutcome, type LeaseRecord } from '../lib/lease/lease-state.js'
 import { decodeOp, encodeOp, SIGNER_LEASE, type LeaseOp } from '../lib/log/ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
@@ -779,13 +779,15 @@ test('a confirmed holder releases whatever the tip shows: a pending claim of ano
   t.is(await a.e.release(), 'released', 'released, not not-held')
   const sent = world.ops({ author: A, type: 'release' })
   t.is(sent.length, 1, 'a release was appended')
-  t.is(sent[0]!.op.type === 'release' ? sent[0]!.op.epoch : null, 1, 'at its confirmed epoch')
-  t.alike(a.e.lastRelease(), { epoch: 1, successor: sent[0]!.op.type === 'release' ? (sent[0]!.op.successor ?? null) : null, opId: sent[0]!.id }, 'lastRelease says what was sent')
-  t.is(sent[0]!.outcome.result, 'rejected', 'ordered after the pending claim it is rejected: the claimant holds')
+  const first = sent[0]
+  if (first === undefined || first.op.type !== 'release') return
+  t.is(first.op.epoch, 1, 'at its confirmed epoch')
+  t.alike(a.e.lastRelease(), { epoch: 1, successor: first.op.successor ?? null, opId: first.id }, 'lastRelease says what was sent')
+  t.is(first.outcome.result, 'rejected', 'ordered after the pending claim it is rejected: the claimant holds')
   t.alike(a.demoted, [{ epoch: 1, reason: 'released' }])
   // The other order, as apply would see it: the release first, then the claim fails its CAS.
   const held = world.confirmed.get(SIGNER_LEASE)!
-  const released = transition(held, sent[0]!.op, { author: A, opId: sent[0]!.id })
+  const released = transition(held, first.op, { author: A, opId: first.id })
   t.is(released.result, 'released', 'ordered before the claim, the release frees the record')
   const late = transition(released.record, { type: 'claim', name: SIGNER_LEASE, seen: idOf(A, 1), epoch: 2, ts: 1 }, { author: C, opId: idOf(C, 1) })
   t.alike([late.result, late.result === 'rejected' ? late.reason : null], ['rejected', 'stale-record'], "and the pending claim fails its CAS (the nominee's claim follows)")
@@ -879,16 +881,21 @@ test('an incapable holder with no live capable standby keeps the lease (the sign
 
 test('an incapable standby claims after the capable ones in the claim order', async (t) => {
   const world = new LogWorld()
-  const capable: Capable = (k) => k !== C
+  // The standby first in the hash order for epoch 2 is the incapable one: capabilities must move it back.
+  const hashFirst = claimRank(B, [B, C], 2) === 0 ? B : C
+  const other = hashFirst === B ? C : B
+  const capable: Capable = (k) => k !== hashFirst
   const a = await device(t, world, A, 1_000)
   await elect(t, world, a)
   world.live = [A, B, C]
-  const c = await device(t, world, C, 900_000, { capable })
-  const b = await device(t, world, B, 500_000, { capable })
-  await c.e.step()
-  await b.e.step()
+  const slow = await device(t, world, hashFirst, 900_000, { capable })
+  const fast = await device(t, world, other, 500_000, { capable })
+  await slow.e.step()
+  await fast.e.step()
   await a.e.close()
   world.advance(LEASE_MS)
-  t.alike(await b.e.step(), { action: 'claim', seen: idOf(A, 1), epoch: 2 }, 'the capable standby claims at expiry')
-  t.alike((await c.e.step()).action, 'wait', 'the incapable one waits a step more, and then sees the claim')
+  t.alike((await slow.e.step()).action, 'wait', 'the incapable one, first by hash, waits at expiry')
+  t.alike(await fast.e.step(), { action: 'claim', seen: idOf(A, 1), epoch: 2 }, 'the capable standby claims at expiry')
+  t.alike((await slow.e.step()).action, 'wait', 'and the incapable one then sees the claim')
+  t.is(world.ops({ type: 'claim' }).length, 2, 'one claim after the first')
 })
