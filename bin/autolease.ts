@@ -15,13 +15,13 @@
  *   6 invite refused (expired, already used, rejected)
  *   7 no such lease, or the prefix is ambiguous
  */
-import { Command, CommanderError } from 'commander'
+import { Command, CommanderError, Option } from 'commander'
 import { join } from 'node:path'
 import { createRequire } from 'node:module'
 import Corestore from 'corestore'
 import createTestnet from 'hyperdht/testnet.js'
 import { Daemon } from '../lib/daemon/daemon.js'
-import { createLogger } from '../lib/daemon/logger.js'
+import { createLogger, LOG_LEVELS } from '../lib/daemon/logger.js'
 import { call, watch, RemoteError } from '../lib/daemon/control-client.js'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/daemon/storage-lock.js'
 import { IntentLog } from '../lib/log/intent-log.js'
@@ -71,6 +71,7 @@ interface StartFlags extends NetFlags {
   dryRun?: boolean
   reconcileS?: number
   gateTimeoutS?: number
+  logLevel: string
 }
 
 async function cmdStart(f: StartFlags): Promise<number> {
@@ -81,9 +82,18 @@ async function cmdStart(f: StartFlags): Promise<number> {
   if (f.forgeConfig === undefined && (f.dryRun || f.reconcileS !== undefined || f.gateTimeoutS !== undefined)) {
     throw new Exit(EXIT.USAGE, '--dry-run, --reconcile-s and --gate-timeout-s go with --forge-config')
   }
-  // A bad forge config is refused before anything starts.
-  const forge = f.forgeConfig === undefined ? undefined : loadForgeConfig(f.forgeConfig)
-  const logger = createLogger()
+  const logger = createLogger({ level: f.logLevel })
+  // A forge config that fails to load leaves the device without the queue, and it says so (status, log, metric) and hands the lease to one that can.
+  let forge: ReturnType<typeof loadForgeConfig> | undefined
+  let forgeError: string | undefined
+  if (f.forgeConfig !== undefined) {
+    try {
+      forge = loadForgeConfig(f.forgeConfig)
+    } catch (err) {
+      forgeError = `the forge config failed to load: ${(err as Error).message}`
+      logger.error({ err: (err as Error).message }, 'forge config not loaded: running without the merge queue')
+    }
+  }
   const daemon = new Daemon({
     storage: f.storage,
     ...net(f),
@@ -93,6 +103,7 @@ async function cmdStart(f: StartFlags): Promise<number> {
     ...(f.webhookHost ? { webhookHost: f.webhookHost } : {}),
     ...(f.webhookSecretsFile ? { webhookSecretsFile: f.webhookSecretsFile } : {}),
     ...(forge !== undefined ? { forge } : {}),
+    ...(forgeError !== undefined ? { forgeError } : {}),
     ...(f.dryRun ? { dryRun: true } : {}),
     ...(f.reconcileS !== undefined ? { reconcileMs: f.reconcileS * 1000 } : {}),
     ...(f.gateTimeoutS !== undefined ? { gateTimeoutMs: f.gateTimeoutS * 1000 } : {}),
@@ -100,13 +111,13 @@ async function cmdStart(f: StartFlags): Promise<number> {
   })
   process.on('SIGHUP', () => daemon.reloadSecrets())
   let stopping: Promise<void> | null = null
-  const stop = (signal: string): void => {
+  const stop = (signal: string, code: number = EXIT.OK): void => {
     if (stopping) return
     logger.info({ signal }, 'stopping')
     stopping = daemon.stop().then(
       () => {
-        logger.info('stopped')
-        process.exit(EXIT.OK)
+        logger.info({ exitCode: code }, 'stopped')
+        process.exit(code)
       },
       (err: unknown) => {
         logger.error({ err }, 'stop failed')
@@ -116,7 +127,14 @@ async function cmdStart(f: StartFlags): Promise<number> {
   }
   process.once('SIGINT', () => stop('SIGINT'))
   process.once('SIGTERM', () => stop('SIGTERM'))
-  await daemon.ready()
+  // The group moved past this build while running: stop gracefully, exit VERSION_AHEAD (a supervisor should not restart it).
+  daemon.on('fatal', (err: Error) => stop((err as Error & { code?: string }).code ?? 'fatal', EXIT.VERSION_AHEAD))
+  try {
+    await daemon.ready()
+  } catch (err) {
+    if (isAutoleaseError(err) && err.code === 'VERSION_AHEAD') throw new Exit(EXIT.VERSION_AHEAD, err.message)
+    throw err
+  }
   return new Promise<number>(() => {}) // runs until a signal
 }
 
@@ -309,6 +327,7 @@ function build(): Command {
     .option('--dry-run', 'with --forge-config: decide and log, never change anything at the forge')
     .option('--reconcile-s <n>', 'with --forge-config: reconcile with the forge every N seconds (default 300)', seconds)
     .option('--gate-timeout-s <n>', 'with --forge-config: bounce a PR whose checks are still pending after N seconds (default 1800)', seconds)
+    .addOption(new Option('--log-level <level>', 'JSON log level (debug adds a "renewed" line per confirmed renew)').choices(LOG_LEVELS).default('info'))
     .action(act((f: StartFlags) => cmdStart(f)))
 
   storage(program.command('invite').description('print a one-line, single-use invite from the running daemon'))

@@ -147,24 +147,26 @@ test('(e) an isolated holder demotes by its deadline; the majority elects epoch+
   t.is(mon.overlaps, 0, mon.report())
 })
 
-test('(g) a holder restarted on the same storage renews its confirmed tenure and never reuses an epoch', async (t) => {
+// Defect (a randomized fault run on real processes): a holder SIGKILLed at
+// epoch 12 and restarted before its lease ran out renewed its old record and
+// was elected again at epoch 12: two incarnations under one fencing token.
+test('(g) a holder restarted on the same storage before its lease ran out never holds at the epoch it held: the group moves to epoch+1', async (t) => {
   const cluster = await Cluster.create(t, { config: { leaseMs: LEASE_MS } })
   const mon = new OverlapMonitor(cluster)
   const holder = await cluster.waitForHolder()
   const epoch = await confirmedEpoch(holder)
   const restarted = await cluster.restart(holder.index)
-  t.absent(restarted.elector!.holding(), 'right after restart it does not hold: it no longer knows when it sent its last renew')
+  t.absent(restarted.elector!.holding(), 'right after restart it does not hold')
   const again = await cluster.waitForHolder(LEASE_MS * 5)
-  // One more renew confirmed by whoever holds: the tenure is steady, with the monitor running.
-  const rev = (await again.log.lease(SIGNER_LEASE, 'confirmed'))!.rev
-  await waitFor(async () => ((await again.log.lease(SIGNER_LEASE, 'confirmed'))?.rev ?? 0) > rev, LEASE_MS * 3, 'the holder to renew once more')
+  // Asserted below rather than thrown here: the old build stays at the epoch for good.
+  await waitFor(async () => (await confirmedEpoch(again)) > epoch, LEASE_MS * 3, 'a tenure after the restart').catch(() => {})
   mon.stop()
-  const now = await confirmedEpoch(again)
-  if (again.index === holder.index) {
-    t.is(now, epoch, 'it renewed its still-confirmed tenure (same epoch)')
-  } else {
-    t.is(now, epoch + 1, 'it was fenced: another device took over at epoch+1')
-  }
+  t.is(await confirmedEpoch(again), epoch + 1, `the next holder (device ${again.index}, restarted device ${holder.index}) is at epoch+1`)
+  t.absent(
+    restarted.events.some((e) => e.msg === 'elected' && e.epoch === epoch),
+    `the restarted process never elected at epoch ${epoch} (its events: ${restarted.events.map((e) => `${e.msg}@${e.epoch}`).join(', ') || 'none'})`
+  )
+  t.alike((restarted.inherited ?? []).map((x) => x.epoch), [epoch], 'it said once that it waits out the earlier process tenure')
   const tenures = await again.log.tenures(SIGNER_LEASE, 'confirmed')
   const epochs = tenures.map((x) => x.epoch)
   t.alike(epochs, [...new Set(epochs)].sort((a, b) => a - b), `epochs unique and increasing: ${epochs.join(',')}`)

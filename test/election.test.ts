@@ -1,7 +1,7 @@
 import test from 'brittle'
 import { holds } from './helpers/props.js'
 import fc from 'fast-check'
-import { chooseSuccessor, claimRank, decide, holdDeadline, holdingEpoch, type Decision, type ElectionView, type Timing } from '../lib/lease/election.js'
+import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Decision, type ElectionView, type Timing } from '../lib/lease/election.js'
 import { electionConfig } from '../lib/lease/config.js'
 import { opId, SIGNER_LEASE } from '../lib/log/ops.js'
 import type { LeaseRecord } from '../lib/lease/lease-state.js'
@@ -57,12 +57,12 @@ test('record held by another: wait leaseMs after first seeing it, claim at exact
   t.alike(decide(view({ tip: record({ ts: 9e15 }), observedAt, now: 15_000 }), T).action, 'claim', 'a future ts does not lengthen it')
 })
 
-test('holder: renew only once leaseMs/2 passed since the last send; at once after a restart', (t) => {
+test('holder: renew only once leaseMs/2 passed since the last send; at once after a suspend (send time forgotten)', (t) => {
   const mine = record({ holder: SELF, epoch: 6, opId: opId(SELF, 20) })
   t.alike(decide(view({ tip: mine, lastSentAt: 10_000, now: 10_000 }), T), { action: 'wait', until: 12_500, reason: 'renewed-recently' })
   t.alike(decide(view({ tip: mine, lastSentAt: 10_000, now: 12_499 }), T), { action: 'wait', until: 12_500, reason: 'renewed-recently' })
   t.alike(decide(view({ tip: mine, lastSentAt: 10_000, now: 12_500 }), T), { action: 'renew', epoch: 6 }, 'at lastSentAt + leaseMs/2')
-  t.alike(decide(view({ tip: mine, lastSentAt: null, now: 10_000 }), T), { action: 'renew', epoch: 6 }, 'unknown last send (restart): renew now')
+  t.alike(decide(view({ tip: mine, lastSentAt: null, now: 10_000 }), T), { action: 'renew', epoch: 6 }, 'unknown last send (a suspend of this process): renew now')
   // Even long after observedAt + leaseMs the holder renews, never claims its own record.
   t.alike(decide(view({ tip: mine, observedAt: 0, lastSentAt: null, now: 1e9 }), T), { action: 'renew', epoch: 6 })
 })
@@ -286,4 +286,53 @@ test('early renew: a slow confirm latency moves the renew ahead of leaseMs/2, ne
   t.alike(decide(view({ ...base, now: 12_000, confirmLatencyMs: 400 }), T), { action: 'wait', until: 12_150, reason: 'renewed-recently' }, 'p95 400 ms: at deadline - 4 x p95')
   t.alike(decide(view({ ...base, now: 12_150, confirmLatencyMs: 400 }), T), { action: 'renew', epoch: 6 })
   t.alike(decide(view({ ...base, now: 10_100, confirmLatencyMs: 5_000 }), T), { action: 'wait', until: 10_500, reason: 'renewed-recently' }, 'never more often than once per retryMs')
+})
+
+test('inherited: a record naming us that an earlier process wrote is waited out like another device’s, then claimed at epoch + 1', (t) => {
+  // This process's first op is at index 30: anything of ours below it is an earlier process's.
+  const old = record({ holder: SELF, epoch: 12, opId: opId(SELF, 25) })
+  const mine = record({ holder: SELF, epoch: 12, opId: opId(SELF, 31) })
+  const rows: Array<[string, LeaseRecord | null, number | null, boolean]> = [
+    ['our record, before this process appended anything', old, null, true],
+    ['our record, below our first index', old, 30, true],
+    ['our record, at or above our first index', mine, 30, false],
+    ['our record at exactly our first index', record({ holder: SELF, opId: opId(SELF, 30) }), 30, false],
+    ["another device's record", record({}), null, false],
+    ['a free record of ours', record({ holder: null, opId: opId(SELF, 25) }), 30, false],
+    ['no record', null, null, false]
+  ]
+  for (const [what, r, first, expected] of rows) t.is(isInherited(SELF, r, first), expected, what)
+  t.is(opIndex(opId(SELF, 25)), 25)
+
+  const observedAt = 10_000
+  const v = { tip: old, observedAt, inherited: true }
+  t.alike(decide(view({ ...v, now: observedAt }), T), { action: 'wait', until: 15_000, reason: 'lease-live' }, 'no renew: waits leaseMs from first sight')
+  t.alike(decide(view({ ...v, now: 14_999, lastSentAt: null }), T).action, 'wait', 'unknown send time does not make it renew')
+  t.alike(decide(view({ ...v, now: 15_000 }), T), { action: 'claim', seen: old.opId, epoch: 13 }, 'then claims epoch + 1 on it')
+  t.alike(decide(view({ ...v, now: 15_000, rank: 1 }), T), { action: 'wait', until: 15_500, reason: 'lease-live' }, 'in its place in the claim order')
+  t.alike(decide(view({ tip: mine, observedAt, now: observedAt, lastSentAt: null }), T), { action: 'renew', epoch: 12 }, 'not inherited (a suspend of this process): renews at once')
+})
+
+test('capabilities: capable devices first in the claim order, nominated first; an incapable holder hands over at its renew point, only to a capable one', (t) => {
+  const keys = ['1', '2', '3', '4'].map((c) => c.repeat(64))
+  const incapable = new Set([keys[0]!, keys[2]!])
+  const capable = (k: string): boolean => !incapable.has(k)
+  for (const epoch of [1, 2, 3, 9]) {
+    const ranks = keys.map((k) => claimRank(k, keys, epoch, capable))
+    t.alike([...ranks].sort(), [0, 1, 2, 3], `epoch ${epoch}: an order`)
+    t.ok(Math.max(ranks[1]!, ranks[3]!) < Math.min(ranks[0]!, ranks[2]!), `epoch ${epoch}: both capable devices before both incapable ones`)
+    t.ok(capable(chooseSuccessor(keys[1]!, keys, epoch, capable)!), `epoch ${epoch}: the nominee is capable`)
+    t.is(handOverTarget(keys[0]!, keys, epoch, capable), chooseSuccessor(keys[0]!, keys, epoch, capable), `epoch ${epoch}: an incapable holder hands over to its nominee`)
+  }
+  t.alike(keys.map((k) => claimRank(k, keys, 5, () => true)), keys.map((k) => claimRank(k, keys, 5)), 'everyone capable: the order of before')
+  t.is(handOverTarget(keys[1]!, keys, 4, capable), null, 'a capable holder keeps the lease')
+  t.is(handOverTarget(keys[0]!, [keys[0]!, keys[2]!], 4, capable), null, 'no live capable standby: keeps it')
+  t.is(chooseSuccessor(keys[0]!, [keys[0]!, keys[2]!], 4, capable), keys[2], 'but still nominates an incapable one on a release')
+
+  const mine = record({ holder: SELF, epoch: 6, opId: opId(SELF, 20) })
+  const base = { tip: mine, lastSentAt: 10_000, holdDeadline: 10_000 + T.renewDeadlineMs, handOverTo: OTHER }
+  t.alike(decide(view({ ...base, now: 12_000 }), T), { action: 'wait', until: 12_500, reason: 'renewed-recently' }, 'before its renew point: holds')
+  t.alike(decide(view({ ...base, now: 12_500 }), T), { action: 'hand-over', epoch: 6, successor: OTHER }, 'at it: hands over instead of renewing')
+  t.alike(decide(view({ ...base, now: 12_500, holdDeadline: null }), T), { action: 'renew', epoch: 6 }, 'not holding (renew unconfirmed past its deadline): renews, hands nothing over')
+  t.alike(decide(view({ ...base, now: 12_500, handOverTo: null }), T), { action: 'renew', epoch: 6 }, 'nobody to hand over to: renews')
 })

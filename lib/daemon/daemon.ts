@@ -4,17 +4,28 @@
  * control-routes.ts.
  *
  * Open order (close is the reverse): storage lock -> corestore -> intent
- * log -> swarm -> elector -> pairing host -> control socket -> webhook
- * intake -> metrics.
+ * log -> swarm -> capabilities -> elector -> pairing host -> control socket
+ * -> webhook intake -> metrics.
  *
- * Graceful stop (SIGINT/SIGTERM via `stop()`): holding ends at once, the
- * `run` children attached to this daemon are waited for (bounded by the old
- * deadline), the release is appended naming a live successor, and the
- * daemon stays connected and acking until the successor's tenure is
- * confirmed (bounded by leaseMs): with it gone at once, the successor's
- * claim would need every remaining indexer to ack it. Then everything
- * closes. Storage survives: a restarted daemon reopens its log, catches up
- * from peers, and can only claim epoch + 1 of what it sees.
+ * Graceful stop (SIGINT/SIGTERM via `stop()`): this device withdraws its
+ * capability (capability.ts), holding ends at once, the `run` children
+ * attached to this daemon are waited for (bounded by the old deadline) and
+ * a forge call in flight finishes (bounded by its timeout), the release is
+ * appended naming a live successor (whatever the tip shows: elector.ts),
+ * and the daemon stays connected and acking until another device's tenure
+ * is confirmed (bounded by 2 x leaseMs; only until its release is confirmed
+ * when it nominated nobody): with it gone at once, the successor's claim
+ * would need every remaining indexer to ack it. Then everything closes
+ * (bounded by CLOSE_TIMEOUT_MS). From SIGTERM to exit:
+ * max(renewDeadlineMs, forge timeoutMs + 1 s) + 2 x leaseMs + 3 s at most.
+ * Storage survives: a restarted daemon reopens its log, catches up from
+ * peers, and never acts under an epoch an earlier process held (it waits
+ * that tenure out and claims epoch + 1: election.ts).
+ *
+ * A group that moves to an apply version this build does not implement
+ * (VERSION_AHEAD while running) stops the daemon the same graceful way,
+ * claiming nothing further, and `fatal` tells the CLI to exit with its own
+ * code: this device would otherwise read a frozen view and act on it.
  */
 import Corestore from 'corestore'
 import b4a from 'b4a'
@@ -33,7 +44,9 @@ import { RunRegistry } from './run-registry.js'
 import { NamedLeases, waitForConfirmed } from '../lease/named-leases.js'
 import { PairingHost } from './pairing.js'
 import { Metrics } from './metrics.js'
-import { logDemoted, logElected, type Logger } from './logger.js'
+import { logDemoted, logElected, logRenewed, type Logger } from './logger.js'
+import { Capabilities } from './capability.js'
+import { handOverTarget } from '../lease/election.js'
 import { QueueReads } from '../queue/queue-reads.js'
 import { WebhookSecrets } from '../queue/webhook-secrets.js'
 import { WebhookServer } from '../queue/webhook-server.js'
@@ -59,6 +72,8 @@ export interface DaemonOptions {
   webhookSecretsFile?: string
   /** The forge the holder's worker uses (GitHub or the local fake); without it this device never runs the queue. */
   forge?: GitHubForgeConfig
+  /** A forge config was given but failed to load (why): the device runs without the queue and says so (capability.ts). */
+  forgeError?: string
   /** Decide and log, never mutate the forge. */
   dryRun?: boolean
   /** Reconciliation period (default 300 s). */
@@ -110,6 +125,13 @@ export type DaemonStatus = {
   log: { length: number; indexed: number; signed: number }
   /** null without a forge; epoch null while not holding. */
   worker: { epoch: number | null; inFlight: number } | null
+  /**
+   * Whether this device can do the holder's work (capability.ts): `forge`
+   * (a forge was given and loaded), `capable` (it has one, or the group
+   * manages no repos), `reason` (why not), `announced` (the group's apply
+   * version carries capabilities, so the others rank and nominate by it).
+   */
+  capability: { forge: boolean; capable: boolean; reason: string | null; announced: boolean }
   pid: number
 }
 
@@ -130,6 +152,8 @@ export class Daemon extends ReadyResource {
   private queue: QueueReads | null = null
   private worker: HolderWorker | null = null
   private forgeTimeoutMs = 0
+  private capabilities: Capabilities | null = null
+  private fatalError: Error | null = null
   private readonly runs = new RunRegistry()
 
   constructor(opts: DaemonOptions) {
@@ -170,7 +194,10 @@ export class Daemon extends ReadyResource {
     await this.store.ready()
     const log = new IntentLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
     this.log = log
-    log.on('error', (err: unknown) => this.logger.error({ err }, 'intent log error'))
+    log.on('error', (err: unknown) => {
+      if ((err as { code?: unknown }).code === 'VERSION_AHEAD') return this.fatal(err as Error)
+      this.logger.error({ err }, 'intent log error')
+    })
     log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
     await log.ready()
     this.queue = new QueueReads(log)
@@ -183,12 +210,53 @@ export class Daemon extends ReadyResource {
     })
     await this.swarm.ready()
 
-    const elector = new Elector(log, { config: this.config })
-    this.elector = elector
-    elector.on('elected', ({ epoch }) => {
-      logElected(this.logger, epoch)
-      this.metrics?.transitions.inc({ role: 'holder' })
+    // The worker needs the elector, the elector the capabilities: decide whether this device has a forge first.
+    let forge: Forge | null = null
+    let forgeError = this.opts.forgeError ?? null
+    if (this.opts.forge !== undefined) {
+      try {
+        forge = createGitHubForge(this.opts.forge, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
+      } catch (err) {
+        forgeError = `the forge config failed to load: ${(err as Error).message}`
+      }
+    }
+    const queue = this.queue
+    const capabilities = new Capabilities({
+      log,
+      forge: forge !== null,
+      reason: forge !== null ? null : (forgeError ?? 'no forge config (start --forge-config) while the group manages repos'),
+      managesRepos: async () => (await queue.repos('tip')).length > 0
     })
+    this.capabilities = capabilities
+    capabilities.on('change', (st) => {
+      if (st.capable) this.logger.info({ forge: st.forge }, 'this device can run the merge queue again')
+      else this.logger.warn({ reason: st.reason, announced: st.announced }, 'this device cannot run the merge queue: it hands the signer lease to a live device that can')
+    })
+    capabilities.on('warning', (err) => this.logger.warn({ err: err.message }, 'capability warning'))
+    await capabilities.ready()
+
+    const elector = new Elector(log, {
+      config: this.config,
+      capable: (key) => capabilities.capable(key),
+      stopWork: (deadline) => this.stopLocalWork(deadline, performance.now())
+    })
+    this.elector = elector
+    elector.on('elected', ({ epoch, holdMs }) => {
+      logElected(this.logger, epoch, holdMs)
+      this.metrics?.transitions.inc({ role: 'holder' })
+      if (!capabilities.state().capable) {
+        const to = handOverTarget(log.self, log.liveWriters(this.config.leaseMs), epoch + 1, (k) => capabilities.capable(k))
+        this.logger.warn(
+          { epoch, handOverTo: to },
+          to === null ? 'holding the signer lease without the merge queue: no live device can run it' : 'holding the signer lease without the merge queue: handing over at the next renew'
+        )
+      }
+    })
+    elector.on('renewed', ({ epoch, holdMs }) => logRenewed(this.logger, epoch, holdMs))
+    elector.on('inherited', ({ epoch, claimAfterMs }) =>
+      this.logger.info({ epoch, claimAfterMs }, 'tenure of an earlier process of this device: waiting it out, then claiming epoch + 1')
+    )
+    elector.on('hand-over', ({ epoch, successor }) => this.logger.info({ epoch, successor }, 'handing the signer lease to a device that can run the merge queue'))
     elector.on('demoted', ({ epoch, reason, ...detail }) => {
       logDemoted(this.logger, epoch, reason, detail)
       this.metrics?.transitions.inc({ role: 'standby' })
@@ -199,7 +267,7 @@ export class Daemon extends ReadyResource {
     this.pairing = new PairingHost(log, this.swarm.swarm)
     await this.pairing.ready()
 
-    if (this.opts.forge !== undefined) this.startWorker(log, elector, this.queue, this.opts.forge)
+    if (forge !== null && this.opts.forge !== undefined) this.startWorker(log, elector, this.queue, forge, this.opts.forge)
 
     const leases = new NamedLeases(log, { onconfirm: (op, ms) => this.metrics?.confirmLatency.observe({ op }, ms / 1000) })
     this.control = new ControlServer(paths.socket)
@@ -212,7 +280,7 @@ export class Daemon extends ReadyResource {
       runs: this.runs,
       config: this.config,
       status: () => this.statusJson(),
-      stepDown: (timeoutMs) => this.stepDown(timeoutMs, false)
+      stepDown: (timeoutMs) => this.stepDown(timeoutMs, 'released')
     })
     await this.control.ready()
 
@@ -243,6 +311,7 @@ export class Daemon extends ReadyResource {
       this.metrics = new Metrics(
         {
           holding: () => elector.holding(),
+          capable: () => capabilities.state().capable,
           epoch: () => elector.status().confirmed?.epoch ?? 0,
           peers: () => swarm.peers,
           rejected: () => log.rejected('confirmed'),
@@ -266,8 +335,7 @@ export class Daemon extends ReadyResource {
   }
 
   /** The holder's merge-queue worker: acts only while this device holds (worker.ts). */
-  private startWorker(log: IntentLog, elector: Elector, queue: QueueReads, config: GitHubForgeConfig): void {
-    const forge: Forge = createGitHubForge(config, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
+  private startWorker(log: IntentLog, elector: Elector, queue: QueueReads, forge: Forge, config: GitHubForgeConfig): void {
     this.forgeTimeoutMs = config.timeoutMs ?? 10_000
     this.worker = new HolderWorker({
       log,
@@ -297,6 +365,7 @@ export class Daemon extends ReadyResource {
     if (this.control) await this.control.close()
     if (this.pairing) await this.pairing.close()
     if (this.elector) await this.elector.close()
+    if (this.capabilities) await this.capabilities.close()
     if (this.swarm) await this.swarm.close()
     if (this.log) await this.log.close()
     if (this.store) await this.store.close()
@@ -320,7 +389,9 @@ export class Daemon extends ReadyResource {
   async stop(): Promise<void> {
     if (this.opened && this.closing === null && this.elector && this.log) {
       try {
-        await this.stepDown(this.config.leaseMs * 2, true)
+        // Before the release: the device we hand over to must not see us as able to take the work back.
+        if (this.fatalError === null) await this.capabilities?.withdraw()
+        await this.stepDown(this.config.leaseMs * 2, this.fatalError === null ? 'successor' : 'frozen')
       } catch (err) {
         this.logger.warn({ err: (err as Error).message }, 'release on stop not confirmed')
       }
@@ -339,44 +410,77 @@ export class Daemon extends ReadyResource {
   }
 
   /**
-   * Release the signer lease if held: local `run` children first (bounded
-   * by the old deadline), then the release op naming a successor. Waits
-   * until the release is confirmed, and with `untilSuccessor` until the
-   * successor's tenure is (so a stopping daemon keeps acking for it).
+   * This device must stop (the group moved past this build: VERSION_AHEAD).
+   * Once: the elector is retired at once (nothing claimed or renewed after
+   * this), one error line, and `fatal` for the CLI, which stops the daemon
+   * (stop()) and exits with its code. Without a listener, stop here.
    */
-  private async stepDown(timeoutMs: number, untilSuccessor: boolean): Promise<'released' | 'not-held'> {
+  private fatal(err: Error): void {
+    if (this.fatalError !== null) return
+    this.fatalError = err
+    this.elector?.retire()
+    this.logger.error({ code: (err as { code?: unknown }).code, err: err.message }, 'stopping: this build cannot follow the group')
+    if (this.listenerCount('fatal') > 0) this.emit('fatal', err)
+    else void this.stop()
+  }
+
+  /** Stop local work before a release (run children bounded by the old deadline; a forge call in flight bounded by its timeout). */
+  private async stopLocalWork(deadline: number | null, since: number): Promise<void> {
+    const [idle, settled] = await Promise.all([
+      this.runs.idle(deadline === null ? 0 : deadline - systemClock.now(), since),
+      // A forge call in flight finishes (bounded by its timeout) and its ending is recorded before the release.
+      this.worker === null ? true : this.worker.drain(this.forgeTimeoutMs + 1_000)
+    ])
+    if (!idle) this.logger.warn({ running: this.runs.running }, 'a run child did not report stopping before the deadline; releasing now (its runner kills it by then)')
+    if (!settled) this.logger.warn({ timeoutMs: this.forgeTimeoutMs }, 'a forge call did not finish; releasing now (the next holder re-reads the forge)')
+  }
+
+  /**
+   * Release the signer lease if this process holds or held it (elector.ts:
+   * whatever the tip shows): local `run` children first (bounded by the old
+   * deadline), then the release op naming a successor. Then waits, bounded
+   * by `timeoutMs`:
+   * - `released` (`autolease release`): until the confirmed record no
+   *   longer names us;
+   * - `successor` (a stop): until another device's tenure is confirmed, so
+   *   a stopping daemon keeps acking for it; when the release nominated
+   *   nobody (no live standby), only until the release is confirmed;
+   * - `frozen` (a stop on VERSION_AHEAD, our view no longer moves): until
+   *   the release itself is indexed (the confirmed view's applied count
+   *   reaches the tip's, which our frozen apply still counts), bounded by
+   *   leaseMs.
+   */
+  private async stepDown(timeoutMs: number, until: 'released' | 'successor' | 'frozen'): Promise<'released' | 'not-held'> {
     const elector = this.elector!
     const log = this.log!
-    const epoch = (await log.lease(SIGNER_LEASE, 'tip'))?.epoch ?? 0
     // Holding ends inside release(), before anything is awaited: a runner's
     // report from now on was made knowing it.
     const since = performance.now()
-    const result = await elector.release({
-      stopWork: async (deadline) => {
-        const [idle, settled] = await Promise.all([
-          this.runs.idle(deadline === null ? 0 : deadline - systemClock.now(), since),
-          // A forge call in flight finishes (bounded by its timeout) and its ending is recorded before the release.
-          this.worker === null ? true : this.worker.drain(this.forgeTimeoutMs + 1_000)
-        ])
-        if (!idle) this.logger.warn({ running: this.runs.running }, 'a run child did not report stopping before the deadline; releasing now (its runner kills it by then)')
-        if (!settled) this.logger.warn({ timeoutMs: this.forgeTimeoutMs }, 'a forge call did not finish; releasing now (the next holder re-reads the forge)')
-      }
-    })
-    if (result === 'released') {
-      await waitForConfirmed(
-        log,
-        async () => {
-          const confirmed = await log.lease(SIGNER_LEASE, 'confirmed')
-          return untilSuccessor ? (confirmed?.epoch ?? 0) > epoch : confirmed?.holder !== log.self
-        },
-        timeoutMs,
-        untilSuccessor ? "the successor's tenure to be confirmed" : 'the release to be confirmed'
-      ).catch((err: unknown) => {
-        // Without a successor in time the release itself may be confirmed: that is enough to go.
-        if (!untilSuccessor) throw err
-        this.logger.warn({ err: (err as Error).message }, 'no successor confirmed before stopping')
-      })
+    const result = await elector.release({ stopWork: (deadline) => this.stopLocalWork(deadline, since), final: until !== 'released' })
+    if (result !== 'released') return result
+    const nominated = elector.lastRelease()?.successor ?? null
+    const self = log.self
+    if (until === 'frozen') {
+      const target = await log.applied('tip')
+      await waitForConfirmed(log, async () => (await log.applied('confirmed')) >= target, Math.min(timeoutMs, this.config.leaseMs), 'the release to be indexed').catch(
+        (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'release not indexed before stopping')
+      )
+      return result
     }
+    const other = until === 'successor' && nominated !== null
+    await waitForConfirmed(
+      log,
+      async () => {
+        const holder = (await log.lease(SIGNER_LEASE, 'confirmed'))?.holder ?? null
+        return other ? holder !== null && holder !== self : holder !== self
+      },
+      timeoutMs,
+      other ? "another device's tenure to be confirmed" : 'the release to be confirmed'
+    ).catch((err: unknown) => {
+      // Without a successor in time the release itself may be confirmed: that is enough to go.
+      if (until === 'released') throw err
+      this.logger.warn({ err: (err as Error).message }, 'no successor confirmed before stopping')
+    })
     return result
   }
 
@@ -418,6 +522,7 @@ export class Daemon extends ReadyResource {
       forcedAcks: log.forcedAcks,
       log: { length: log.base.length, indexed: log.base.indexedLength, signed: log.base.signedLength },
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
+      capability: this.capabilities!.state(),
       pid: process.pid
     }
   }

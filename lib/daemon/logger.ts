@@ -3,8 +3,13 @@
  *
  * Contract other tools parse (the overlap checker, tests, operators): each
  * role change is exactly ONE line with `msg` "elected" or "demoted", the
- * `epoch`, and `time` in ms since the Unix epoch. Writes are synchronous, so
- * a line logged before a SIGKILL is on stdout.
+ * `epoch`, and `time` in ms since the Unix epoch. `elected` and each
+ * confirmed renew of ours (`renewed`, debug level) state `holdMs`: ms from
+ * the line until the hold deadline on this device's monotonic clock. A
+ * checker computes holder intervals from its own receipt time + holdMs,
+ * because `time` is the device's wall clock (a faked clock fakes it) and a
+ * SIGSTOPped holder logs `demoted` only after SIGCONT. Writes are
+ * synchronous, so a line logged before a SIGKILL is on stdout.
  */
 import pino from 'pino'
 import type { DemotionReason } from '../lease/elector.js'
@@ -22,8 +27,16 @@ export function createLogger(opts: { level?: string; destination?: pino.Destinat
   )
 }
 
-export function logElected(log: Logger, epoch: number): void {
-  log.info({ epoch }, 'elected')
+/** The pino levels `start --log-level` accepts. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+
+export function logElected(log: Logger, epoch: number, holdMs: number): void {
+  log.info({ epoch, holdMs }, 'elected')
+}
+
+/** A confirmed renew of ours moved the hold deadline (debug: one line per leaseMs/2 is too much for info). */
+export function logRenewed(log: Logger, epoch: number, holdMs: number): void {
+  log.debug({ epoch, holdMs }, 'renewed')
 }
 
 /** One line per demotion; at a deadline also how long the pending renew had waited and the recent p95 confirm latency (why it came late). */

@@ -15,6 +15,8 @@ export interface MetricsSource {
   /** Epoch of the confirmed signer record (0 if none). */
   epoch(): number
   peers(): number
+  /** This device can do the holder's work (capability.ts); absent: always 1. */
+  capable?(): boolean
   rejected(): Promise<Record<string, number>>
   /** Per managed repo (tip view): queue length and events recorded so far. */
   queues(): Promise<Array<{ tenant: string; repo: string; queueLength: number; events: number }>>
@@ -52,6 +54,14 @@ export class Metrics extends ReadyResource {
       registers,
       collect() {
         this.set(source.epoch())
+      }
+    })
+    new Gauge({
+      name: 'autolease_capable',
+      help: "1 while this device can do the holder's work (a working forge, or the group manages no repos), else 0",
+      registers,
+      collect() {
+        this.set(source.capable === undefined || source.capable() ? 1 : 0)
       }
     })
     new Gauge({

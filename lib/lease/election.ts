@@ -14,6 +14,25 @@
  *   the op of ours that produced it) + renewDeadlineMs. A renew still
  *   unconfirmed extends nothing; an op whose send time we do not know
  *   (after a restart or a suspend) gives no window at all.
+ * - One epoch, one process: a record naming this device that an EARLIER
+ *   process of it wrote (`inherited`) is treated exactly like another
+ *   device's live record: wait leaseMs from first seeing it, then claim
+ *   epoch + 1 on it (CAS). Renewing it would let the new process act under
+ *   the old process's token while something of the old one may still be in
+ *   flight (its `run` child until its deadline, a forge call on the wire):
+ *   a fencing token shared by two incarnations fences nothing between them.
+ *   A restarted holder that renewed at once was elected again at the very
+ *   epoch it held when it was SIGKILLed (a randomized fault run). The wait
+ *   starts after the old process's last send (we can only see what it
+ *   sent), so it ends after the old hold deadline, as for a failover. A
+ *   suspend of the SAME process keeps its epoch: it renews (same
+ *   incarnation; its own local work already stopped at its deadline).
+ * - A holder that cannot do the holder's work (capabilities are an input:
+ *   `capable`) hands over at its next renew to the first live capable
+ *   standby (`handOverTarget`) instead of renewing, and incapable standbys
+ *   come after every capable one in the claim order. Capabilities only
+ *   reorder or replace claims and releases, each still CAS-checked by
+ *   apply, so a wrong or stale capability costs liveness, never safety.
  * - Renews are write-gated: at leaseMs/2 after the last one, or earlier
  *   when the confirm latency seen lately would not fit before the deadline
  *   (deadline - RENEW_MARGIN x p95 latency), never more often than once per
@@ -69,11 +88,20 @@ export interface ElectionView {
   confirmLatencyMs?: number
   /** Our place in the claim order for the next epoch (0 = first); see claimRank. */
   rank?: number
+  /**
+   * The tip record names us but an earlier process of this device wrote it
+   * (see isInherited): treated as another device's live record.
+   */
+  inherited?: boolean
+  /** This holder cannot do the holder's work and this live capable standby can: hand over to it (handOverTarget). */
+  handOverTo?: string | null
 }
 
 export type Decision =
   | { action: 'claim'; seen: string | null; epoch: number }
   | { action: 'renew'; epoch: number }
+  /** Release (at `epoch`) nominating `successor`: this holder cannot do the work and the successor can. */
+  | { action: 'hand-over'; epoch: number; successor: string }
   | { action: 'wait'; until: number | null; reason: WaitReason }
 
 export type WaitReason = 'standing-down' | 'renewed-recently' | 'renew-pending' | 'lease-live' | 'claim-pending'
@@ -94,16 +122,24 @@ export function decide(v: ElectionView, t: Timing): Decision {
     return { action: 'wait', until: v.standDownUntil, reason: 'standing-down' }
   }
 
-  if (tip !== null && tip.holder === v.self) {
-    // Our tenure at the tip. Renew at once when we do not know when we last
-    // sent (restart, suspend): that renew is how a restarted holder
-    // re-establishes a window, or learns it was fenced.
+  if (tip !== null && tip.holder === v.self && v.inherited !== true) {
+    // Our tenure at the tip, written by this process. Renew at once when we
+    // do not know when we last sent (a suspend, a release voided): that
+    // renew is how a suspended holder re-establishes a window, or learns it
+    // was fenced. (An earlier process's tenure falls through to the standby
+    // rule below.)
     if (v.lastSentAt === null) return { action: 'renew', epoch: tip.epoch }
     if (v.inFlight === true) return { action: 'wait', until: v.holdDeadline ?? null, reason: 'renew-pending' }
     let due = v.lastSentAt + t.leaseMs / 2
     if (v.holdDeadline != null) due = Math.min(due, v.holdDeadline - RENEW_MARGIN * (v.confirmLatencyMs ?? 0))
     due = Math.max(due, v.lastSentAt + t.retryMs)
-    if (v.now >= due) return { action: 'renew', epoch: tip.epoch }
+    if (v.now >= due) {
+      // Handing over at the renew point, not at once: by then the capability
+      // snapshot has caught up with the ops that elected us (a capable device
+      // that just stopped withdrew its capability before its release).
+      if (v.handOverTo != null && v.holdDeadline != null) return { action: 'hand-over', epoch: tip.epoch, successor: v.handOverTo }
+      return { action: 'renew', epoch: tip.epoch }
+    }
     return { action: 'wait', until: due, reason: 'renewed-recently' }
   }
 
@@ -124,24 +160,72 @@ function claimUnlessPending(v: ElectionView, t: Timing, tip: LeaseRecord | null)
   return { action: 'claim', seen: tip?.opId ?? null, epoch: (tip?.epoch ?? 0) + 1 }
 }
 
+/** Which devices can do the holder's work (writer key -> yes); absent: every device can. */
+export type Capable = (key: string) => boolean
+
+const everyone: Capable = () => true
+
 /**
  * This device's place in the claim order for `epoch` among `candidates`
  * (writer keys, self included or not): candidates sorted by
  * sha256(key, epoch), so the order changes from one epoch to the next and
- * every device computes the same order from the same candidates.
+ * every device computes the same order from the same candidates. With
+ * `capable`, every capable candidate comes before every incapable one (the
+ * hash orders each part).
  */
-export function claimRank(self: string, candidates: readonly string[], epoch: number): number {
+export function claimRank(self: string, candidates: readonly string[], epoch: number, capable: Capable = everyone): number {
   const score = (key: string): string => createHash('sha256').update(`${key}:${epoch}`).digest('hex')
   const mine = score(self)
+  const selfCapable = capable(self)
   let rank = 0
-  for (const key of new Set(candidates)) if (key !== self && score(key) < mine) rank++
+  for (const key of new Set(candidates)) {
+    if (key === self) continue
+    const keyCapable = capable(key)
+    if (keyCapable === selfCapable ? score(key) < mine : keyCapable) rank++
+  }
   return rank
 }
 
-/** The successor a releasing holder nominates: the first in the claim order for the next epoch among the live standbys. */
-export function chooseSuccessor(self: string, live: readonly string[], nextEpoch: number): string | null {
+/**
+ * The successor a releasing holder nominates: the first in the claim order
+ * for the next epoch among the live standbys (a capable one whenever one is
+ * live: see claimRank).
+ */
+export function chooseSuccessor(self: string, live: readonly string[], nextEpoch: number, capable: Capable = everyone): string | null {
   const standbys = [...new Set(live)].filter((k) => k !== self)
-  return standbys.find((k) => claimRank(k, standbys, nextEpoch) === 0) ?? null
+  return standbys.find((k) => claimRank(k, standbys, nextEpoch, capable) === 0) ?? null
+}
+
+/**
+ * Whom a holder that cannot do the holder's work hands over to: the
+ * successor it would nominate, if that one can; null when this device can,
+ * or when no live standby can (then it keeps the lease: the signer lease is
+ * more than the queue).
+ */
+export function handOverTarget(self: string, live: readonly string[], nextEpoch: number, capable: Capable): string | null {
+  if (capable(self)) return null
+  const successor = chooseSuccessor(self, live, nextEpoch, capable)
+  return successor !== null && capable(successor) ? successor : null
+}
+
+/** The log index of an op id (`<writer key>:<length>`), NaN when it has none. */
+export function opIndex(id: string): number {
+  return Number(id.slice(id.lastIndexOf(':') + 1))
+}
+
+/**
+ * Whether `record` names `self` but was written by an earlier process of
+ * this device: `firstOwnIndex` is the log index of the first op THIS
+ * process appended (null before it appended any). Only this device writes
+ * its log, and an earlier process's ops all precede this one's, so an
+ * index below it (or any index, before our first append) is an earlier
+ * process's. Independent of send times, which a suspend forgets.
+ */
+export function isInherited(self: string, record: LeaseRecord | null, firstOwnIndex: number | null): boolean {
+  if (record === null || record.holder !== self) return false
+  if (firstOwnIndex === null) return true
+  const index = opIndex(record.opId)
+  return !(index >= firstOwnIndex)
 }
 
 export interface HoldingView {

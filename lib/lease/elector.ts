@@ -25,11 +25,26 @@
  *   local work (`run` children) bounded by the old deadline, and only then
  *   appends the release naming a live successor: the successor may act as
  *   soon as it sees the release, so nothing of ours may still run by then.
+ * - A release is sent whenever a tenure of THIS process is at the tip or
+ *   confirmed, whatever else the tip shows: a holder whose tip showed
+ *   another device's claim still pending (right after a partition healed)
+ *   answered `not-held`, stopped without a release, the claim then lost its
+ *   CAS, and no device held for 11 s. A release at our confirmed epoch is
+ *   harmless either way: ordered after the pending claim it is rejected and
+ *   the claimant holds; ordered before, the claim fails and the nominee
+ *   claims. A tenure of an earlier process is never released: what that
+ *   process left running is unknown, so only leaseMs may end it.
+ * - A process never acts under an epoch an earlier process of this device
+ *   held (election.ts `isInherited`): it knows the first log index it
+ *   appended at, and a record of ours below it is waited out and claimed
+ *   at epoch + 1, never renewed. It says so once (`inherited`).
+ * - A final release (`final`: the daemon is stopping) retires the loop: no
+ *   claim or renew is sent after it, even when a standby nominates us back.
  */
 import ReadyResource from 'ready-resource'
 import { systemClock, type Clock } from './clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
-import { chooseSuccessor, claimRank, decide, holdDeadline, holdingEpoch, type Decision } from './election.js'
+import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Capable, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'
 import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
 import type { ReadMode } from '../log/intent-log.js'
@@ -48,7 +63,14 @@ export interface LeaseLog {
 export type DemotionReason = 'deadline' | 'taken-over' | 'released' | 'suspended' | 'closed'
 
 export interface ElectorEvents {
-  elected: [{ epoch: number }]
+  /** `holdMs`: ms from the event until our hold deadline, on this device's monotonic clock. */
+  elected: [{ epoch: number; holdMs: number }]
+  /** A renew of ours was confirmed while holding: the hold deadline moved (`holdMs` as for elected). */
+  renewed: [{ epoch: number; holdMs: number }]
+  /** The tip names this device at `epoch`, written by an earlier process: waited out (`claimAfterMs`, at least), then claimed at epoch + 1. */
+  inherited: [{ epoch: number; claimAfterMs: number }]
+  /** This holder cannot do the holder's work: releasing to a live standby that can. */
+  'hand-over': [{ epoch: number; successor: string }]
   /** `renewPendingMs`: at a deadline, how long our latest renew had been waiting for confirmation (null: none in flight). */
   demoted: [{ epoch: number; reason: DemotionReason; renewPendingMs?: number | null; confirmLatencyMs?: number }]
   'holder-changed': [{ holder: string | null; epoch: number }]
@@ -62,6 +84,10 @@ export interface ElectorOptions {
   config?: Partial<ElectionConfig>
   /** false: no timers; the caller drives the loop with step() (manual-clock tests). */
   timers?: boolean
+  /** Which devices can do the holder's work (election.ts claimRank, handOverTarget); default: all. Read at each decision. */
+  capable?: Capable
+  /** Stops local work before a release the elector sends by itself (a hand-over), as ReleaseOptions.stopWork. */
+  stopWork?: (deadline: number | null) => Promise<void>
 }
 
 export interface ReleaseOptions {
@@ -73,6 +99,15 @@ export interface ReleaseOptions {
   stopWork?: (deadline: number | null) => Promise<void>
   /** Nominate this successor instead of the first live standby in the claim order (null: nobody). */
   successor?: string | null
+  /** The device is stopping: no claim or renew is sent after this release (whatever it answers). */
+  final?: boolean
+}
+
+/** The release this elector sent last: the epoch it released and whom it nominated. */
+export interface SentRelease {
+  epoch: number
+  successor: string | null
+  opId: string
 }
 
 export interface ElectorStatus {
@@ -107,6 +142,19 @@ export class Elector extends ReadyResource {
   private readonly log: LeaseLog
   private readonly clock: Clock
   private readonly timers: boolean
+  private readonly capable: Capable
+  private readonly stopWork: ((deadline: number | null) => Promise<void>) | null
+  /** Log index of the first op this process appended (election.ts isInherited); null before any. */
+  private firstOwnIndex: number | null = null
+  /** The epoch of the inherited tenure we last announced (one `inherited` event per tenure, however many of its records replay). */
+  private inheritedSeen: number | null = null
+  /** The confirmed op our last elected/renewed event was about. */
+  private announced: string | null = null
+  /** Set by a final release: nothing is claimed or renewed any more. */
+  private retired = false
+  /** The last release sent (see lastRelease). */
+  private sentRelease: SentRelease | null = null
+  private handingOver = false
 
   private tip: LeaseRecord | null = null
   private confirmed: LeaseRecord | null = null
@@ -144,6 +192,8 @@ export class Elector extends ReadyResource {
     this.config = electionConfig(opts.config)
     validateElectionConfig(this.config)
     this.timers = opts.timers !== false
+    this.capable = opts.capable ?? (() => true)
+    this.stopWork = opts.stopWork ?? null
     this.lastMono = this.clock.now()
     this.lastWall = this.clock.wall()
     this.observed = { opId: null, at: this.lastMono }
@@ -215,6 +265,7 @@ export class Elector extends ReadyResource {
     const deadline = this.deadline()
     this.releasing = true
     this.cause = 'released'
+    if (opts.final === true) this.retired = true
     this.evaluate()
     try {
       while (this.acting) await this.acting
@@ -222,14 +273,20 @@ export class Elector extends ReadyResource {
       this.acting = new Promise<void>((resolve) => (done = resolve))
       try {
         await this.refresh()
-        const tip = this.tip
-        if (tip === null || tip.holder !== this.log.self) return 'not-held'
+        // Our tenure at the tip, else our confirmed one whatever the tip shows (see the header).
+        const record = this.ours(this.tip) ? this.tip : this.ours(this.confirmed) ? this.confirmed : null
+        // Released already (a `release` call, then SIGTERM): one release per tenure.
+        if (record === null || (this.sentRelease !== null && this.sentRelease.epoch >= record.epoch)) return 'not-held'
         this.forgetSendTimes('released')
         this.standDownUntil = this.clock.now() + this.config.leaseMs
-        if (opts.stopWork) await opts.stopWork(deadline)
-        const successor = opts.successor !== undefined ? opts.successor : chooseSuccessor(this.log.self, this.log.liveWriters(this.config.leaseMs), tip.epoch + 1)
+        const stopWork = opts.stopWork ?? this.stopWork
+        if (stopWork) await stopWork(deadline)
+        const successor =
+          opts.successor !== undefined ? opts.successor : chooseSuccessor(this.log.self, this.log.liveWriters(this.config.leaseMs), record.epoch + 1, this.capable)
         const ts = Math.round(this.clock.wall())
-        await this.log.append({ type: 'release', name: this.name, epoch: tip.epoch, owner: null, ts, ...(successor !== null ? { successor } : {}) })
+        const id = await this.log.append({ type: 'release', name: this.name, epoch: record.epoch, owner: null, ts, ...(successor !== null ? { successor } : {}) })
+        this.noteOwn(id)
+        this.sentRelease = { epoch: record.epoch, successor, opId: id }
         return 'released'
       } finally {
         this.acting = null
@@ -242,13 +299,27 @@ export class Elector extends ReadyResource {
     }
   }
 
+  /** Send no claim or renew from now on (the device is stopping; a release may still follow). Holding is not ended by this alone. */
+  retire(): void {
+    this.retired = true
+  }
+
+  /** The last release this elector sent (null: none yet). */
+  lastRelease(): SentRelease | null {
+    return this.sentRelease
+  }
+
   /** One full round without timers: refresh, role check, decide, act. For tests with a manual clock. */
   async step(): Promise<Decision> {
     if (this.acting) await this.acting
     await this.refresh()
     this.evaluate()
     const decision = this.decision()
-    if (decision.action !== 'wait') {
+    if (decision.action === 'hand-over') {
+      await this.handOver(decision.epoch, decision.successor)
+      await this.refresh()
+      this.evaluate()
+    } else if (decision.action !== 'wait') {
       this.acting = this.act(decision)
       await this.acting
       this.acting = null
@@ -258,10 +329,24 @@ export class Elector extends ReadyResource {
     return decision
   }
 
+  /** A tenure this process wrote (a record naming us that an earlier process wrote is not ours: isInherited). */
+  private ours(record: LeaseRecord | null): record is LeaseRecord {
+    return record !== null && record.holder === this.log.self && !isInherited(this.log.self, record, this.firstOwnIndex)
+  }
+
+  private noteOwn(id: string): void {
+    const index = opIndex(id)
+    if (this.firstOwnIndex === null && Number.isSafeInteger(index)) this.firstOwnIndex = index
+  }
+
   private decision(): Decision {
+    if (this.retired || this.handingOver) return { action: 'wait', until: null, reason: 'standing-down' }
     const tip = this.tip
+    const live = this.log.liveWriters(this.config.leaseMs)
     // The claim order for the next epoch, among the live devices but the current holder.
-    const candidates = this.log.liveWriters(this.config.leaseMs).filter((k) => k !== tip?.holder)
+    const candidates = live.filter((k) => k !== tip?.holder)
+    const nextEpoch = (tip?.epoch ?? 0) + 1
+    const holdDeadline = this.deadline()
     return decide(
       {
         self: this.log.self,
@@ -271,7 +356,7 @@ export class Elector extends ReadyResource {
         lastSentAt: this.lastSentAt,
         lastClaimAt: this.lastClaimAt,
         standDownUntil: this.standDownUntil,
-        holdDeadline: this.deadline(),
+        holdDeadline,
         // A renew stuck for half a lease (a reboot, a lost ack) no longer holds the next one back.
         inFlight:
           this.lastSentId !== null &&
@@ -279,7 +364,9 @@ export class Elector extends ReadyResource {
           this.confirmed?.opId !== this.lastSentId &&
           this.clock.now() - (this.lastSentAt ?? -Infinity) < this.config.leaseMs / 2,
         confirmLatencyMs: this.confirmLatencyMs(),
-        rank: claimRank(this.log.self, candidates, (tip?.epoch ?? 0) + 1)
+        rank: claimRank(this.log.self, candidates, nextEpoch, this.capable),
+        inherited: isInherited(this.log.self, tip, this.firstOwnIndex),
+        handOverTo: holdDeadline !== null ? handOverTarget(this.log.self, live, nextEpoch, this.capable) : null
       },
       this.config
     )
@@ -315,7 +402,10 @@ export class Elector extends ReadyResource {
       let wakeAt: number | null = null
       if (this.acting === null) {
         const decision = this.decision()
-        if (decision.action !== 'wait') {
+        if (decision.action === 'hand-over') {
+          // release() takes the acting slot itself; the loop is kicked again when it ends.
+          void this.handOver(decision.epoch, decision.successor).catch((err: unknown) => this.emit('error', err))
+        } else if (decision.action !== 'wait') {
           this.acting = this.act(decision).finally(() => {
             this.acting = null
             this.kick()
@@ -346,6 +436,18 @@ export class Elector extends ReadyResource {
     }, Math.ceil(ms))
   }
 
+  /** Release to a capable successor (decide's hand-over), stopping local work first as any release does. */
+  private async handOver(epoch: number, successor: string): Promise<void> {
+    if (this.handingOver) return
+    this.handingOver = true
+    try {
+      this.emit('hand-over', { epoch, successor })
+      await this.release({ successor })
+    } finally {
+      this.handingOver = false
+    }
+  }
+
   private async act(decision: Decision): Promise<void> {
     const at = this.clock.now()
     const ts = Math.round(this.clock.wall())
@@ -361,6 +463,7 @@ export class Elector extends ReadyResource {
     this.lastSentAt = at
     try {
       const id = await this.log.append(op)
+      this.noteOwn(id)
       // A release or suspend since we sent voids this send time.
       if (this.lastSentAt === at) {
         this.remember(id, at)
@@ -429,8 +532,13 @@ export class Elector extends ReadyResource {
     }
   }
 
-  /** Emit role changes and arm a timer for our deadline. */
+  /** Emit role changes (and confirmed renews, inherited tenures) and arm a timer for our deadline. */
   private evaluate(): void {
+    const tip = this.tip
+    if (tip !== null && tip.epoch !== this.inheritedSeen && isInherited(this.log.self, tip, this.firstOwnIndex) && !this.retired) {
+      this.inheritedSeen = tip.epoch
+      this.emit('inherited', { epoch: tip.epoch, claimAfterMs: Math.max(0, Math.ceil(this.observed.at + this.config.leaseMs - this.clock.now())) })
+    }
     const epoch = this.epoch()
     if (this.role !== null && this.role.epoch !== epoch) {
       const old = this.role.epoch
@@ -446,7 +554,11 @@ export class Elector extends ReadyResource {
     if (epoch !== null && this.role === null) {
       this.role = { epoch }
       this.cause = null
-      this.emit('elected', { epoch })
+      this.announced = this.confirmed?.opId ?? null
+      this.emit('elected', { epoch, holdMs: this.holdMs() })
+    } else if (epoch !== null && this.confirmed !== null && this.confirmed.opId !== this.announced) {
+      this.announced = this.confirmed.opId
+      this.emit('renewed', { epoch, holdMs: this.holdMs() })
     }
     if (this.deadlineTimer) clearTimeout(this.deadlineTimer)
     this.deadlineTimer = null
@@ -461,6 +573,12 @@ export class Elector extends ReadyResource {
         )
       }, Math.max(0, deadline - this.clock.now()) + 1)
     }
+  }
+
+  /** ms until our hold deadline (rounded up: an interval built on it never ends early). */
+  private holdMs(): number {
+    const deadline = this.deadline()
+    return deadline === null ? 0 : Math.max(0, Math.ceil(deadline - this.clock.now()))
   }
 
   private demotionReason(): DemotionReason {

@@ -37,11 +37,11 @@
 import type Hyperbee from 'hyperbee'
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
-import { decodeOp, opId, type ApplyVersionOp, type EventBatchOp, type Op, type WriterOp } from './ops.js'
+import { decodeOp, opId, type ApplyVersionOp, type CapabilityOp, type EventBatchOp, type Op, type WriterOp } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { applyLeaseOp } from '../lease/lease-apply.js'
 import { applyEventOp, applyFencedOp, applyQueueControl, applyReconcileRequest, applyRepoOp } from '../queue/queue-apply.js'
-import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type RejectionReason, type WriterEntry } from './view-layout.js'
+import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, capabilityKey, rejectedKey, writerKey, type CapabilityEntry, type RejectionReason, type WriterEntry } from './view-layout.js'
 
 export type View = Hyperbee<unknown>
 
@@ -55,8 +55,10 @@ export type View = Hyperbee<unknown>
  * Version 4: the queue's rules change (lib/queue/queue-apply.ts): check
  * facts keyed by source and name in the head-SHA index and the gate, a
  * merge attempt on a paused repo refused, labels folded ASCII-only, the
- * dedup index aged against each op's own ts. A version-3 group keeps the
- * version-3 rules (the group's version is passed to the queue's handlers).
+ * dedup index aged against each op's own ts; and capability ops (what each
+ * device can do as holder), unknown in a version-3 group. A version-3 group
+ * keeps the version-3 rules (the group's version is passed to the queue's
+ * handlers).
  */
 export const APPLY_VERSION = 4
 /** A group whose first op is not an apply-version op runs version 1. */
@@ -121,6 +123,7 @@ async function dispatch(
   // The queue's ops came with version 2: a version-1 group sees them as a version-1 build does.
   if (groupVersion < 2 && !VERSION_1_TYPES.has(op.type)) return count('unknown-type')
   if (groupVersion < 3 && op.type === 'event-batch') return count('unknown-type')
+  if (groupVersion < 4 && op.type === 'capability') return count('unknown-type')
   switch (op.type) {
     case 'add-writer':
     case 'remove-writer':
@@ -153,7 +156,15 @@ async function dispatch(
       return applyQueueControl(tx, op, id, count, groupVersion)
     case 'reconcile-request':
       return applyReconcileRequest(tx, op, id)
+    case 'capability':
+      return applyCapability(tx, op, writer.key, id)
   }
+}
+
+/** A device's own statement of what it can do: any writer, about itself only (the author is the node's key). */
+function applyCapability(tx: ViewTx, op: CapabilityOp, author: string, id: string): void {
+  const entry: CapabilityEntry = { key: author, forge: op.forge, ts: op.ts, opId: id }
+  tx.put(capabilityKey(author), entry)
 }
 
 /**

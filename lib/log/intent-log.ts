@@ -40,8 +40,9 @@
  * crash hypercore (patches/README.md), so we open as few as we can.
  *
  * The group's apply version is in the view (apply.ts): the log refuses to
- * open, or emits a VERSION_AHEAD error, when the group moved to a version
- * this build does not implement, instead of diverging from its peers.
+ * open, or emits a VERSION_AHEAD error (once, and `versionAhead` says which
+ * version), when the group moved to a version this build does not
+ * implement, instead of diverging from its peers. The daemon stops on it.
  */
 import { createHash } from 'node:crypto'
 import Autobase from 'autobase'
@@ -60,6 +61,7 @@ import type { LeaseRecord } from '../lease/lease-state.js'
 import {
   APPLIED_KEY,
   APPLY_VERSION_KEY,
+  CAPABILITY_PREFIX,
   LEASE_PREFIX,
   REJECTED_PREFIX,
   WRITER_PREFIX,
@@ -67,6 +69,7 @@ import {
   outcomeKey,
   prefixEnd,
   tenurePrefix,
+  type CapabilityEntry,
   type OpOutcome,
   type TenureEntry,
   type WriterEntry
@@ -114,6 +117,8 @@ export class IntentLog extends ReadyResource {
   private handoff: { viewLength: number; release: string | null; waiting: boolean } = { viewLength: -1, release: null, waiting: false }
   /** Forced acks appended by the watchdog (the bench reports them). */
   forcedAcks = 0
+  /** The group's apply version once it is ahead of this build (VERSION_AHEAD was emitted), else null. */
+  versionAhead: number | null = null
   /** Acks appended by the ack rule of afterUpdate (ackHeads). */
   ruleAcks = 0
   private nudging = false
@@ -392,6 +397,11 @@ export class IntentLog extends ReadyResource {
     return this.read(mode, (v) => range<WriterEntry>(v, WRITER_PREFIX))
   }
 
+  /** What each device last said it can do (capability ops, apply version 4), by writer key order. */
+  capabilities(mode: ReadMode): Promise<CapabilityEntry[]> {
+    return this.read(mode, (v) => range<CapabilityEntry>(v, CAPABILITY_PREFIX))
+  }
+
   outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null> {
     return this.value<OpOutcome>(outcomeKey(opId), mode)
   }
@@ -625,7 +635,11 @@ export class IntentLog extends ReadyResource {
     if (viewLength !== this.lastViewLength && this.closing === null) {
       this.lastViewLength = viewLength
       const version = await this.groupApplyVersion('tip')
-      if (version > APPLY_VERSION) this.emit('error', versionAhead(version))
+      if (version > APPLY_VERSION && this.versionAhead === null) {
+        // Once: every later update would say the same, and the daemon stops on the first.
+        this.versionAhead = version
+        this.emit('error', versionAhead(version))
+      }
     }
   }
 

@@ -103,6 +103,19 @@ export interface ApplyVersionOp {
   version: number
 }
 
+/**
+ * A device says what holder's work it can do (apply version 4; authored by
+ * the device itself, kept per writer in the view). `forge`: it runs the
+ * merge queue when it holds (a forge config was given and loaded). Election
+ * input only: nomination and the claim order prefer devices that can
+ * (election.ts), so a wrong value costs liveness, never safety.
+ */
+export interface CapabilityOp {
+  type: 'capability'
+  forge: boolean
+  ts: number
+}
+
 export type MergeMethod = 'merge' | 'squash' | 'rebase'
 
 /** A repository under management (or its new settings). Indexers only: config is replicated so every apply sees the same. */
@@ -285,7 +298,7 @@ export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | Q
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
 export type ConfigOp = RepoAddOp | RepoRemoveOp
-export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | EventBatchOp | QueueOp
+export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | EventBatchOp | QueueOp | CapabilityOp
 
 export type DecodeFailure = 'malformed' | 'unknown-version' | 'unknown-type' | 'invalid-field'
 export type Decoded = { ok: true; op: Op } | { ok: false; reason: DecodeFailure; detail: string }
@@ -513,6 +526,12 @@ function validate(raw: unknown, strict = false): Decoded {
       if (pr !== null && !isPrNumber(pr)) return bad('pr')
       if (!isCount(ts)) return bad('ts')
       return ok({ type: 'queue-control', tenant, repo, action, pr, ts })
+    }
+    case 'capability': {
+      const { forge, ts } = raw
+      if (typeof forge !== 'boolean') return bad('forge')
+      if (!isCount(ts)) return bad('ts')
+      return ok({ type: 'capability', forge, ts })
     }
     case 'reconcile-request': {
       const { tenant, repo, ts } = raw

@@ -49,6 +49,15 @@ export interface TenureEntry {
   endedTs: number | null
 }
 
+/** What a device last said it can do (ops.ts CapabilityOp), under capabilityKey(its writer key). */
+export interface CapabilityEntry {
+  key: string
+  forge: boolean
+  /** The announcing device's wall clock (informational). */
+  ts: number
+  opId: string
+}
+
 export interface WriterEntry {
   key: string
   indexer: boolean
@@ -76,6 +85,8 @@ export const LEASE_PREFIX = 'lease/'
 export const TENURE_PREFIX = 'tenure/'
 export const WRITER_PREFIX = 'writer/'
 export const OUTCOME_PREFIX = 'outcome/'
+/** Per writer: its latest capability op (apply version 4). */
+export const CAPABILITY_PREFIX = 'capability/'
 
 /**
  * A name inside a key. apply only ever sees well-formed names (the codec
@@ -89,6 +100,7 @@ export const tenurePrefix = (name: string): string => TENURE_PREFIX + nameInKey(
 export const tenureKey = (name: string, epoch: number): string => tenurePrefix(name) + String(epoch).padStart(16, '0')
 export const writerKey = (hex: string): string => WRITER_PREFIX + hex
 export const rejectedKey = (reason: RejectionReason): string => REJECTED_PREFIX + reason
+export const capabilityKey = (hex: string): string => CAPABILITY_PREFIX + hex
 export const outcomeKey = (opId: string): string => {
   const [author, length] = opId.split(':')
   return OUTCOME_PREFIX + String(author) + '/' + String(length).padStart(15, '0')

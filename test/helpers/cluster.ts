@@ -21,6 +21,8 @@ export interface Device {
   elector: Elector | null
   /** elected/demoted lines, like the daemon's log. */
   events: Array<{ msg: 'elected' | 'demoted'; epoch: number; time: number; reason?: string; detail?: string }>
+  /** Tenures of an earlier process of this device that this one waits out (the elector's `inherited`). */
+  inherited?: Array<{ epoch: number; claimAfterMs: number }>
 }
 
 export interface ClusterOptions {
@@ -50,7 +52,7 @@ export class Cluster {
       const first = cluster.devices[0]
       const log = new IntentLog(store, { key: first ? first.log.key : null, ackIntervalMs: cluster.ackIntervalMs() })
       await log.ready()
-      cluster.devices.push({ index: i, dir, store, log, elector: null, events: [] })
+      cluster.devices.push({ index: i, dir, store, log, elector: null, events: [], inherited: [] })
       cluster.mesh.add(log)
     }
     const founder = cluster.devices[0]!
@@ -81,6 +83,7 @@ export class Cluster {
       )
     })
     elector.on('demoted', ({ epoch, reason }) => d.events.push({ msg: 'demoted', epoch, time: Date.now(), reason }))
+    elector.on('inherited', (ev) => (d.inherited ??= []).push(ev))
     elector.on('warning', () => {})
     d.elector = elector
     await elector.ready()
@@ -124,7 +127,7 @@ export class Cluster {
     const store = new Corestore(d.dir)
     const log = new IntentLog(store, { key: this.devices[0]!.log.key, ackIntervalMs: this.ackIntervalMs() })
     await log.ready()
-    const next: Device = { ...d, store, log, elector: null }
+    const next: Device = { ...d, store, log, elector: null, events: [], inherited: [] }
     this.devices[i] = next
     this.mesh.replace(i, log)
     if (elect) await this.startElector(next)

@@ -1,0 +1,196 @@
+/**
+ * What this device can do as holder, and what every device said it can:
+ * the election's `capable` input (election.ts), this device's own
+ * statement in the log, and what `status`, the log and the metrics say.
+ *
+ * A holder that cannot do the holder's work kept the lease: a device
+ * started without `--forge-config` won elections and renewed forever while
+ * no PR was evaluated, and nothing said so. Each daemon therefore announces
+ * its capability in a `capability` op (apply version 4), and the elector
+ * ranks, nominates and hands over by it.
+ *
+ * Invariants enforced here alone:
+ * - A device is incapable only while the group manages at least one repo
+ *   and it has no working forge (none given, or the given one failed to
+ *   load). A group that manages no repos is unaffected.
+ * - The election sees the group's shared knowledge (the view), never this
+ *   device's private one: every device computes the same claim order from
+ *   the same view. Before version 4 (no capability ops) every device counts
+ *   as capable, so such groups elect exactly as before; only this device's
+ *   own status, log line and metric say what it lacks.
+ * - This device's statement in the view is kept equal to what it can do:
+ *   appended at start (and once the group reaches version 4) when the view
+ *   says otherwise, and withdrawn (forge: false) by a graceful stop before
+ *   its release, so the incapable device it hands over to does not hand the
+ *   lease straight back to a device that is leaving.
+ *
+ * What it does not guarantee: the view it reads is the tip and is refreshed
+ * at most every REFRESH_MS, so a decision may use a slightly old picture.
+ * Capabilities only order claims and pick nominees, each still a CAS in
+ * apply: a stale picture costs a handoff, never safety.
+ */
+import ReadyResource from 'ready-resource'
+import type { IntentLog } from '../log/intent-log.js'
+import { systemClock, type Clock } from '../lease/clock.js'
+
+/** Capability ops exist from this apply version on (apply.ts). */
+export const CAPABILITY_VERSION = 4
+/** The view is re-read at most this often (a stale picture only delays a handoff). */
+const REFRESH_MS = 200
+
+export interface CapabilityOptions {
+  log: IntentLog
+  /** This device runs the merge queue when it holds (a forge was given and loaded). */
+  forge: boolean
+  /** Why not (status, log): null when `forge`. */
+  reason: string | null
+  /** Whether the group manages at least one repo (tip view). */
+  managesRepos: () => Promise<boolean>
+  clock?: Clock
+}
+
+export interface CapabilityState {
+  /** A forge was given and loaded. */
+  forge: boolean
+  /** This device can do the holder's work: it has a forge, or the group manages no repos. */
+  capable: boolean
+  /** Why it cannot (null when capable). */
+  reason: string | null
+  /** The group's apply version knows capability ops (other devices learn this device's capability). */
+  announced: boolean
+}
+
+export interface CapabilityEvents {
+  /** This device's capability changed (at start too, when it cannot): one log line. */
+  change: [CapabilityState]
+  warning: [Error]
+}
+
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export interface Capabilities {
+  on<K extends keyof CapabilityEvents>(event: K, listener: (...args: CapabilityEvents[K]) => void): this
+  emit<K extends keyof CapabilityEvents>(event: K, ...args: CapabilityEvents[K]): boolean
+}
+
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export class Capabilities extends ReadyResource {
+  private readonly opts: CapabilityOptions
+  private readonly clock: Clock
+  private managesRepos = false
+  private version = 0
+  /** Writers whose latest capability op says they cannot run the queue (view, version >= 4). */
+  private incapable = new Set<string>()
+  private withdrawn = false
+  private announcing: Promise<void> | null = null
+  private last: CapabilityState | null = null
+  private refreshing = false
+  private dirty = false
+  private lastRefreshAt = -Infinity
+  private timer: NodeJS.Timeout | null = null
+  private readonly onupdate = (): void => this.schedule()
+
+  constructor(opts: CapabilityOptions) {
+    super()
+    this.opts = opts
+    this.clock = opts.clock ?? systemClock
+  }
+
+  override async _open(): Promise<void> {
+    await this.refresh()
+    this.opts.log.on('update', this.onupdate)
+  }
+
+  override async _close(): Promise<void> {
+    this.opts.log.off('update', this.onupdate)
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = null
+    if (this.announcing) await this.announcing.catch(() => {})
+  }
+
+  /** The election input: whether device `key` can do the holder's work, as the group's view says (see the header). */
+  capable(key: string): boolean {
+    return !(this.managesRepos && this.incapable.has(key))
+  }
+
+  /** This device, as it knows itself. */
+  state(): CapabilityState {
+    const capable = this.opts.forge || !this.managesRepos
+    return { forge: this.opts.forge, capable, reason: capable ? null : this.opts.reason, announced: this.version >= CAPABILITY_VERSION }
+  }
+
+  /**
+   * A graceful stop, before its release: say in the log that this device
+   * will not do the work any more (only where it matters: a version-4 group
+   * that manages repos, and this device said it could). Nothing is
+   * announced after this.
+   */
+  async withdraw(): Promise<void> {
+    this.withdrawn = true
+    if (this.announcing) await this.announcing.catch(() => {})
+    if (!this.opts.forge || !this.managesRepos || this.version < CAPABILITY_VERSION || !this.opts.log.writable) return
+    await this.opts.log.append({ type: 'capability', forge: false, ts: Math.round(this.clock.wall()) })
+    this.incapable.add(this.opts.log.self)
+  }
+
+  private schedule(): void {
+    if (this.closing !== null) return
+    if (this.refreshing) {
+      this.dirty = true
+      return
+    }
+    if (this.timer !== null) return
+    const wait = Math.max(0, this.lastRefreshAt + REFRESH_MS - this.clock.now())
+    this.timer = setTimeout(() => {
+      this.timer = null
+      this.refreshing = true
+      this.refresh()
+        .catch((err: unknown) => {
+          if (this.closing === null) this.emit('warning', err instanceof Error ? err : new Error(String(err)))
+        })
+        .finally(() => {
+          this.refreshing = false
+          if (this.dirty) {
+            this.dirty = false
+            this.schedule()
+          }
+        })
+    }, wait)
+  }
+
+  private async refresh(): Promise<void> {
+    this.lastRefreshAt = this.clock.now()
+    const log = this.opts.log
+    const version = await log.groupApplyVersion('tip')
+    const managesRepos = await this.opts.managesRepos()
+    let incapable = new Set<string>()
+    let own: boolean | null = null
+    if (version >= CAPABILITY_VERSION) {
+      const entries = await log.capabilities('tip')
+      incapable = new Set(entries.filter((e) => !e.forge).map((e) => e.key))
+      own = entries.find((e) => e.key === log.self)?.forge ?? null
+    }
+    this.version = version
+    this.managesRepos = managesRepos
+    this.incapable = incapable
+    if (version >= CAPABILITY_VERSION && own !== this.opts.forge && !this.withdrawn && this.announcing === null && log.writable && log.closing === null) {
+      // Said once per difference: the next refresh sees our op at the tip.
+      if (!this.opts.forge) this.incapable.add(log.self)
+      this.announcing = log
+        .append({ type: 'capability', forge: this.opts.forge, ts: Math.round(this.clock.wall()) })
+        .then(
+          () => {},
+          (err: unknown) => {
+            if (this.closing === null) this.emit('warning', err instanceof Error ? err : new Error(String(err)))
+          }
+        )
+        .finally(() => {
+          this.announcing = null
+        })
+    }
+    const state = this.state()
+    const before = this.last
+    this.last = state
+    // One line when this device becomes unable (at start too) or able again; never for a capable start.
+    if (before === null ? !state.capable : before.capable !== state.capable) this.emit('change', state)
+  }
+}
