@@ -13,6 +13,8 @@ import {
   DEDUP_MAX,
   EVENTS_RING,
   SHA_MAX,
+  MERGED_MAX,
+  mergedKey,
   auditPrefix,
   eventsPrefix,
   queueKey,
@@ -630,4 +632,37 @@ test('version 4: one fast-clock op no longer ages out the dedup index for later 
   const upgraded = await run(3, true)
   t.is(upgraded.g.get<RepoState>(repoStateKey(T, R))?.maxTs, 1_000 + 30 * DAY, 'upgraded after the fast op: maxTs is still ahead...')
   t.absent(upgraded.redelivered, '...and no longer the horizon')
+})
+
+test('version 4: a merged PR never re-joins from a late delivery, and is audited merged once (version 3: re-queued, a second merge entry)', async (t) => {
+  const run = async (version: number): Promise<{ queued: boolean; merges: number; results: string[] }> => {
+    const g = await Group.create(version)
+    await g.run(FOUNDER, REPO_ADD)
+    await g.run(WRITER, labeled(7, SHA1))
+    await g.run(WRITER, event({ action: 'closed', pr: 7, sha: SHA1, merged: true, labels: ['autolease:queue'] }))
+    // GitHub sent this labelled delivery before the merge; another device appended it after.
+    await g.run(WRITER, labeled(7, SHA1))
+    await g.run(FOUNDER, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
+    // The holder's resync finds it merged at the forge.
+    await g.run(FOUNDER, { type: 'forge-sync', tenant: T, repo: R, pr: 7, sha: SHA1, state: 'merged', draft: false, labels: [], autoMerge: false, checks: null, epoch: 1, ts: 3 })
+    const audit = g.range<AuditEntry>(auditPrefix(T, R))
+    const events = g.range<EventEntry>(eventsPrefix(T, R)).sort((a, b) => a.seq - b.seq)
+    return { queued: g.get(queueKey(T, R, 7)) !== undefined, merges: audit.filter((a) => a.action === 'merge').length, results: events.flatMap((e) => e.results.map((r) => r.result)) }
+  }
+  const v3 = await run(3)
+  t.is(v3.merges, 2, 'version 3: the late join re-queued it and its leave audited a second merge')
+  const v4 = await run(4)
+  t.absent(v4.queued, 'version 4: not in the queue')
+  t.is(v4.merges, 1, 'version 4: one merge audit entry')
+  t.alike(v4.results, ['joined', 'left', 'already-merged'], 'the late delivery is recorded as already-merged')
+})
+
+test('version 4: merged tombstones stay bounded (MERGED_MAX per repo, evicted oldest first)', async (t) => {
+  const g = await Group.create(4)
+  await g.run(FOUNDER, REPO_ADD)
+  const n = MERGED_MAX + 10
+  for (let pr = 1; pr <= n; pr++) await g.run(WRITER, event({ action: 'closed', pr, sha: SHA1, merged: true }))
+  t.is(g.keys(`merged/${T}/${R}/`), MERGED_MAX, 'at most MERGED_MAX tombstones')
+  t.absent(g.get(mergedKey(T, R, 1)), 'the oldest was forgotten')
+  t.ok(g.get(mergedKey(T, R, n)), 'the newest is kept')
 })

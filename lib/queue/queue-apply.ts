@@ -40,6 +40,11 @@ import {
   DEDUP_MAX,
   DEDUP_MAX_AGE_MS,
   EMPTY_REPO_STATE,
+  MERGED_MAX,
+  mergedKey,
+  mergedSeqKey,
+  mergedStateKey,
+  type MergedEntry,
   SHA_MAX,
   attemptKey,
   auditKey,
@@ -233,7 +238,11 @@ function pullRequestFact(op: EventOp, config: RepoConfig, version: number): Queu
  */
 async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number, version: number): Promise<QueueResult> {
   const before = await scope.entry(pr)
+  // A merged PR never re-joins (GitHub cannot reopen it): a labelled delivery sent before the merge and
+  // applied after it once re-queued a merged PR, and its second leave audited a second `merge`.
+  if (version >= V4 && (fact.kind === 'join' || fact.kind === 'head') && (await tx.get<MergedEntry>(mergedKey(scope.tenant, scope.repo, pr))) !== null) return 'already-merged'
   const out = queueTransition(pr, before, fact, ts)
+  if (version >= V4 && fact.kind === 'leave' && fact.merged) await rememberMerged(tx, scope, pr, before?.prSha ?? null, ts)
   let entry = out.entry
   if (out.audit !== null) scope.audit(ts, out.audit, pr, entry?.prSha ?? before?.prSha ?? null, fact.kind === 'decide' ? fact.epoch : null, auditDetail(fact, out.result))
   if (entry !== null && (out.result === 'joined' || out.result === 'reevaluated')) {
@@ -252,6 +261,25 @@ function auditDetail(fact: QueueFact, result: QueueResult): string | null {
   if (fact.kind === 'decide') return fact.reason ?? (result === 'decided' ? null : result)
   if (fact.kind === 'join') return `via ${fact.via}`
   return null
+}
+
+/** Apply version 4: record a merged PR, and forget the oldest beyond MERGED_MAX (a few per op, as the other indexes). */
+async function rememberMerged(tx: ViewTx, scope: RepoScope, pr: number, sha: string | null, ts: number): Promise<void> {
+  const key = mergedKey(scope.tenant, scope.repo, pr)
+  if ((await tx.get<MergedEntry>(key)) !== null) return
+  const stateKey = mergedStateKey(scope.tenant, scope.repo)
+  const bounds = (await tx.get<{ first: number; next: number }>(stateKey)) ?? { first: 0, next: 0 }
+  tx.put(key, { pr, sha, seq: bounds.next, ts } satisfies MergedEntry)
+  tx.put(mergedSeqKey(scope.tenant, scope.repo, bounds.next), pr)
+  let { first, next } = bounds
+  next++
+  for (let i = 0; i < EVICT_PER_OP && next - first > MERGED_MAX; i++) {
+    const old = await tx.get<number>(mergedSeqKey(scope.tenant, scope.repo, first))
+    tx.del(mergedSeqKey(scope.tenant, scope.repo, first))
+    if (old !== null && old !== pr) tx.del(mergedKey(scope.tenant, scope.repo, old))
+    first++
+  }
+  tx.put(stateKey, { first, next })
 }
 
 /** Remember a delivery for dedup, and forget the oldest beyond the caps. */

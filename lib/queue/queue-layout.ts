@@ -23,6 +23,8 @@ export const DEDUP_MAX = 5_000
 export const DEDUP_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 /** Head SHAs (with their check results and PR) remembered per repo. */
 export const SHA_MAX = 2_000
+/** Merged PRs remembered per repo (apply version 4), so a late join event never re-queues one. */
+export const MERGED_MAX = 2_000
 /** Check names (version 4: check facts) remembered per SHA. */
 export const CHECKS_PER_SHA = 100
 
@@ -127,6 +129,18 @@ export const dedupKey = (tenant: string, repo: string, delivery: string): string
 export const dedupSeqKey = (tenant: string, repo: string, seq: number): string => `dedupseq/${scope(tenant, repo)}/${pad(seq, 15)}`
 export const shaKey = (tenant: string, repo: string, sha: string): string => `sha/${scope(tenant, repo)}/${sha}`
 export const shaSeqKey = (tenant: string, repo: string, seq: number): string => `shaseq/${scope(tenant, repo)}/${pad(seq, 15)}`
+/** Apply version 4: a merged PR's tombstone, its order index and the FIFO's bounds (a key of its own, so RepoState's bytes stay those of version 3). */
+export const mergedKey = (tenant: string, repo: string, pr: number): string => `merged/${scope(tenant, repo)}/${pad(pr, 10)}`
+export const mergedSeqKey = (tenant: string, repo: string, seq: number): string => `mergedseq/${scope(tenant, repo)}/${pad(seq, 15)}`
+export const mergedStateKey = (tenant: string, repo: string): string => `mstate/${scope(tenant, repo)}`
+
+/** A PR apply saw leave as merged (apply version 4). */
+export interface MergedEntry {
+  pr: number
+  sha: string | null
+  seq: number
+  ts: number
+}
 
 /** A forge mutation the holder announced (attempt op) and has not ended yet: at most one per PR. */
 export interface OpenAttempt {

@@ -86,6 +86,8 @@ export type QueueResult =
   | 'not-queued'
   | 'stale-sha'
   | 'bad-transition'
+  /** Apply version 4: a join or head event for a PR recorded as merged (a late delivery): ignored, a merged PR never re-joins. */
+  | 'already-merged'
 
 export interface QueueOutcome {
   result: QueueResult
