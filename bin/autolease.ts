@@ -14,6 +14,8 @@
  *   5 lease refused (held by another holder, not held, stale epoch)
  *   6 invite refused (expired, already used, rejected)
  *   7 no such lease, or the prefix is ambiguous
+ *   8 storage not private: the directory is another user's, or it (or a
+ *     file in it) cannot be made private (`init`, `join`, `start`)
  */
 import { Command, CommanderError } from 'commander'
 import { join } from 'node:path'
@@ -448,6 +450,7 @@ function report(err: unknown): number {
     const code = (err as AutoleaseError | RemoteError).code
     if (code === 'CLOSED') return EXIT.NOT_RUNNING
     if (code === 'STORAGE_BUSY') return EXIT.BUSY
+    if (code === 'STORAGE_NOT_PRIVATE') return EXIT.NOT_PRIVATE
     if (code === 'INVALID_ARGUMENT') return EXIT.USAGE
     return EXIT.FAILURE
   }
