@@ -79,9 +79,28 @@ test('two concurrent requests with one invite: exactly one device is added, the 
   t.alike(writers[0]?.key, a.key, 'the first to present it')
   t.is(a.confirmed.length, 1, 'the first is confirmed')
   t.alike([b.confirmed.length, b.denied], [0, [2]], 'the second is denied: invite used')
-  // The same device again (a lost reply): admitted again, nobody else.
-  await host.handle(request(invite, { key: b4a.from(a.key, 'hex'), indexer: true }))
-  t.is((await added(log)).length, 1, 'a retry by the same device adds nobody new')
+  // The same device again (a lost reply): answered again, nothing appended.
+  const length = log.base.length
+  const retry = request(invite, { key: b4a.from(a.key, 'hex'), indexer: true })
+  await host.handle(retry)
+  t.is(retry.confirmed.length, 1, 'a retry by the same device is answered')
+  t.is(log.base.length, length, 'with nothing appended')
+  t.is((await added(log)).length, 1, 'and nobody new')
+})
+
+test('an invite never changes a member: a device already in the group presenting one is refused, never demoted', async (t) => {
+  const { log, host } = await founder(t)
+  const member = request(host.createInvite({ role: 'indexer' }).invite, { indexer: true })
+  await host.handle(member)
+  t.alike((await added(log)).find((w) => w.key === member.key)?.indexer, true, 'an indexer besides the founder')
+  // Anyone holding a writer invite can send any key: here, that indexer's.
+  const demote = request(host.createInvite({ role: 'writer' }).invite, { key: b4a.from(member.key, 'hex'), indexer: false })
+  await host.handle(demote)
+  t.alike([demote.confirmed.length, demote.denied], [0, [1]], 'refused')
+  t.alike((await added(log)).find((w) => w.key === member.key)?.indexer, true, 'still an indexer')
+  const self = request(host.createInvite({ role: 'writer' }).invite, { key: b4a.from(log.self, 'hex'), indexer: false })
+  await host.handle(self)
+  t.alike(self.denied, [1], "the host's own key: refused too")
 })
 
 test('the inviter decides the role: a writer invite never yields an indexer, whatever the joiner asks', async (t) => {

@@ -25,9 +25,14 @@
  *   as a writer. (The joiner once chose, and an indexer is the group's full
  *   admin: it removes devices, adds repos, changes required checks.)
  * - Only an indexer can invite: apply ignores writer ops from others.
- * - A removed device cannot come back with an invite (apply keeps it
- *   removed; the host refuses it up front so the joiner gets a clear
- *   error). The invite it presented is spent all the same (fail-safe).
+ * - An invite never changes a member: a key that is already a writer of
+ *   the group (or was removed: apply keeps it removed) is refused, and the
+ *   invite it presented is spent all the same (fail-safe). The key a
+ *   candidate sends proves nothing about who holds it, and an add-writer
+ *   {indexer: false} for an indexer demotes it: a writer invite could have
+ *   demoted any indexer but the last. A retry by the device that used the
+ *   invite (its add-writer already there) is answered again, nothing
+ *   appended.
  *
  * Not guaranteed: invites live in the inviting daemon's memory; a restarted
  * daemon forgets its open invites (they then can never be used: fail-safe).
@@ -153,6 +158,7 @@ export class PairingHost extends ReadyResource {
     if (!open) return // not one of ours: another member may own it
     const joiner = parseUserData(req.open(open.publicKey))
     if (joiner === null) return req.deny({ status: STATUS_REJECTED })
+    const fresh = open.usedBy === null
     if (open.usedBy === null) {
       if (this.wall() >= open.expiresAt) return req.deny({ status: STATUS_EXPIRED })
       open.usedBy = { key: joiner.key, role: open.role === 'indexer' && joiner.indexer ? 'indexer' : 'writer' }
@@ -161,13 +167,18 @@ export class PairingHost extends ReadyResource {
     }
     const role = open.usedBy.role
     // From here on the invite is this device's, whatever happens next.
-    const writers = await this.log.writers('tip')
-    if (writers.some((w) => w.key === joiner.key && w.removed)) return req.deny({ status: STATUS_REJECTED })
-    // One membership change at a time: adding an indexer while the previous
-    // promotion was still unconfirmed stalled indexing for good in one
-    // end-to-end run (founder and first joiner stuck, the second ahead).
-    await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
-    await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
+    const known = (await this.log.writers('tip')).find((w) => w.key === joiner.key)
+    if (known?.removed) return req.deny({ status: STATUS_REJECTED })
+    // A member never presents an invite: the key it sends proves nothing, and
+    // an add-writer {indexer: false} for an indexer demotes it.
+    if (known !== undefined && fresh) return req.deny({ status: STATUS_REJECTED })
+    if (known === undefined) {
+      // One membership change at a time: adding an indexer while the previous
+      // promotion was still unconfirmed stalled indexing for good in one
+      // end-to-end run (founder and first joiner stuck, the second ahead).
+      await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
+      await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
+    }
     req.confirm({ key: this.log.key, additional: open.answers[role] })
   }
 }
