@@ -27,7 +27,8 @@ const BAD: Array<[string, string[]]> = [
   ['an invite role that does not exist', ['invite', '--storage', '/tmp/x', '--role', 'admin']]
 ]
 
-test('bad input: exit 2, one line, no stack trace', async (t) => {
+// Thirteen CLI processes at once: on a loaded 2-core machine their start-up alone took over brittle's default 30 s.
+test('bad input: exit 2, one line, no stack trace', { timeout: 120_000 }, async (t) => {
   const results = await Promise.all(BAD.map(([, args]) => cli(args)))
   BAD.forEach(([what, args], i) => {
     const r = results[i]!
