@@ -40,7 +40,7 @@
  * may do is decided by the add-writer op in the log alone.
  */
 import BlindPairing from 'blind-pairing'
-import type { AdditionalData, MemberRequest, Member } from 'blind-pairing'
+import type { AdditionalData, CreatedInvite, MemberRequest, Member } from 'blind-pairing'
 import type Hyperswarm from 'hyperswarm'
 import Corestore from 'corestore'
 import ReadyResource from 'ready-resource'
@@ -142,9 +142,10 @@ export class PairingHost extends ReadyResource {
     const expiresAt = Math.ceil((this.wall() + ttlMs) / 1000) * 1000
     const seed = randomBytes(32)
     // One invite (one seed, so one id and one key pair), one signed answer per role it may grant.
-    const made = INVITE_ROLES.map((r) => BlindPairing.createInvite(this.log.key, { expires: expiresAt, seed, data: b4a.from([ROLE_BYTE[r]]) }))
-    const created = made[0]!
-    const answers = { writer: made[0]!.additional!, indexer: made[1]!.additional! }
+    const make = (r: InviteRole): CreatedInvite => BlindPairing.createInvite(this.log.key, { expires: expiresAt, seed, data: b4a.from([ROLE_BYTE[r]]) })
+    const [writer, indexer] = [make('writer'), make('indexer')]
+    const answers = { writer: writer.additional!, indexer: indexer.additional! }
+    const created = role === 'writer' ? writer : indexer
     this.invites.set(b4a.toString(created.id, 'hex'), { publicKey: created.publicKey, expiresAt, role, answers, usedBy: null })
     return { invite: z32.encode(created.invite), expiresAt, role }
   }
