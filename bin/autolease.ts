@@ -14,6 +14,8 @@
  *   5 lease refused (held by another holder, not held, stale epoch)
  *   6 invite refused (expired, already used, rejected)
  *   7 no such lease, or the prefix is ambiguous
+ *   8 storage not private: the directory is another user's, or it (or a
+ *     file in it) cannot be made private (`init`, `join`, `start`)
  */
 import { Command, CommanderError, Option } from 'commander'
 import { join } from 'node:path'
@@ -25,7 +27,7 @@ import { createLogger, LOG_LEVELS } from '../lib/daemon/logger.js'
 import { call, watch, RemoteError } from '../lib/daemon/control-client.js'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/daemon/storage-lock.js'
 import { IntentLog } from '../lib/log/intent-log.js'
-import { decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
+import { DEFAULT_INVITE_ROLE, INVITE_ROLES, decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
 import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
 import { registerQueueCommands } from '../lib/cli/queue-commands.js'
 import { registerForgeCommand } from '../lib/cli/forge-command.js'
@@ -139,6 +141,7 @@ async function cmdStart(f: StartFlags): Promise<number> {
 }
 
 async function cmdJoin(invite: string, f: { storage: string; indexer: boolean; timeout?: number } & NetFlags): Promise<number> {
+  // The role is the invite's; --no-indexer (indexer false) only lowers it.
   try {
     decodeInvite(invite)
   } catch (err) {
@@ -151,7 +154,7 @@ async function cmdJoin(invite: string, f: { storage: string; indexer: boolean; t
     const res = await joinGroup({
       corestore: lock.paths.corestore,
       invite,
-      indexer: f.indexer,
+      maxRole: f.indexer ? 'indexer' : 'writer',
       ...net(f),
       ...(f.timeout ? { timeoutMs: f.timeout * 1000 } : {})
     })
@@ -160,7 +163,7 @@ async function cmdJoin(invite: string, f: { storage: string; indexer: boolean; t
       throw new Exit(EXIT.INVITE_REFUSED, `invite refused: ${why}`)
     }
     writeGroupFile(lock.paths, { key: encodeKey(res.key) })
-    out(`joined group ${encodeKey(res.key)} as ${res.self} (${res.indexer ? 'indexer' : 'writer'})`)
+    out(`joined group ${encodeKey(res.key)} as ${res.self} (${res.role})`)
   } finally {
     lock.release()
   }
@@ -208,8 +211,8 @@ async function cmdRelease(f: { storage: string }): Promise<number> {
   return EXIT.REFUSED
 }
 
-async function cmdInvite(f: { storage: string; ttl?: number }): Promise<number> {
-  const r = (await call(socketOf(f.storage), 'invite', f.ttl ? { ttlMs: f.ttl * 1000 } : {})) as { invite: string; expiresAt: number }
+async function cmdInvite(f: { storage: string; ttl?: number; role: string }): Promise<number> {
+  const r = (await call(socketOf(f.storage), 'invite', { role: f.role, ...(f.ttl ? { ttlMs: Math.round(f.ttl * 1000) } : {}) })) as { invite: string; expiresAt: number }
   out(r.invite)
   return EXIT.OK
 }
@@ -332,11 +335,16 @@ function build(): Command {
 
   storage(program.command('invite').description('print a one-line, single-use invite from the running daemon'))
     .option('--ttl <seconds>', 'invite lifetime in seconds (default 600)', seconds)
-    .action(act((f: { storage: string; ttl?: number }) => cmdInvite(f)))
+    .addOption(
+      new Option('--role <role>', 'what the device joins as: indexer (counts toward the majority and administers the group) or writer (agents, others\' machines)')
+        .choices(INVITE_ROLES)
+        .default(DEFAULT_INVITE_ROLE)
+    )
+    .action(act((f: { storage: string; ttl?: number; role: string }) => cmdInvite(f)))
 
-  network(storage(program.command('join').description('pair with a group by invite; exits 0 once this device is a writer')))
+  network(storage(program.command('join').description("pair with a group by invite, as the invite's role; exits 0 once this device is a writer (and an indexer's promotion is in effect)")))
     .argument('<invite>', 'the invite printed by `autolease invite`')
-    .option('--no-indexer', 'join as a plain writer, not an indexer')
+    .option('--no-indexer', 'join as a plain writer even if the invite grants indexer')
     .option('--timeout <seconds>', 'give up after this long (default 60)', seconds)
     .action(act((invite: string, f: { storage: string; indexer: boolean; timeout?: number } & NetFlags) => cmdJoin(invite, f)))
 
@@ -467,6 +475,7 @@ function report(err: unknown): number {
     const code = (err as AutoleaseError | RemoteError).code
     if (code === 'CLOSED') return EXIT.NOT_RUNNING
     if (code === 'STORAGE_BUSY') return EXIT.BUSY
+    if (code === 'STORAGE_NOT_PRIVATE') return EXIT.NOT_PRIVATE
     if (code === 'INVALID_ARGUMENT') return EXIT.USAGE
     return EXIT.FAILURE
   }

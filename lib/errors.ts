@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'READ_FAILED'
   | 'NOT_RUNNING'
   | 'STORAGE_BUSY'
+  | 'STORAGE_NOT_PRIVATE'
   | 'PROTOCOL'
   | 'VERSION_AHEAD'
 

@@ -49,19 +49,37 @@ test('a full token config loads as given, every setting kept', async (t) => {
   t.alike(loadForgeConfig(write(dir, full), {}), full)
 })
 
-test('tokenFile and privateKeyFile are resolved against the config file directory, not the cwd', async (t) => {
+test('tokenFile and privateKeyFile are resolved against the config file directory, not the cwd, and read once, here', async (t) => {
   const dir = await tmp(t)
   mkdirSync(join(dir, 'secrets'))
+  const pem = '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n'
   writeFileSync(join(dir, 'secrets', 'token'), 'ghp_x\n', { mode: 0o600 })
-  writeFileSync(join(dir, 'secrets', 'app.pem'), '-----BEGIN PRIVATE KEY-----\n', { mode: 0o600 })
+  writeFileSync(join(dir, 'secrets', 'app.pem'), pem, { mode: 0o600 })
   // World-readable is fine here: the file only says where the secret lives.
   const a = loadForgeConfig(write(dir, { tokenFile: 'secrets/token' }, 0o644), {})
-  t.is(a.tokenFile, join(dir, 'secrets', 'token'), 'relative tokenFile resolved')
+  t.alike(a, { token: 'ghp_x' }, 'relative tokenFile resolved and read (trimmed): nothing reads it again unchecked')
   const b = loadForgeConfig(write(dir, { app: { appId: 7, installationId: 9, privateKeyFile: './secrets/app.pem' } }, 0o644), {})
-  t.alike(b.app, { appId: 7, installationId: 9, privateKeyFile: join(dir, 'secrets', 'app.pem') }, 'relative privateKeyFile resolved')
+  t.alike(b.app, { appId: 7, installationId: 9, privateKey: pem }, 'relative privateKeyFile resolved and read')
   const abs = join(dir, 'secrets', 'token')
-  t.is(loadForgeConfig(write(dir, { tokenFile: abs }), {}).tokenFile, abs, 'an absolute path stays')
-  refused(t, write(dir, { tokenFile: 'secrets/missing' }), [/tokenFile: cannot read .*secrets\/missing \(ENOENT\)/], 'a token file that does not exist')
+  t.is(loadForgeConfig(write(dir, { tokenFile: abs }), {}).token, 'ghp_x', 'an absolute path')
+  refused(t, write(dir, { tokenFile: 'secrets/missing' }), [/tokenFile: cannot open .*secrets\/missing \(ENOENT\)/], 'a token file that does not exist')
+  writeFileSync(join(dir, 'secrets', 'empty'), '\n', { mode: 0o600 })
+  refused(t, write(dir, { tokenFile: 'secrets/empty' }), [/tokenFile: .*secrets\/empty is empty/], 'an empty token file')
+  writeFileSync(join(dir, 'secrets', 'not.pem'), 'hello', { mode: 0o600 })
+  refused(t, write(dir, { app: { appId: 7, installationId: 9, privateKeyFile: 'secrets/not.pem' } }), [/app\.privateKeyFile: not a PEM private key/], 'a key file that is no key')
+})
+
+test('a tokenFile or privateKeyFile readable or writable by group or others is refused, whatever the config file mode', async (t) => {
+  const dir = await tmp(t)
+  const pem = '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n'
+  for (const mode of [0o644, 0o640, 0o604, 0o620, 0o602]) {
+    const token = write(dir, 'ghp_x\n', mode, 'token')
+    refused(t, write(dir, { tokenFile: 'token' }), [/tokenFile: /, new RegExp(`mode 0${mode.toString(8)} lets group or others`), new RegExp(`chmod 600 ${token}`)], `tokenFile at ${mode.toString(8)}`)
+    write(dir, pem, mode, 'app.pem')
+    refused(t, write(dir, { app: { appId: 7, installationId: 9, privateKeyFile: 'app.pem' } }), [/app\.privateKeyFile: /, new RegExp(`mode 0${mode.toString(8)}`)], `privateKeyFile at ${mode.toString(8)}`)
+  }
+  write(dir, 'ghp_x\n', 0o400, 'token')
+  t.is(loadForgeConfig(write(dir, { tokenFile: 'token' }), {}).token, 'ghp_x', 'a 0400 token file is fine')
 })
 
 test('an inline secret in a group- or world-readable file is refused', async (t) => {
@@ -142,7 +160,7 @@ test('baseUrl: an http(s) URL without credentials', async (t) => {
 
 test('a file that cannot be read or parsed', async (t) => {
   const dir = await tmp(t)
-  refused(t, join(dir, 'nope.json'), [/cannot open it \(ENOENT\)/], 'missing')
+  refused(t, join(dir, 'nope.json'), [/cannot open .*nope\.json \(ENOENT\)/], 'missing')
   refused(t, dir, [/not a regular file/], 'a directory')
   refused(t, write(dir, '{"token": "a",}'), [/not valid JSON/], 'trailing comma')
   refused(t, write(dir, Buffer.from([0x7b, 0xff, 0x7d])), [/not UTF-8/], 'not UTF-8')

@@ -11,8 +11,9 @@ import { isAutoleaseError } from '../lib/errors.js'
 import { decodeOp, encodeOp, type EventOp } from '../lib/log/ops.js'
 import { toEventOp } from '../lib/queue/webhook-payload.js'
 import { WebhookSecrets } from '../lib/queue/webhook-secrets.js'
-import { WebhookServer, type WebhookIntake, type WebhookServerOptions } from '../lib/queue/webhook-server.js'
+import { DEFAULT_MAX_BODY_BYTES, WebhookServer, type WebhookIntake, type WebhookServerOptions } from '../lib/queue/webhook-server.js'
 import { thrown } from './helpers/props.js'
+import { waitFor } from './helpers/cluster.js'
 import { allExamples, example, mutate, mutations, seedFromEnv, utf8, withHeadSha, withRepo } from './webhook-helpers.js'
 
 // Payloads: real ones from @octokit/webhooks-examples. Rewritten: repository.full_name
@@ -270,6 +271,117 @@ test('413: a body over maxBodyBytes, with or without Content-Length; then the se
   t.is(intake.ops.length, 1)
 })
 
+test('the default limit is 1 MiB, and a Content-Length over it is refused before any of the body is sent', async (t) => {
+  const { server } = await setup(t)
+  t.is(DEFAULT_MAX_BODY_BYTES, 1024 * 1024)
+  // A ping (answered 202, ignored) padded to exactly the limit is taken; one byte more is not.
+  const ping = (size: number): Uint8Array => {
+    const head = '{"zen":"keep it logically awesome","hook_id":1,"pad":"'
+    return utf8(head + 'x'.repeat(size - head.length - 2) + '"}')
+  }
+  t.is((await deliver(server, ping(DEFAULT_MAX_BODY_BYTES), { event: 'ping' })).status, 202, 'exactly 1 MiB: taken')
+  t.is((await deliver(server, ping(DEFAULT_MAX_BODY_BYTES + 1), { event: 'ping' })).status, 413, '1 MiB + 1: 413')
+  // Headers only, declaring 2 MiB: the 413 comes without a byte of the body (a 25 MB limit read it all first).
+  const headers = `POST /webhook/acme HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Hub-Signature-256: sha256=${'0'.repeat(64)}\r\nContent-Length: ${2 * 1024 * 1024}\r\n\r\n`
+  const early = await raw(server, headers, 3000, false)
+  t.ok(early.startsWith('HTTP/1.1 413'), `answered before the body: ${JSON.stringify(early.slice(0, 12))}`)
+  t.ok(/\r\nconnection: close\r\n/i.test(early), 'and the connection is closed rather than read')
+})
+
+/** The raw answer without its Date header (the one part that may differ between two answers). */
+function undated(answer: string): string {
+  return answer.replace(/\r\nDate: [^\r]*/i, '')
+}
+
+test('an unknown tenant and a bad signature get the same answer, at the same point', async (t) => {
+  const { server, answers } = await setup(t)
+  const body = labeled()
+  const sig = `X-Hub-Signature-256: ${hmac('not-the-secret', body)}\r\n`
+  const request = (tenant: string, extra: string, length: number | null, bodyText: string): string =>
+    `POST /webhook/${tenant} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nX-GitHub-Event: pull_request\r\nX-GitHub-Delivery: d-1\r\n${extra}` +
+    `${length === null ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`}\r\n\r\n${bodyText}`
+  const text = new TextDecoder().decode(body)
+  const shapes: Array<[string, (tenant: string) => string]> = [
+    ['a bad signature', (tenant) => request(tenant, sig, body.byteLength, text)],
+    ['no signature', (tenant) => request(tenant, '', body.byteLength, text)],
+    ['a chunked body', (tenant) => request(tenant, sig, null, `${body.byteLength.toString(16)}\r\n${text}\r\n0\r\n\r\n`)],
+    ['a chunked body over the limit', (tenant) => request(tenant, sig, null, `${(1_100_000).toString(16)}\r\n${'x'.repeat(1_100_000)}\r\n0\r\n\r\n`)]
+  ]
+  for (const [label, make] of shapes) {
+    const known = undated(await raw(server, make('acme'), 3000, false))
+    const unknown = undated(await raw(server, make('initech'), 3000, false))
+    t.ok(/^HTTP\/1\.1 (401|413) /.test(known), `${label}: ${known.split('\r\n')[0]}`)
+    t.is(unknown, known, `${label}: an unknown tenant's answer is the known tenant's, byte for byte`)
+  }
+  t.ok(
+    answers.every(([s]) => s === 401 || s === 413),
+    'nothing else was answered'
+  )
+  // The body withheld: neither is answered before it comes (refused at once, an unknown tenant was told apart).
+  for (const tenant of ['acme', 'initech']) {
+    const socket = connect(server.port, '127.0.0.1')
+    socket.on('error', () => {})
+    t.teardown(() => socket.destroy())
+    let got = ''
+    socket.on('data', (c: Buffer) => (got += c.toString('latin1')))
+    socket.write(request(tenant, sig, body.byteLength, ''))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    t.is(got, '', `${tenant}: no answer while the body is outstanding`)
+    socket.write(body)
+    await waitFor(() => got.includes('\r\n\r\n'), 3000, 'the answer')
+    t.ok(got.startsWith('HTTP/1.1 401'), `${tenant}: 401 once the body came`)
+    t.ok(got.endsWith(JSON.stringify({ ok: false, error: 'bad signature or unknown tenant' })), `${tenant}: the one 401 body`)
+  }
+})
+
+test('at most maxConcurrentBodies bodies are read at once: the next request waits unread, then is served', async (t) => {
+  const { server, intake } = await setup(t, { maxConcurrentBodies: 2 })
+  const sig = `X-Hub-Signature-256: sha256=${'0'.repeat(64)}\r\n`
+  const held: Array<ReturnType<typeof connect>> = []
+  const heldAnswers: string[] = ['', '']
+  for (let i = 0; i < 2; i++) {
+    const socket = connect(server.port, '127.0.0.1')
+    socket.on('error', () => {})
+    t.teardown(() => socket.destroy())
+    socket.on('data', (c: Buffer) => (heldAnswers[i] += c.toString('latin1')))
+    // Half a body: the slot stays taken until the rest comes.
+    socket.write(`POST /webhook/acme HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${sig}Content-Length: 9\r\n\r\n{"a":`)
+    held.push(socket)
+  }
+  // A request that gives up while waiting leaves the queue (its slot is not lost).
+  t.is(await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${sig}Content-Length: 2\r\n\r\n{}`, 200, false), '', 'a third request waits')
+  let third: Reply | null = null
+  const pending = deliver(server, labeled()).then((r) => (third = r))
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  t.is(third, null, 'a signed delivery is not answered while both slots are taken')
+  t.is(intake.calls, 0, 'nor appended')
+  held[0]!.write('"b"}')
+  await waitFor(() => heldAnswers[0]!.includes('\r\n\r\n'), 3000, 'the first held answer')
+  t.ok(heldAnswers[0]!.startsWith('HTTP/1.1 401'), 'the first held request: 401 (bad signature)')
+  await pending
+  t.is((third as Reply | null)?.status, 202, 'then the waiting delivery is read and stored')
+  t.is(intake.ops.length, 1)
+  held[1]!.write('"b"}')
+  await waitFor(() => heldAnswers[1]!.includes('\r\n\r\n'), 3000, 'the second held answer')
+  t.is((await deliver(server, labeled())).status, 202, 'every slot is free again')
+})
+
+test('at most maxConnections sockets: one more is closed at once', async (t) => {
+  const { server } = await setup(t, { maxConnections: 2 })
+  const open = [connect(server.port, '127.0.0.1'), connect(server.port, '127.0.0.1')]
+  for (const s of open) {
+    s.on('error', () => {})
+    t.teardown(() => s.destroy())
+    await new Promise((resolve) => s.once('connect', resolve))
+  }
+  const started = Date.now()
+  const extra = await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 3000, false)
+  t.is(extra, '', 'the third connection gets no answer')
+  t.ok(Date.now() - started < 2000, 'it is closed at once')
+  for (const s of open) s.destroy()
+  await waitFor(async () => (await send(server, 'GET', '/healthz', null, {}).catch(() => null))?.status === 200, 3000, 'served again once the others closed')
+})
+
 test('415: content types other than JSON or form', async (t) => {
   const { server, intake } = await setup(t)
   for (const type of ['text/plain', 'application/jsonx', 'multipart/form-data; boundary=x', null]) {
@@ -368,14 +480,15 @@ test('malformed requests, aborted connections and slow clients never crash the s
   // A parse error on a pipelined request while the first is handled: no raw answer is written into the first one's.
   const pipelined = await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\ngarbage\r\n\r\n', 2000)
   t.ok(pipelined === '' || /^HTTP\/1\.1 (200|400) /.test(pipelined), `pipelined garbage: ${JSON.stringify(pipelined.slice(0, 12))}`)
-  // Aborted mid-body: the client goes away after half the declared length.
-  await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`, 200)
+  // Aborted mid-body: the client goes away after half the declared length (signed, so that the body is read).
+  const signed = `X-Hub-Signature-256: sha256=${'0'.repeat(64)}\r\n`
+  await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\n${signed}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`, 200)
   // Slow: headers never finish, or the body never finishes; the server gives up on its own.
   const started = Date.now()
   const slowHeaders = await raw(server, 'POST /webhook/acme HTTP/1.1\r\nHost: x\r\n', 5000, false)
   t.ok(Date.now() - started < 4000, `stalled headers: connection closed by the server after ${Date.now() - started} ms`)
   t.ok(slowHeaders === '' || slowHeaders.startsWith('HTTP/1.1 408'), 'stalled headers: 408 or a closed connection')
-  const slowBody = await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`, 5000, false)
+  const slowBody = await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\n${signed}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`, 5000, false)
   t.ok(slowBody === '' || slowBody.startsWith('HTTP/1.1 408'), `stalled body: ${JSON.stringify(slowBody.slice(0, 12))}`)
   const idle = Date.now()
   await raw(server, '', 5000, false)

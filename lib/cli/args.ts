@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { storagePaths } from '../daemon/storage-lock.js'
 import { parseHostPort } from '../daemon/swarm.js'
 
-export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7, VERSION_AHEAD: 8 } as const
+export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7, VERSION_AHEAD: 8, NOT_PRIVATE: 9 } as const
 
 /** An intended exit with a one-line message. */
 export class Exit extends Error {

@@ -13,7 +13,7 @@ import type { PairingHost } from './pairing.js'
 import type { QueueReads } from '../queue/queue-reads.js'
 import type { RunRegistry } from './run-registry.js'
 import type { ElectionConfig } from '../lease/config.js'
-import { DEFAULT_INVITE_TTL_MS } from './pairing.js'
+import { DEFAULT_INVITE_ROLE, DEFAULT_INVITE_TTL_MS, INVITE_ROLES, MAX_INVITE_TTL_MS, type InviteRole } from './pairing.js'
 import { waitForConfirmed } from '../lease/named-leases.js'
 import { systemClock } from '../lease/clock.js'
 import { SIGNER_LEASE, isLabel, isRepo, isTenant, isWriterKeyHex, normalizeRepo, type MergeMethod } from '../log/ops.js'
@@ -40,9 +40,14 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
 
   c.handle('status', () => ctx.status())
   c.handle('release', async () => ({ result: await ctx.stepDown(ctx.config.leaseMs * 3) }))
+  // The ttl is bounded like the CLI's --ttl (366 days); the role is the inviter's to choose.
   c.handle('invite', async (p) => {
-    const info = pairing.createInvite(optNumber(p, 'ttlMs') ?? DEFAULT_INVITE_TTL_MS)
-    return { invite: info.invite, expiresAt: info.expiresAt }
+    const ttlMs = optNumber(p, 'ttlMs') ?? DEFAULT_INVITE_TTL_MS
+    if (ttlMs > MAX_INVITE_TTL_MS) throw new AutoleaseError('INVALID_ARGUMENT', `ttlMs must be at most ${MAX_INVITE_TTL_MS} (366 days)`)
+    const role = optStr(p, 'role') ?? DEFAULT_INVITE_ROLE
+    if (!(INVITE_ROLES as readonly string[]).includes(role)) throw new AutoleaseError('INVALID_ARGUMENT', `role must be writer or indexer, got ${JSON.stringify(role.slice(0, 40))}`)
+    const info = pairing.createInvite({ ttlMs, role: role as InviteRole })
+    return { invite: info.invite, expiresAt: info.expiresAt, role: info.role }
   })
   c.handle('devices', async () => {
     const writers = await log.writers('tip')

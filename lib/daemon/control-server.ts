@@ -1,20 +1,27 @@
 /**
  * The control socket: how the CLI talks to a running daemon.
  *
- * A Unix socket in the storage directory, mode 0600 (the storage directory
- * itself is 0700): only the device's owner may steer its daemon. Protocol:
- * JSON lines. The client sends one request `{id, method, params}`; the
- * server answers `{id, ok: true, result}` or `{id, ok: false, error: {code,
+ * A Unix socket in the storage directory: only the device's owner may
+ * steer its daemon. The socket is 0600 from the moment it exists (bound
+ * under a restrictive umask, private-files.ts), inside a storage
+ * directory that is 0700: a socket chmod-ed after `listen` was open in
+ * between, and a connection made then survives the chmod. Protocol: JSON
+ * lines. The client sends one request `{id, method, params}`; the server
+ * answers `{id, ok: true, result}` or `{id, ok: false, error: {code,
  * message}}`. A streaming method answers with any number of
  * `{id, event}` lines until either side closes the connection.
  *
  * Handlers never crash the daemon: a handler error becomes an error reply.
- * Broken contracts (unknown method, malformed line) get code PROTOCOL.
+ * Broken contracts (unknown method, malformed line) get code PROTOCOL. A
+ * request line over MAX_LINE bytes gets one PROTOCOL answer (id 0) and the
+ * connection is closed: it once got silence, and the CLI waited for its
+ * timeout with nothing to say.
  */
 import { createServer, type Server, type Socket } from 'node:net'
-import { chmodSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import ReadyResource from 'ready-resource'
 import { AutoleaseError } from '../errors.js'
+import { listenPrivate } from './private-files.js'
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
 export type Params = Record<string, Json | undefined>
@@ -36,7 +43,10 @@ export type StreamHandler = (params: Params, send: (event: Json) => void) => Pro
 
 /** Unix socket paths are limited to ~107 bytes on Linux. */
 const MAX_SOCKET_PATH = 104
-const MAX_LINE = 64 * 1024
+/** The longest request line the server reads (bytes of UTF-8 text, newline excluded). */
+export const MAX_LINE = 64 * 1024
+/** How long a refused connection may stay half-open for its peer to read the answer. */
+const REFUSED_LINGER_MS = 1_000
 
 export class ControlServer extends ReadyResource {
   readonly path: string
@@ -66,14 +76,7 @@ export class ControlServer extends ReadyResource {
   override async _open(): Promise<void> {
     // A socket file left by a killed daemon; the storage lock already proved no live daemon uses it.
     rmSync(this.path, { force: true })
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject)
-      this.server.listen(this.path, () => {
-        this.server.off('error', reject)
-        resolve()
-      })
-    })
-    chmodSync(this.path, 0o600)
+    await listenPrivate(this.server, this.path)
   }
 
   override async _close(): Promise<void> {
@@ -98,24 +101,33 @@ export class ControlServer extends ReadyResource {
         c()
       }
     })
+    let refused = false
+    // A line (complete or not) over the limit: one answer, then the connection ends; nothing more is read.
+    const refuse = (): void => {
+      refused = true
+      buf = ''
+      socket.pause()
+      const reply: ControlReply = { id: 0, ok: false, error: { code: 'PROTOCOL', message: `the request is larger than the daemon accepts (${MAX_LINE} bytes per line)` } }
+      socket.end(JSON.stringify(reply) + '\n')
+      setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref()
+    }
     socket.on('data', (chunk: string) => {
+      if (refused) return
       buf += chunk
-      if (buf.length > MAX_LINE) {
-        socket.destroy()
-        return
-      }
       let nl: number
       while ((nl = buf.indexOf('\n')) !== -1) {
         const line = buf.slice(0, nl)
+        if (Buffer.byteLength(line) > MAX_LINE) return refuse()
         buf = buf.slice(nl + 1)
         if (line.trim() !== '') this.dispatch(socket, line, cleanups)
       }
+      if (Buffer.byteLength(buf) > MAX_LINE) refuse()
     })
   }
 
   private dispatch(socket: Socket, line: string, cleanups: Array<() => void>): void {
     const write = (reply: ControlReply): void => {
-      if (!socket.destroyed) socket.write(JSON.stringify(reply) + '\n')
+      if (!socket.destroyed && socket.writable) socket.write(JSON.stringify(reply) + '\n')
     }
     const req = parseRequest(line)
     if (req === null) {

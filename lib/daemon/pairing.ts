@@ -2,53 +2,97 @@
  * Adding a device to a group by invite, over blind-pairing.
  *
  * Host side (a running indexer daemon): `createInvite` makes a one-line
- * invite (z32) that expires; a candidate presenting it sends its writer key
- * (and whether it wants to be an indexer), sealed to the invite; the host
- * appends `add-writer` for that key and answers with the group key.
- * Joiner side (`joinGroup`): pairs, opens the group, and returns once this
- * device is a writer.
+ * invite (z32) that expires, for a role the inviter chose (writer or
+ * indexer); a candidate presenting it sends its writer key (and whether it
+ * accepts becoming an indexer), sealed to the invite; the host appends
+ * `add-writer` for that key with the role granted and answers with the
+ * group key and that role (blind-pairing's `additional` data, signed with
+ * the invite's key). Joiner side (`joinGroup`): pairs, opens the group,
+ * and returns once this device is a writer and, granted indexer, once its
+ * promotion is in effect.
  *
  * Invariants enforced here alone:
  * - An invite admits exactly one device: the first writer key that presents
- *   it. The same device may present it again (lost reply, retry); any other
- *   key gets "invite used". An expired invite is refused by both sides.
+ *   it. The check and the mark are one synchronous step, before anything is
+ *   awaited: checked, awaited, then marked, two concurrent requests with one
+ *   invite both got in (two add-writer ops from one invite, reproduced).
+ *   The same device may present it again (lost reply, retry) and gets the
+ *   role it was granted the first time; any other key gets "invite used".
+ *   An expired invite is refused by both sides.
+ * - The inviter decides the role, never the joiner: the role granted is the
+ *   invite's, lowered to writer when the joiner asks for no more (`join
+ *   --no-indexer`). A joiner asking for indexer on a writer invite is added
+ *   as a writer. (The joiner once chose, and an indexer is the group's full
+ *   admin: it removes devices, adds repos, changes required checks.)
  * - Only an indexer can invite: apply ignores writer ops from others.
- * - A removed device cannot come back with an invite (apply keeps it
- *   removed; the host refuses it up front so the joiner gets a clear error).
+ * - An invite never changes a member: a key that is already a writer of
+ *   the group (or was removed: apply keeps it removed) is refused, and the
+ *   invite it presented is spent all the same (fail-safe). The key a
+ *   candidate sends proves nothing about who holds it, and an add-writer
+ *   {indexer: false} for an indexer demotes it: a writer invite could have
+ *   demoted any indexer but the last. A retry by the device that used the
+ *   invite (its add-writer already there) is answered again, nothing
+ *   appended.
  *
  * Not guaranteed: invites live in the inviting daemon's memory; a restarted
  * daemon forgets its open invites (they then can never be used: fail-safe).
+ * The role in the answer tells the joiner what to wait for; what the device
+ * may do is decided by the add-writer op in the log alone.
  */
 import BlindPairing from 'blind-pairing'
-import type { MemberRequest, Member } from 'blind-pairing'
+import type { AdditionalData, CreatedInvite, MemberRequest, Member } from 'blind-pairing'
 import type Hyperswarm from 'hyperswarm'
 import Corestore from 'corestore'
 import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
+import { randomBytes } from 'node:crypto'
 import z32 from 'z32'
 import { IntentLog } from '../log/intent-log.js'
 import { Swarm } from './swarm.js'
 import { AutoleaseError } from '../errors.js'
 
+/** The joiner's userData flag: it accepts being an indexer (without it, it joins as a writer whatever the invite grants). */
 const FLAG_INDEXER = 1
 const STATUS_REJECTED = 1
 const STATUS_USED = 2
 const STATUS_EXPIRED = 3
 
+export type InviteRole = 'writer' | 'indexer'
+export const INVITE_ROLES: readonly InviteRole[] = ['writer', 'indexer']
+/**
+ * The role of an invite made without one: indexer. The common invite is an
+ * operator's own next device, and a group needs three indexers to survive
+ * one failure; a writer default would leave `init` + two invites a group
+ * that cannot fail over, and say nothing. Agents and other people's
+ * machines get `--role writer`.
+ */
+export const DEFAULT_INVITE_ROLE: InviteRole = 'indexer'
 export const DEFAULT_INVITE_TTL_MS = 10 * 60 * 1000
+/** The longest invite, as the CLI's `--ttl` allows: 366 days. */
+export const MAX_INVITE_TTL_MS = 366 * 24 * 3600 * 1000
 const MEMBERSHIP_SETTLE_MS = 20_000
+
+/** The role as the confirm payload's data carries it: one byte. */
+const ROLE_BYTE: Record<InviteRole, number> = { writer: 0, indexer: 1 }
 
 interface OpenInvite {
   publicKey: Uint8Array
   expiresAt: number
-  /** The writer key (hex) that used it, once used. */
-  usedBy: string | null
+  role: InviteRole
+  /** The answer's signed role data, per role granted (blind-pairing signs it with the invite's key at creation). */
+  answers: Record<InviteRole, AdditionalData>
+  /** The device (writer key, hex) that used it and the role it was granted, once used. */
+  usedBy: { key: string; role: InviteRole } | null
 }
 
 export interface InviteInfo {
   invite: string
   expiresAt: number
+  role: InviteRole
 }
+
+/** What blind-pairing hands the member's onadd: the parts used here. */
+export type PairingRequest = Pick<MemberRequest, 'inviteId' | 'open' | 'confirm' | 'deny'>
 
 export class PairingHost extends ReadyResource {
   private readonly log: IntentLog
@@ -65,7 +109,7 @@ export class PairingHost extends ReadyResource {
   }
 
   override async _open(): Promise<void> {
-    this.member = this.pairing.addMember({ discoveryKey: this.log.discoveryKey, onadd: (req) => this.onrequest(req) })
+    this.member = this.pairing.addMember({ discoveryKey: this.log.discoveryKey, onadd: (req) => this.handle(req) })
     await this.member.ready()
   }
 
@@ -86,44 +130,70 @@ export class PairingHost extends ReadyResource {
     }
   }
 
-  createInvite(ttlMs: number = DEFAULT_INVITE_TTL_MS): InviteInfo {
+  createInvite(opts: { ttlMs?: number; role?: InviteRole } = {}): InviteInfo {
+    const ttlMs = opts.ttlMs ?? DEFAULT_INVITE_TTL_MS
+    const role = opts.role ?? DEFAULT_INVITE_ROLE
+    if (!Number.isSafeInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_INVITE_TTL_MS) {
+      throw new AutoleaseError('INVALID_ARGUMENT', `invite ttl must be from 1 ms to 366 days, got ${String(ttlMs)} ms`)
+    }
+    if (!INVITE_ROLES.includes(role)) throw new AutoleaseError('INVALID_ARGUMENT', `invite role must be writer or indexer, got ${JSON.stringify(role)}`)
     if (!this.log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can invite a device (this device is not an indexer)')
     // blind-pairing stores expiry in whole seconds: round up so the invite never claims less time than we enforce.
     const expiresAt = Math.ceil((this.wall() + ttlMs) / 1000) * 1000
-    const created = BlindPairing.createInvite(this.log.key, { expires: expiresAt })
-    this.invites.set(b4a.toString(created.id, 'hex'), { publicKey: created.publicKey, expiresAt, usedBy: null })
-    return { invite: z32.encode(created.invite), expiresAt }
+    const seed = randomBytes(32)
+    // One invite (one seed, so one id and one key pair), one signed answer per role it may grant.
+    const make = (r: InviteRole): CreatedInvite => BlindPairing.createInvite(this.log.key, { expires: expiresAt, seed, data: b4a.from([ROLE_BYTE[r]]) })
+    const [writer, indexer] = [make('writer'), make('indexer')]
+    const answers = { writer: writer.additional!, indexer: indexer.additional! }
+    const created = role === 'writer' ? writer : indexer
+    this.invites.set(b4a.toString(created.id, 'hex'), { publicKey: created.publicKey, expiresAt, role, answers, usedBy: null })
+    return { invite: z32.encode(created.invite), expiresAt, role }
   }
 
-  private async onrequest(req: MemberRequest): Promise<void> {
+  /**
+   * One pairing request (blind-pairing's member onadd). Everything up to
+   * the mark runs before the first await: see the module header.
+   */
+  async handle(req: PairingRequest): Promise<void> {
     const open = this.invites.get(b4a.toString(req.inviteId, 'hex'))
     if (!open) return // not one of ours: another member may own it
-    const userData = req.open(open.publicKey)
-    const joiner = parseUserData(userData)
+    const joiner = parseUserData(req.open(open.publicKey))
     if (joiner === null) return req.deny({ status: STATUS_REJECTED })
-    if (open.usedBy !== null && open.usedBy !== joiner.key) return req.deny({ status: STATUS_USED })
-    if (open.usedBy === null && this.wall() >= open.expiresAt) return req.deny({ status: STATUS_EXPIRED })
-    const writers = await this.log.writers('tip')
-    if (writers.some((w) => w.key === joiner.key && w.removed)) return req.deny({ status: STATUS_REJECTED })
-    open.usedBy = joiner.key
-    // One membership change at a time: adding an indexer while the previous
-    // promotion was still unconfirmed stalled indexing for good in one
-    // end-to-end run (founder and first joiner stuck, the second ahead).
-    await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
-    await this.log.append({ type: 'add-writer', key: joiner.key, indexer: joiner.indexer })
-    req.confirm({ key: this.log.key })
+    const fresh = open.usedBy === null
+    if (open.usedBy === null) {
+      if (this.wall() >= open.expiresAt) return req.deny({ status: STATUS_EXPIRED })
+      open.usedBy = { key: joiner.key, role: open.role === 'indexer' && joiner.indexer ? 'indexer' : 'writer' }
+    } else if (open.usedBy.key !== joiner.key) {
+      return req.deny({ status: STATUS_USED })
+    }
+    const role = open.usedBy.role
+    // From here on the invite is this device's, whatever happens next.
+    const known = (await this.log.writers('tip')).find((w) => w.key === joiner.key)
+    if (known?.removed) return req.deny({ status: STATUS_REJECTED })
+    // A member never presents an invite: the key it sends proves nothing, and
+    // an add-writer {indexer: false} for an indexer demotes it.
+    if (known !== undefined && fresh) return req.deny({ status: STATUS_REJECTED })
+    if (known === undefined) {
+      // One membership change at a time: adding an indexer while the previous
+      // promotion was still unconfirmed stalled indexing for good in one
+      // end-to-end run (founder and first joiner stuck, the second ahead).
+      await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
+      await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
+    }
+    req.confirm({ key: this.log.key, additional: open.answers[role] })
   }
 }
 
 export type JoinResult =
-  | { result: 'joined'; key: Uint8Array; self: string; indexer: boolean }
+  | { result: 'joined'; key: Uint8Array; self: string; role: InviteRole }
   | { result: 'refused'; reason: 'expired' | 'used' | 'rejected' }
 
 export interface JoinOptions {
   /** The corestore directory of the joining device. */
   corestore: string
   invite: string
-  indexer: boolean
+  /** 'writer': join as a plain writer whatever the invite grants (`--no-indexer`). Default 'indexer': take the invite's role. */
+  maxRole?: InviteRole
   bootstrap?: string[]
   host?: string
   timeoutMs?: number
@@ -165,7 +235,8 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     await swarm.ready()
     pairing = new BlindPairing(swarm.swarm, { poll: 1_000 })
 
-    const userData = b4a.concat([self, b4a.from([opts.indexer ? FLAG_INDEXER : 0])])
+    const acceptsIndexer = (opts.maxRole ?? 'indexer') === 'indexer'
+    const userData = b4a.concat([self, b4a.from([acceptsIndexer ? FLAG_INDEXER : 0])])
     const paired = await new Promise<JoinResult>((resolve, reject) => {
       timer = setTimeout(
         () => reject(new AutoleaseError('TIMEOUT', `no member of the group answered the invite within ${timeoutMs} ms (is the inviting daemon running and reachable?)`)),
@@ -174,13 +245,14 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
       const candidate = pairing!.addCandidate({
         invite: invite.bytes,
         userData,
-        onadd: (res) => resolve({ result: 'joined', key: res.key, self: b4a.toString(self, 'hex'), indexer: opts.indexer })
+        onadd: (res) => resolve({ result: 'joined', key: res.key, self: b4a.toString(self, 'hex'), role: grantedRole(res.data, acceptsIndexer) })
       })
       // A refusal (used, expired, rejected) is emitted on the request; the candidate would otherwise keep polling.
       candidate.request.on('rejected', (err) => resolve({ result: 'refused', reason: refusal(err.code) }))
     })
     debug('paired')
     if (paired.result !== 'joined') return paired
+    const indexer = paired.role === 'indexer'
     opts.onkey?.(paired.key)
 
     // Phase 2 on a fresh swarm: replicating the log on connections opened
@@ -216,7 +288,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
         // An indexer joins for good only once its promotion is in effect; a
         // join process that exited mid-promotion left devices that never
         // became active indexers (CI, 2 runs in a row): stay until it is.
-        if (!joined.writable || (opts.indexer && !joined.isIndexer)) return
+        if (!joined.writable || (indexer && !joined.isIndexer)) return
         clearInterval(poll)
         joined.off('update', check)
         resolve()
@@ -248,6 +320,15 @@ function debug(msg: string): void {
 function parseUserData(data: Uint8Array | null): { key: string; indexer: boolean } | null {
   if (data === null || data.byteLength !== 33) return null
   return { key: b4a.toString(data.subarray(0, 32), 'hex'), indexer: (data[32]! & FLAG_INDEXER) !== 0 }
+}
+
+/**
+ * The role the host granted, from its answer's data; a host from before
+ * invites carried a role sends none and granted what was asked.
+ */
+export function grantedRole(data: Uint8Array | null, acceptsIndexer: boolean): InviteRole {
+  if (data === null || data.byteLength !== 1) return acceptsIndexer ? 'indexer' : 'writer'
+  return data[0] === ROLE_BYTE.indexer && acceptsIndexer ? 'indexer' : 'writer'
 }
 
 function refusal(code: string | undefined): 'expired' | 'used' | 'rejected' {

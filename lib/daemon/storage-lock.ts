@@ -8,6 +8,10 @@
  *   daemon.pid     the lock: pid of the process using DIR
  *   control.sock   the running daemon's control socket (mode 0600)
  *
+ * DIR is private before anything is opened in it (private-files.ts:
+ * 0700, owned by this user, nothing inside readable by others, umask
+ * 0o077 from then on): `init`, `join` and `start` all begin here.
+ *
  * Invariant enforced here alone: two processes never open the same
  * corestore. rocksdb refuses a second open too, but with an error that
  * names a LOCK file deep inside; a busy directory must be refused at once
@@ -18,10 +22,11 @@
  * Not guaranteed: a stale pid reused by an unrelated live process makes the
  * directory look busy until that process ends (remove daemon.pid by hand).
  */
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, existsSync, renameSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, existsSync, renameSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import z32 from 'z32'
 import { AutoleaseError } from '../errors.js'
+import { privateStorage, tightenStorage } from './private-files.js'
 
 export interface StoragePaths {
   dir: string
@@ -91,10 +96,14 @@ export class StorageLock {
     this.paths = paths
   }
 
-  /** Take DIR for this process, creating it (mode 0700) if needed. Throws STORAGE_BUSY if a live process holds it. */
+  /**
+   * Take DIR for this process, creating it or tightening it to 0700 (and
+   * the process umask to 0o077) first. Throws STORAGE_NOT_PRIVATE if DIR
+   * cannot be made private, STORAGE_BUSY if a live process holds it.
+   */
   static acquire(dir: string): StorageLock {
     const paths = storagePaths(dir)
-    mkdirSync(paths.dir, { recursive: true, mode: 0o700 })
+    privateStorage(paths.dir)
     const lock = new StorageLock(paths)
     for (let attempt = 0; attempt < 3; attempt++) {
       let fd: number
@@ -113,6 +122,13 @@ export class StorageLock {
       writeSync(fd, `${process.pid}\n`)
       closeSync(fd)
       lock.held = true
+      try {
+        // Files an older build left readable (its RocksDB files were 0644); ours alone now, so nothing else changes them meanwhile.
+        tightenStorage(paths.dir)
+      } catch (err) {
+        lock.release()
+        throw err
+      }
       return lock
     }
     throw new AutoleaseError('STORAGE_BUSY', `could not lock storage ${paths.dir} (another process is racing for it)`)

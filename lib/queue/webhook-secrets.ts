@@ -6,8 +6,8 @@
  * Invariants enforced here alone:
  * - A secrets file readable or writable by group or others is refused (the
  *   secrets let anyone append events to the group's log), as is a file that
- *   is not a regular file. The mode is checked on the descriptor that is
- *   then read, so the file cannot be swapped in between.
+ *   is not a regular file: the rule of every secret file, stated in
+ *   daemon/private-files.ts (checked on the descriptor that is then read).
  * - Every tenant is a valid tenant id and has 1..MAX_SECRETS non-empty,
  *   well-formed secrets: the server never verifies against an empty secret
  *   (`verify` throws on one) and never serves a tenant with none.
@@ -15,9 +15,8 @@
  *   rotation must not lock every tenant out. The error is returned for the
  *   log.
  */
-import { closeSync, fstatSync, openSync } from 'node:fs'
 import { AutoleaseError } from '../errors.js'
-import { readUtf8 } from './bounded-file.js'
+import { readPrivateFile } from '../daemon/private-files.js'
 import { isTenant } from '../log/ops.js'
 
 const MAX_FILE_BYTES = 1024 * 1024
@@ -65,27 +64,7 @@ export class WebhookSecrets implements WebhookSecretSource {
 
 function readSecretsFile(path: string): Map<string, readonly string[]> {
   const refuse = (why: string): AutoleaseError => new AutoleaseError('INVALID_CONFIG', `webhook secrets file ${path}: ${why}`)
-  let text: string
-  let fd: number
-  try {
-    fd = openSync(path, 'r')
-  } catch (err) {
-    throw refuse(`cannot open it (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-  }
-  try {
-    const st = fstatSync(fd)
-    if (!st.isFile()) throw refuse('not a regular file')
-    const mode = st.mode & 0o777
-    if ((mode & 0o077) !== 0) {
-      throw refuse(`mode ${mode.toString(8).padStart(4, '0')} lets group or others read it; it must be 0600 or stricter (chmod 600 ${path})`)
-    }
-    if (st.size > MAX_FILE_BYTES) throw refuse(`larger than ${MAX_FILE_BYTES} bytes`)
-    const read = readUtf8(fd, st.size)
-    if (read === null) throw refuse('not UTF-8')
-    text = read
-  } finally {
-    closeSync(fd)
-  }
+  const text = readPrivateFile(path, `webhook secrets file ${path}`, MAX_FILE_BYTES)
   let raw: unknown
   try {
     raw = JSON.parse(text)

@@ -14,10 +14,26 @@
  *   of the tenant named in the path (a rotation accepts the previous one),
  *   and only then are headers and JSON looked at. A tenant's secret never
  *   authenticates another tenant's path.
- * - Bounded work per request: a body over `maxBodyBytes` is refused as soon
- *   as its length is known and never buffered past the limit; headers and
- *   whole requests time out; the intake stage is bounded below GitHub's
- *   10 s, so nothing slow runs before the answer beyond the append.
+ * - Bounded memory, whoever sends: a body over `maxBodyBytes` (1 MiB) is
+ *   refused with 413 before any of it is read when its Content-Length says
+ *   so, and as soon as the limit is passed when it is chunked (nothing past
+ *   the limit is buffered). At most `maxConcurrentBodies` (16) bodies are
+ *   read at once; a request beyond that waits, unread (TCP backpressure),
+ *   until one finishes or its request timeout ends it; at most
+ *   `maxConnections` (256) sockets are open (Node closes new ones at once).
+ *   So bodies in memory are bounded by 16 MiB plus socket buffers. Before,
+ *   8 unsigned 24 MiB posts took a daemon from 46 to 329 MiB RSS.
+ * - Tenant names cannot be probed: an unknown tenant and a bad signature
+ *   get the same answer (status, headers, body) at the same point. The
+ *   checks that need no secret (size, content type, a signature header at
+ *   all) come first, for every tenant alike; then an unknown tenant's body
+ *   is read like any other (same slot, same limit) but never kept, and it
+ *   is answered as a bad signature is, after the body. Refused before its
+ *   body, an unknown tenant would be told apart by when the answer comes
+ *   (or by 401 where a known one gets 413 for a long chunked body).
+ * - Bounded time per request: headers and whole requests time out; the
+ *   intake stage is bounded below GitHub's 10 s, so nothing slow runs
+ *   before the answer beyond the append.
  * - Never crashes the daemon: malformed requests, aborted connections and
  *   handler errors become answers (or a closed socket), never an uncaught
  *   exception. Every answer is JSON and reported once through `onanswer`.
@@ -45,8 +61,17 @@ export interface WebhookServerOptions {
   host?: string
   secrets: WebhookSecretSource
   intake: WebhookIntake
-  /** GitHub caps payloads at 25 MB. */
+  /**
+   * Default 1 MiB. GitHub caps payloads at 25 MB, but the large ones are
+   * push/create events (file lists); the events the queue uses stay far
+   * below: a PR body or a check run's summary and text are each at most
+   * 65,536 characters, the largest example payloads ~27 KB.
+   */
   maxBodyBytes?: number
+  /** Bodies being read at once (each up to maxBodyBytes); more wait unread. Default 16. */
+  maxConcurrentBodies?: number
+  /** Open sockets; beyond this, Node closes new connections at once. Default 256. */
+  maxConnections?: number
   /** Wall-clock ms for the op's `ts`. */
   clock?: () => number
   /** Every answer's status and short reason (metrics, logs). Must not throw; a throw is swallowed. */
@@ -59,6 +84,11 @@ export interface WebhookServerOptions {
   intakeTimeoutMs?: number
 }
 
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+const DEFAULT_MAX_CONCURRENT_BODIES = 16
+const DEFAULT_MAX_CONNECTIONS = 256
+/** The one answer to every authentication failure, whatever failed (see the header). */
+const UNAUTHORIZED = 'bad signature or unknown tenant'
 const RETRY_AFTER_S = '5'
 const JSON_TYPES = new Set(['application/json', 'application/x-www-form-urlencoded'])
 const WEBHOOK_PATH = /^\/webhook\/([^/]*)$/
@@ -71,6 +101,7 @@ export class WebhookServer extends ReadyResource {
   private readonly secrets: WebhookSecretSource
   private readonly intake: WebhookIntake
   private readonly maxBodyBytes: number
+  private readonly bodies: Slots
   private readonly clock: () => number
   private readonly onanswer: (status: number, reason: string) => void
   private readonly intakeTimeoutMs: number
@@ -88,7 +119,8 @@ export class WebhookServer extends ReadyResource {
     this.host = opts.host ?? '127.0.0.1'
     this.secrets = opts.secrets
     this.intake = opts.intake
-    this.maxBodyBytes = opts.maxBodyBytes ?? 25 * 1024 * 1024
+    this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+    this.bodies = new Slots(opts.maxConcurrentBodies ?? DEFAULT_MAX_CONCURRENT_BODIES)
     this.clock = opts.clock ?? Date.now
     const onanswer = opts.onanswer
     this.onanswer = (status, reason) => {
@@ -105,6 +137,7 @@ export class WebhookServer extends ReadyResource {
     const connectionsCheckingInterval = Math.max(50, Math.min(1_000, Math.floor(headersTimeout / 4)))
     this.server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval }, (req, res) => this.onrequest(req, res))
     this.server.keepAliveTimeout = 5_000
+    this.server.maxConnections = opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS
     this.server.on('connection', (socket: Socket) => {
       this.sockets.add(socket)
       socket.on('close', () => this.sockets.delete(socket))
@@ -167,23 +200,31 @@ export class WebhookServer extends ReadyResource {
   }
 
   private async webhook(req: IncomingMessage, tenant: string): Promise<Answer | null> {
-    const secrets = this.secrets.secretsFor(tenant)
-    if (secrets.length === 0) return fail(401, 'unknown tenant')
-
-    const length = req.headers['content-length']
-    if (length !== undefined && Number(length) > this.maxBodyBytes) return fail(413, 'payload too large')
-    const body = await this.readBody(req)
-    if (body === 'aborted') return null
-    if (body === 'too-large') return fail(413, 'payload too large')
-
+    // Nothing here depends on the tenant: every tenant, known or not, gets these answers alike, before its body is read.
+    const length = contentLength(req.headers['content-length'])
+    if (length !== null && length > this.maxBodyBytes) return fail(413, 'payload too large')
     const type = mediaType(req.headers['content-type'])
     if (type === null || !JSON_TYPES.has(type)) return fail(415, 'content type must be application/json or application/x-www-form-urlencoded')
-
     const signature = req.headers['x-hub-signature-256']
-    if (typeof signature !== 'string' || signature === '') return fail(401, 'missing X-Hub-Signature-256')
-    const text = this.decode(body)
-    if (text === null || !(await verifyAny(secrets, text, signature))) return fail(401, 'bad signature')
+    if (typeof signature !== 'string' || signature === '') return unauthorized('missing signature')
 
+    // An unknown tenant's body is read like any other but never kept.
+    const secrets = this.secrets.secretsFor(tenant)
+    const release = await this.bodies.acquire(req)
+    if (release === null) return null
+    let body: Uint8Array
+    let text: string | null
+    try {
+      const read = await this.readBody(req, secrets.length > 0 ? length : 'discard')
+      if (read === 'aborted') return null
+      if (read === 'too-large') return fail(413, 'payload too large')
+      if (read === 'discarded') return unauthorized('unknown tenant')
+      body = read
+      text = this.decode(body)
+      if (text === null || !(await verifyAny(secrets, text, signature))) return unauthorized('bad signature')
+    } finally {
+      release()
+    }
     const event = req.headers['x-github-event']
     const delivery = req.headers['x-github-delivery']
     if (typeof event !== 'string' || event === '') return fail(400, 'missing X-GitHub-Event')
@@ -212,13 +253,21 @@ export class WebhookServer extends ReadyResource {
     return { status: 202, reason: 'stored', body: { ok: true, delivery: op.delivery } }
   }
 
-  /** The body, at most maxBodyBytes of it: reading stops at the limit (nothing past it is buffered). */
-  private readBody(req: IncomingMessage): Promise<Uint8Array | 'too-large' | 'aborted'> {
+  /**
+   * The body, at most maxBodyBytes of it: reading stops at the limit
+   * (nothing past it is buffered). `expected` is its Content-Length (the
+   * buffer is allocated once) or null (chunked); 'discard' reads it to the
+   * end (within the limit) and keeps nothing.
+   */
+  private readBody(req: IncomingMessage, expected: number | null | 'discard'): Promise<Uint8Array | 'discarded' | 'too-large' | 'aborted'> {
     return new Promise((resolve) => {
+      if (req.destroyed) return resolve('aborted')
+      const keep = expected !== 'discard'
+      let whole: Buffer | null = typeof expected === 'number' ? Buffer.allocUnsafe(expected) : null
       const chunks: Buffer[] = []
       let size = 0
       let settled = false
-      const finish = (result: Uint8Array | 'too-large' | 'aborted'): void => {
+      const finish = (result: Uint8Array | 'discarded' | 'too-large' | 'aborted'): void => {
         if (settled) return
         settled = true
         req.off('data', ondata)
@@ -227,16 +276,23 @@ export class WebhookServer extends ReadyResource {
         resolve(result)
       }
       const ondata = (chunk: Buffer): void => {
+        const at = size
         size += chunk.length
-        if (size > this.maxBodyBytes) {
+        if (size > this.maxBodyBytes || (whole !== null && size > whole.length)) {
           chunks.length = 0
+          whole = null
           req.pause()
           finish('too-large')
           return
         }
-        chunks.push(chunk)
+        if (!keep) return
+        if (whole !== null) chunk.copy(whole, at)
+        else chunks.push(chunk)
       }
-      const onend = (): void => finish(Buffer.concat(chunks, size))
+      const onend = (): void => {
+        if (!keep) return finish('discarded')
+        finish(whole !== null ? whole.subarray(0, size) : Buffer.concat(chunks, size))
+      }
       const onclose = (): void => finish('aborted')
       req.on('data', ondata)
       req.on('end', onend)
@@ -329,6 +385,67 @@ function parsePayload(type: string, text: string): unknown {
     return JSON.parse(json) as unknown
   } catch {
     return undefined
+  }
+}
+
+/** Content-Length as a number, null when absent (chunked). Node has already refused a malformed one (400). */
+function contentLength(header: string | undefined): number | null {
+  if (header === undefined) return null
+  const n = Number(header)
+  return Number.isSafeInteger(n) && n >= 0 ? n : null
+}
+
+/** Every authentication failure: one status and one body, whatever failed; `reason` is for onanswer only. */
+function unauthorized(reason: string): Answer {
+  return { status: 401, reason, body: { ok: false, error: UNAUTHORIZED } }
+}
+
+/**
+ * A counting semaphore over requests: at most N hold a slot. A waiter
+ * whose request closes first gets null and leaves the queue.
+ */
+class Slots {
+  private free: number
+  private readonly waiting = new Set<() => void>()
+
+  constructor(size: number) {
+    if (!Number.isSafeInteger(size) || size < 1) throw new RangeError(`maxConcurrentBodies must be a positive integer, got ${size}`)
+    this.free = size
+  }
+
+  acquire(req: IncomingMessage): Promise<(() => void) | null> {
+    if (req.destroyed) return Promise.resolve(null)
+    if (this.free > 0) {
+      this.free--
+      return Promise.resolve(this.releaser())
+    }
+    return new Promise((resolve) => {
+      const grant = (): void => {
+        req.off('close', onclose)
+        resolve(this.releaser())
+      }
+      const onclose = (): void => {
+        this.waiting.delete(grant)
+        resolve(null)
+      }
+      this.waiting.add(grant)
+      req.once('close', onclose)
+    })
+  }
+
+  private releaser(): () => void {
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      const next = this.waiting.values().next()
+      if (next.done === true) {
+        this.free++
+        return
+      }
+      this.waiting.delete(next.value)
+      next.value()
+    }
   }
 }
 

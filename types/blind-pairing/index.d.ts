@@ -12,6 +12,13 @@ declare module 'blind-pairing' {
     discoveryKey: Uint8Array
     /** Wall-clock ms; 0 = never (stored in whole seconds inside the invite). */
     expires: number
+    /** `data` given at creation, signed with the invite's key pair: a member may send it with confirm(); the candidate verifies it. */
+    additional: AdditionalData | null
+  }
+
+  export interface AdditionalData {
+    data: Uint8Array
+    signature: Uint8Array
   }
 
   export interface DecodedInvite {
@@ -43,7 +50,7 @@ declare module 'blind-pairing' {
     /** Set by open(). */
     readonly userData: Uint8Array | null
     open(publicKey: Uint8Array): Uint8Array
-    confirm(opts: { key: Uint8Array; encryptionKey?: Uint8Array | null; additional?: null }): void
+    confirm(opts: { key: Uint8Array; encryptionKey?: Uint8Array | null; additional?: AdditionalData | null }): void
     /** status 1 = rejected, 2 = invite used, 3 = invite expired. */
     deny(opts?: { status?: 1 | 2 | 3 }): void
   }
@@ -64,7 +71,8 @@ declare module 'blind-pairing' {
 
   export default class BlindPairing {
     constructor(swarm: Hyperswarm, opts?: { poll?: number })
-    static createInvite(key: Uint8Array, opts?: { expires?: number; discoveryKey?: Uint8Array }): CreatedInvite
+    /** The same `seed` gives the same invite (id, key pair); `data` becomes the signed `additional`. */
+    static createInvite(key: Uint8Array, opts?: { expires?: number; discoveryKey?: Uint8Array; seed?: Uint8Array; data?: Uint8Array }): CreatedInvite
     static decodeInvite(invite: Uint8Array): DecodedInvite
     readonly swarm: Hyperswarm
     ready(): Promise<void>

@@ -8,26 +8,30 @@
  * - Unknown keys are refused (at the top and in `app`): a misspelt
  *   `timeoutMS` silently falling back to a default is a config bug.
  * - Exactly one credential source: token, tokenFile, tokenEnv or app.
- * - A file holding a secret inline (`token`, `app.privateKey`) readable or
- *   writable by group or others is refused, as the webhook secrets file is.
- *   The mode is checked on the descriptor that is then read. A file that
- *   only names where the secret lives (tokenFile, tokenEnv,
+ * - Every file holding a secret is private (daemon/private-files.ts: no
+ *   bits for group or others, checked on the descriptor that is read), as
+ *   the webhook secrets file is: the config itself when it holds one inline
+ *   (`token`, `app.privateKey`), the tokenFile, the App's privateKeyFile.
+ *   A token file left 0644 was once read without a look at its mode. A
+ *   config that only names where its secret lives (tokenFile, tokenEnv,
  *   privateKeyFile) may be world-readable.
  * - tokenFile and privateKeyFile are resolved against the config file's
- *   directory (not the daemon's cwd) and must be readable now; tokenEnv
- *   must be set now (in `env`). Their contents are read by
- *   createGitHubForge, once, at construction.
+ *   directory (not the daemon's cwd) and read here, once, through that
+ *   check: the config returned carries their contents (`token`,
+ *   `app.privateKey`), so nothing reads them again unchecked. tokenEnv
+ *   must be set now (in `env`).
  * - Durations are integers between 1 ms and 2^31-1 ms (setTimeout fires at
  *   once past that); mutationSpacingMs may be 0; the retry counts may be 0
  *   ("never retry"), as createGitHubForge allows.
  */
-import { accessSync, closeSync, constants, fstatSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
-import { readUtf8 } from '../bounded-file.js'
+import { exposure, readBoundedFile, readPrivateFile } from '../../daemon/private-files.js'
 import { AutoleaseError } from '../../errors.js'
 import type { GitHubAppConfig, GitHubForgeConfig } from './github.js'
 
 const MAX_FILE_BYTES = 256 * 1024
+/** A token or a PEM key: far below this. */
+const MAX_SECRET_FILE_BYTES = 64 * 1024
 const MAX_TIMER_MS = 2 ** 31 - 1
 const TOP_KEYS = new Set([
   'baseUrl',
@@ -52,7 +56,7 @@ type Refuse = (field: string | null, why: string) => AutoleaseError
 /** Reads and validates a forge config file; throws AutoleaseError INVALID_CONFIG naming the file and the field. */
 export function loadForgeConfig(file: string, env: Record<string, string | undefined> = process.env): GitHubForgeConfig {
   const refuse: Refuse = (field, why) => new AutoleaseError('INVALID_CONFIG', `forge config ${file}: ${field === null ? '' : `${field}: `}${why}`)
-  const { text, mode } = readConfigFile(file, refuse)
+  const { text, mode } = readBoundedFile(file, `forge config ${file}`, MAX_FILE_BYTES)
   let raw: unknown
   try {
     raw = JSON.parse(text)
@@ -68,7 +72,11 @@ export function loadForgeConfig(file: string, env: Record<string, string | undef
   }
   const out: GitHubForgeConfig = {}
   if (top.token !== undefined) out.token = secret(top.token, 'token', mode, file, refuse)
-  if (top.tokenFile !== undefined) out.tokenFile = readablePath(top.tokenFile, 'tokenFile', dir, refuse)
+  if (top.tokenFile !== undefined) {
+    const token = secretFile(top.tokenFile, 'tokenFile', dir, file, refuse).trim()
+    if (token === '') throw refuse('tokenFile', `${resolve(dir, String(top.tokenFile))} is empty`)
+    out.token = token
+  }
   if (top.tokenEnv !== undefined) {
     const name = top.tokenEnv
     if (typeof name !== 'string' || !ENV_NAME.test(name)) throw refuse('tokenEnv', 'the name of an environment variable')
@@ -99,26 +107,6 @@ export function loadForgeConfig(file: string, env: Record<string, string | undef
   return out
 }
 
-/** The file's text and permission bits, from one descriptor (no swap between the check and the read). */
-function readConfigFile(file: string, refuse: Refuse): { text: string; mode: number } {
-  let fd: number
-  try {
-    fd = openSync(file, 'r')
-  } catch (err) {
-    throw refuse(null, `cannot open it (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-  }
-  try {
-    const st = fstatSync(fd)
-    if (!st.isFile()) throw refuse(null, 'not a regular file')
-    if (st.size > MAX_FILE_BYTES) throw refuse(null, `larger than ${MAX_FILE_BYTES} bytes`)
-    const text = readUtf8(fd, st.size)
-    if (text === null) throw refuse(null, 'not UTF-8')
-    return { text, mode: st.mode & 0o777 }
-  } finally {
-    closeSync(fd)
-  }
-}
-
 function object(raw: unknown, field: string | null, allowed: Set<string>, refuse: Refuse): Record<string, unknown> {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw refuse(field, 'expected a JSON object')
   const rec = raw as Record<string, unknown>
@@ -131,24 +119,15 @@ function object(raw: unknown, field: string | null, allowed: Set<string>, refuse
 /** An inline secret: non-empty, and only in a file no one else can read. */
 function secret(value: unknown, field: string, mode: number, file: string, refuse: Refuse): string {
   if (typeof value !== 'string' || value.trim() === '') throw refuse(field, 'a non-empty string')
-  if ((mode & 0o077) !== 0) {
-    throw refuse(
-      field,
-      `an inline secret in a file whose mode ${mode.toString(8).padStart(4, '0')} lets group or others read it; chmod 600 ${file}, or name a file or variable instead`
-    )
-  }
+  const why = exposure(mode)
+  if (why !== null) throw refuse(field, `an inline secret in a file whose ${why}; chmod 600 ${file}, or name a file or variable instead`)
   return value
 }
 
-function readablePath(value: unknown, field: string, dir: string, refuse: Refuse): string {
+/** The contents of a secret file named in the config (relative to its directory), read only if it is private. */
+function secretFile(value: unknown, field: string, dir: string, file: string, refuse: Refuse): string {
   if (typeof value !== 'string' || value === '') throw refuse(field, 'a file path')
-  const path = resolve(dir, value)
-  try {
-    accessSync(path, constants.R_OK)
-  } catch (err) {
-    throw refuse(field, `cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-  }
-  return path
+  return readPrivateFile(resolve(dir, value), `forge config ${file}: ${field}`, MAX_SECRET_FILE_BYTES)
 }
 
 function appConfig(raw: unknown, dir: string, mode: number, file: string, refuse: Refuse): GitHubAppConfig {
@@ -162,10 +141,10 @@ function appConfig(raw: unknown, dir: string, mode: number, file: string, refuse
   const out: GitHubAppConfig = { appId: appId as number | string, installationId }
   if (app.privateKey !== undefined) {
     out.privateKey = secret(app.privateKey, 'app.privateKey', mode, file, refuse)
-    if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(out.privateKey)) throw refuse('app.privateKey', 'not a PEM private key')
   } else {
-    out.privateKeyFile = readablePath(app.privateKeyFile, 'app.privateKeyFile', dir, refuse)
+    out.privateKey = secretFile(app.privateKeyFile, 'app.privateKeyFile', dir, file, refuse)
   }
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(out.privateKey)) throw refuse(app.privateKeyFile === undefined ? 'app.privateKey' : 'app.privateKeyFile', 'not a PEM private key')
   return out
 }
 
