@@ -9,6 +9,11 @@
  * (or two checks that fired on one fault) would show as a wrong set of kinds.
  */
 import test from 'brittle'
+import tmp from 'test-tmp'
+import { spawnSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { checkHistory, formatReport, holderIntervals, VIOLATION_KINDS, type CheckOptions, type ViolationKind } from './nemesis/checker.js'
 import { HISTORY_FORMAT, mergesFromMutations, parseHistory, parseSignerFile, roleLine, type DaemonProcess, type ForgeMutation, type History, type RoleLine } from './nemesis/history.js'
 
@@ -463,4 +468,36 @@ test('harness parsers: signer file, role lines, merges from the forge log', (t) 
     { seq: 3, time: 12, method: 'POST', path: '/repos/acme/app/issues/4/comments', status: 201, body: {} }
   ])
   t.alike(merges, [{ repo: 'acme/app', pr: 4, sha: A, time: 10, seq: 1 }], 'only 2xx merges, at the SHA the request named')
+})
+
+test('check.js: exit 0 and a JSON summary for a clean history, 1 and the windows for a violation, 2 for a file that is no history', async (t) => {
+  const dir = await tmp(t)
+  const script = fileURLToPath(new URL('./nemesis/check.js', import.meta.url))
+  const run = (file: string, ...args: string[]): { code: number | null; out: string; err: string } => {
+    const r = spawnSync(process.execPath, [script, file, ...args], { encoding: 'utf-8', timeout: 30_000 })
+    return { code: r.status, out: r.stdout, err: r.stderr }
+  }
+  const good = join(dir, 'clean.json')
+  writeFileSync(good, JSON.stringify(clean()))
+  const summary = join(dir, 'summary.json')
+  const ok = run(good, '--summary', summary)
+  t.is(ok.code, 0, 'a clean history: exit 0')
+  t.ok(ok.out.startsWith('nemesis check: no violations'), 'the verdict printed')
+  const written = JSON.parse(readFileSync(summary, 'utf-8')) as { seed: string; violations: number; holderIntervals: number }
+  t.alike([written.seed, written.violations, written.holderIntervals], ['42', 0, 3], 'the JSON summary written')
+
+  const overlapping = clean()
+  proc(overlapping, 'd1', 200).lines = [elected(2, 5000), ...renewsEvery(2, 6000, 9000), demoted(2, 10_000)]
+  const badRun = join(dir, 'overlap.json')
+  writeFileSync(badRun, JSON.stringify(overlapping))
+  const caught = run(badRun)
+  t.is(caught.code, 1, 'a violation: exit 1')
+  t.ok(caught.out.includes('[holder-overlap]') && caught.out.includes('d1 pid 200 elected epoch 2'), 'the violation and its window printed')
+  t.is(run(badRun, '--overlap-tolerance-ms', '1000').code, 0, 'the tolerance is an option')
+
+  const notHistory = join(dir, 'nope.json')
+  writeFileSync(notHistory, '{"format": 1}')
+  const refused = run(notHistory)
+  t.is(refused.code, 2, 'not a history: exit 2')
+  t.ok(refused.err.includes('$.format'), 'naming what is wrong')
 })
