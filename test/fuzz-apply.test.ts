@@ -32,6 +32,8 @@ import { IntentLog } from '../lib/log/intent-log.js'
 import { apply, APPLY_VERSION, type View } from '../lib/log/apply.js'
 
 const RUNS = 3
+/** One seed for the file: both tests replay from it. */
+const seed = seedFromEnv()
 const OPS_PER_WRITER = 120
 
 /** The partition patterns a phase may use (peer 3 is the plain writer; 0..2 are the indexers). */
@@ -98,7 +100,6 @@ async function converged(peers: Peer[]): Promise<boolean> {
 }
 
 test('fuzzed ops from four writers, appended in different batchings through different partitions: byte-identical views, no base stops', { timeout: 300_000 }, async (t) => {
-  const seed = seedFromEnv()
   t.comment(`seed ${seed} (AUTOLEASE_SEED=${seed} replays the ops, the batch cuts and the partition schedule)`)
   const cluster = await Cluster.create(t, { elect: false })
   // A fourth writer without the indexer flag: its config and writer ops are refused, the rest applies.
@@ -189,7 +190,6 @@ test('fuzzed ops from four writers, appended in different batchings through diff
 })
 
 test('one linearized sequence folded in one apply call, one per node, or seeded chunks: the same view and host calls', async (t) => {
-  const seed = seedFromEnv()
   t.comment(`seed ${seed} (AUTOLEASE_SEED=${seed} replays it)`)
   const authors = ['a', 'b', 'c', 'd'].map((c) => c.repeat(64))
   const header = [
