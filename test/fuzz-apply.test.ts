@@ -16,9 +16,11 @@
  * once per key per call, so a cut that mattered would differ here first;
  * an extra write keyed on the call's size made it fail at once).
  *
- * Seeds: AUTOLEASE_SEED replays a run (printed first). Size: 3 runs of
+ * Seeds: AUTOLEASE_SEED replays a run's ops, cuts and partitions (printed
+ * first; the replication timing within a phase is real). Size: 3 runs of
  * 4 x 120 ops on real autobases and 40 sequences of 400 ops in memory:
- * 63 s in all measured at a load average of 10 on this 2-core machine.
+ * 17 s in all at a load average of ~9 on this 2-core machine, 57-63 s at
+ * 10-22.
  */
 import test from 'brittle'
 import fc from 'fast-check'
@@ -100,7 +102,7 @@ async function converged(peers: Peer[]): Promise<boolean> {
 }
 
 test('fuzzed ops from four writers, appended in different batchings through different partitions: byte-identical views, no base stops', { timeout: 300_000 }, async (t) => {
-  t.comment(`seed ${seed} (AUTOLEASE_SEED=${seed} replays the ops, the batch cuts and the partition schedule)`)
+  t.comment(`seed ${seed} (AUTOLEASE_SEED=${seed} replays the ops, the batch cuts and the partition schedule; replication timing is real)`)
   const cluster = await Cluster.create(t, { elect: false })
   // A fourth writer without the indexer flag: its config and writer ops are refused, the rest applies.
   const store = new Corestore(await tmp(t))
@@ -181,7 +183,8 @@ test('fuzzed ops from four writers, appended in different batchings through diff
     }
     return { events: await count('events/'), audit: await count('audit/'), repos: await count('repo/') }
   })
-  t.ok(seen.events > 0 && seen.audit > 0 && seen.repos > 0, `the queue took part: ${JSON.stringify(seen)}`)
+  // (Events are recorded only for a managed repo, so config applied too; the last repo-remove may have left none managed.)
+  t.ok(seen.events > 0 && seen.audit > 0, `the queue took part: ${JSON.stringify(seen)}`)
 
   // A valid op from every writer still applies everywhere.
   for (const p of peers) await p.log.append({ type: 'acquire', name: `after/fuzz#${p.index}`, owner: `w${p.index}`, ttlMs: null, ts: 1 })
