@@ -164,11 +164,11 @@ export function checkHistory(history: History, options: Partial<CheckOptions> = 
   const intervals = holderIntervals(history)
   checkOverlaps(intervals, opts, report, t)
   const tenures = checkTenures(intervals, report, t)
-  checkSigners(history, report, t)
-  checkMutations(history, report, t)
+  checkSigners(history, report)
+  checkMutations(history, report)
   checkMerges(history, opts, report, t)
-  checkEvents(history, report, t)
-  checkViews(history, report, t)
+  checkEvents(history, report)
+  checkViews(history, report)
 
   const violations = found.map((f) => ({ kind: f.kind, message: f.message, window: windowOf(timeline, f.from, f.to, opts) }))
   const byKind = Object.fromEntries(VIOLATION_KINDS.map((k) => [k, 0])) as Record<ViolationKind, number>
@@ -301,7 +301,7 @@ function checkTenures(intervals: HolderInterval[], report: Report, t: At): Tenur
   return tenures.sort((a, b) => a.epoch - b.epoch || a.start - b.start)
 }
 
-function checkSigners(history: History, report: Report, _t: At): void {
+function checkSigners(history: History, report: Report): void {
   const { lines, malformed } = history.signers
   const timeAround = (line: number): HostMs => {
     const near = lines.find((l) => l.line > line) ?? lines.at(-1)
@@ -335,7 +335,7 @@ function checkSigners(history: History, report: Report, _t: At): void {
   }
 }
 
-function checkMutations(history: History, report: Report, _t: At): void {
+function checkMutations(history: History, report: Report): void {
   const order = [...history.forge.mutations].sort((a, b) => (a.effectSeq ?? a.seq) - (b.effectSeq ?? b.seq))
   let newest: { seq: number; epoch: number; time: HostMs } | null = null
   for (const m of order) {
@@ -405,7 +405,7 @@ function storedDeliveries(history: History): Map<string, Set<string>> {
   return out
 }
 
-function checkEvents(history: History, report: Report, _t: At): void {
+function checkEvents(history: History, report: Report): void {
   const stored = storedDeliveries(history)
   if (history.finalViews.length === 0) {
     if (stored.size > 0) report('incomplete-history', 'no final views were recorded: events and views cannot be checked', history.run.endedAt)
@@ -430,7 +430,7 @@ function checkEvents(history: History, report: Report, _t: At): void {
   }
 }
 
-function checkViews(history: History, report: Report, _t: At): void {
+function checkViews(history: History, report: Report): void {
   if (history.finalViews.length === 0) return
   const views = new Map(history.finalViews.map((v) => [v.device, v.viewHash]))
   for (const d of history.devices) if (!views.has(d.device)) views.set(d.device, null)
