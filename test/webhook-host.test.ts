@@ -7,8 +7,7 @@
  * 20) answers `400` with an empty chunked body before the server's handler
  * runs: not JSON, and never counted in the intake's answers (metrics, logs).
  * GitHub always sends Host, so no delivery is lost; but the intake's
- * contract does not hold. FAILS on the current code (lib/ is not this
- * branch's to change); the fix: `requireHostHeader: false` in the
+ * contract did not hold. Fixed by `requireHostHeader: false` in the
  * server's createServer options (the intake never reads Host), so the
  * request gets the intake's own answer.
  */

@@ -135,7 +135,9 @@ export class WebhookServer extends ReadyResource {
     const headersTimeout = Math.min(opts.headersTimeoutMs ?? 10_000, requestTimeout)
     // Node checks both timeouts only every connectionsCheckingInterval (30 s by default): check often enough for them to mean something.
     const connectionsCheckingInterval = Math.max(50, Math.min(1_000, Math.floor(headersTimeout / 4)))
-    this.server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval }, (req, res) => this.onrequest(req, res))
+    // requireHostHeader off: the intake never reads Host, and Node's own answer to a request without one
+    // (an empty 400, found by fuzzing past Node's header cap) was neither JSON nor counted in onanswer.
+    this.server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval, requireHostHeader: false }, (req, res) => this.onrequest(req, res))
     this.server.keepAliveTimeout = 5_000
     this.server.maxConnections = opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS
     this.server.on('connection', (socket: Socket) => {
