@@ -343,7 +343,8 @@ export class HolderWorker extends EventEmitter {
 
   private submit(t: Tenure, config: RepoConfig, pr: number, why: string): void {
     const key = prKey(config, pr)
-    this.wakes.delete(key)
+    // A PR backing off after a failure keeps its retry time, whatever asks for it meanwhile (evaluate() waits).
+    if (!this.backingOff(key)) this.wakes.delete(key)
     const job = (reason: string): Promise<void> =>
       this.evaluate(t, config, pr, reason).catch((err: unknown) => {
         if (this.tenure === t) this.failed(key, err)
@@ -354,6 +355,10 @@ export class HolderWorker extends EventEmitter {
   private async evaluate(t: Tenure, config: RepoConfig, pr: number, reason: string): Promise<void> {
     if (this.tenure !== t || !t.holding()) return
     const key = prKey(config, pr)
+    // After a failure the PR waits out its backoff, whatever asked meanwhile (an event, a rerun marked
+    // dirty while the failing evaluation ran): the retry comes from its wake. A rerun at once re-sent the
+    // merge whose outcome had just failed to be recorded.
+    if (this.backingOff(key)) return
     const started = this.now()
     this.opts.logger.info({ repo: config.repo, tenant: config.tenant, pr, epoch: t.epoch, reason }, 'evaluate')
     let verdict: Verdict
@@ -380,6 +385,12 @@ export class HolderWorker extends EventEmitter {
     }
     this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}) }, 'evaluated')
     if (!ended) this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
+  }
+
+  /** A failure's backoff is still running for this entry. */
+  private backingOff(key: string): boolean {
+    const wake = this.wakes.get(key)
+    return this.failures.has(key) && wake !== undefined && wake.at > this.now()
   }
 
   /** One clear line, a metric (counted in Tenure.call), and a retry with backoff; the view keeps the entry as it was. */
