@@ -100,8 +100,11 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   t.is(ok.length, 1, 'exactly one successful merge')
   t.ok(ok[0]!.epoch !== null && ok[0]!.epoch > oldEpoch, `with the new epoch (${String(ok[0]!.epoch)} > ${oldEpoch})`)
 
+  const stoppedAt = old.lines.length
   old.proc.kill('SIGCONT')
-  await waitFor(() => old.lines.some((l) => l.msg === 'evaluated' && l.pr === pr.number && l.verdict === 'lease lost before the call'), 30_000, 'the old holder, resumed, to be stopped by its fence')
+  const resumed = (): Array<Record<string, unknown>> => old.lines.slice(stoppedAt)
+  await waitFor(() => resumed().some((l) => l.msg === 'evaluated' && l.pr === pr.number), 30_000, 'the old holder, resumed, to end its evaluation')
+  t.is(resumed().find((l) => l.msg === 'evaluated' && l.pr === pr.number)!.verdict, 'lease lost before the call', 'stopped by its fence')
   t.is(fake.mutations().filter((m) => m.epoch === oldEpoch).length, 0, 'the old holder sent nothing to the forge')
   t.alike(fake.staleMutations(), [], 'no mutation of an older epoch arrived after a newer one')
   const audit = JSON.parse((await cli(['audit', '--storage', dirs[(first + 1) % 3]!, '--repo', REPO, '--json'])).stdout) as Array<{ entries: Array<{ action: string; prNumber: number | null; epoch: number | null; detail: string | null }> }>

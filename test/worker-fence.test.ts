@@ -9,6 +9,8 @@
  *   merge waiting in the spacer when holding ends is never sent;
  * - a pause confirmed while a forge read is in flight: no merge.
  * Each race is made deterministic with held forge answers, never timing.
+ * A lease of 6 s: a holder flapping under load (a renew confirmed late)
+ * would start a new tenure mid-test and blur what each one sent.
  */
 import test from 'brittle'
 import { createHash } from 'node:crypto'
@@ -30,6 +32,13 @@ function inflightCounter(): { metrics: WorkerMetrics; now: () => number } {
   }
 }
 
+const LEASE_MS = 6_000
+
+/** The election's reconciliation is over: no forge read of it is in flight beside the evaluations. */
+async function reconciled(g: QueueGroup, device: number): Promise<void> {
+  await waitFor(() => g.lines.some((l) => l.device === device && l.msg === 'reconciled'), 60_000, "the election's reconciliation")
+}
+
 /** How device's latest evaluation of pr ended (null: none ended yet). */
 function evaluated(g: QueueGroup, device: number, pr: number): string | null {
   const line = g.lines.findLast((l) => l.device === device && l.msg === 'evaluated' && l.pr === pr)
@@ -39,9 +48,10 @@ function evaluated(g: QueueGroup, device: number, pr: number): string | null {
 test('five merges waiting in the spacer when the holder is cut off: none of them leaves, nothing of the old epoch reaches the forge after the new holder\'s first mutation', { timeout: 180_000 }, async (t) => {
   const inflight = inflightCounter()
   // A long call timeout: the held merge must not time out (and free the spacer) before the successor acts.
-  const g = await queueGroup(t, { forge: { timeoutMs: 120_000 }, worker: { metrics: inflight.metrics } })
+  const g = await queueGroup(t, { leaseMs: LEASE_MS, forge: { timeoutMs: 120_000 }, worker: { metrics: inflight.metrics } })
   const h = await g.holder()
   const oldEpoch = g.cluster.devices[h]!.elector!.epoch()!
+  await reconciled(g, h)
   // Every merge's answer is held: the first one's call does not end, so the others wait in the spacer behind it.
   const release = g.fake.hold(isMerge, { mode: 'response' })
   t.teardown(release)
@@ -81,10 +91,11 @@ test('five merges waiting in the spacer when the holder is cut off: none of them
 
 test('a graceful stop sends nothing after the release: a merge waiting in the spacer when holding ends is never sent', { timeout: 180_000 }, async (t) => {
   const inflight = inflightCounter()
-  const g = await queueGroup(t, { forge: { timeoutMs: 120_000 }, worker: { metrics: inflight.metrics } })
+  const g = await queueGroup(t, { leaseMs: LEASE_MS, forge: { timeoutMs: 120_000 }, worker: { metrics: inflight.metrics } })
   const h = await g.holder()
   const device = g.cluster.devices[h]!
   const oldEpoch = device.elector!.epoch()!
+  await reconciled(g, h)
   const release = g.fake.hold(isMerge, { mode: 'response' })
   t.teardown(release)
   const prs = [0, 1].map((i) => {
@@ -121,8 +132,9 @@ test('a graceful stop sends nothing after the release: a merge waiting in the sp
 })
 
 test('a pause confirmed while a forge read is in flight stops the evaluation: no merge', { timeout: 120_000 }, async (t) => {
-  const g = await queueGroup(t)
+  const g = await queueGroup(t, { leaseMs: LEASE_MS })
   const h = await g.holder()
+  await reconciled(g, h) // its gate reads would reach the hold below first
   const head = sha('pause')
   const release = g.fake.hold((r) => r.method === 'GET' && r.path.endsWith(`/commits/${head}/check-runs`))
   t.teardown(release)

@@ -10,6 +10,8 @@
  *   and a backoff, never an immediate re-send;
  * - a bounce apply refused (the device is not the holder it believes it
  *   is): logged as refused, never as `bounced`, never counted.
+ * A lease of 6 s: a holder flapping under load would start a new tenure
+ * mid-test, which forgets backoffs and reruns (each tenure starts clean).
  */
 import test from 'brittle'
 import { createHash } from 'node:crypto'
@@ -24,11 +26,22 @@ import type { WorkerElector } from '../lib/queue/worker.js'
 const sha = (seed: string | number): string => createHash('sha1').update(`worker-outcomes-${seed}`).digest('hex')
 const isMerge = (r: { method: string; path: string }): boolean => r.method === 'PUT' && r.path.endsWith('/merge')
 const merges = (g: QueueGroup, pr: number): MutationRecord[] => g.fake.mutations().filter((m) => isMerge(m) && m.pr === pr)
+const LEASE_MS = 6_000
+
+/** A wait whose timeout is a failed assertion, not a thrown error (the file's later tests still run). */
+async function eventually(t: { ok(value: unknown, message?: string): void }, fn: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<boolean> {
+  const ok = await waitFor(fn, timeoutMs, what).then(
+    () => true,
+    () => false
+  )
+  t.ok(ok, what)
+  return ok
+}
 const verdicts = (g: QueueGroup, device: number, pr: number): string[] => g.lines.filter((l) => l.device === device && l.msg === 'evaluated' && l.pr === pr).map((l) => String(l.verdict))
 
 test('one repo managed in two tenants, one labelled PR: one merge call, no bounce comment, the PR leaves both queues as merged', { timeout: 120_000 }, async (t) => {
   const OTHER = 'beta'
-  const g = await queueGroup(t, { tenants: [TENANT, OTHER] })
+  const g = await queueGroup(t, { leaseMs: LEASE_MS, tenants: [TENANT, OTHER] })
   const h = await g.holder()
   const head = sha('two-tenants')
   // The first read of the PR is held: an evaluation for the other tenant's entry beside it would read it too.
@@ -48,7 +61,8 @@ test('one repo managed in two tenants, one labelled PR: one merge call, no bounc
   t.absent(second, 'no second evaluation of the PR beside the first')
   reads()
   await waitFor(() => g.fake.pull(REPO, 1).merged, 30_000, 'merged')
-  await waitFor(
+  await eventually(
+    t,
     async () => !(await g.queue(h, TENANT)).some((e) => e.prNumber === 1) && !(await g.queue(h, OTHER)).some((e) => e.prNumber === 1) && g.workers[h]!.inFlight === 0,
     30_000,
     'out of both queues, nothing in flight'
@@ -63,7 +77,7 @@ test('one repo managed in two tenants, one labelled PR: one merge call, no bounc
 })
 
 test('a 405 for a PR that is in fact merged (someone merged it meanwhile): recorded as merged, no bounce, no comment', { timeout: 120_000 }, async (t) => {
-  const g = await queueGroup(t)
+  const g = await queueGroup(t, { leaseMs: LEASE_MS })
   const h = await g.holder()
   const head = sha('merged-meanwhile')
   const held = g.fake.hold((r) => isMerge(r) && r.pr === 1)
@@ -78,7 +92,7 @@ test('a 405 for a PR that is in fact merged (someone merged it meanwhile): recor
   await waitFor(() => merges(g, pr.number)[0]?.status === 405, 20_000, 'our merge answered 405')
   await waitFor(() => verdicts(g, h, pr.number).some((v) => v.includes('405') || v.startsWith('bounce')), 30_000, 'the evaluation that got the 405 ended')
   t.ok(verdicts(g, h, pr.number).includes('merged already (the 405 answered a merged PR)'), `recorded as merged (${verdicts(g, h, pr.number).join(' | ')})`)
-  await waitFor(async () => !(await g.queue(h)).some((e) => e.prNumber === pr.number), 20_000, 'out of the queue')
+  await eventually(t, async () => !(await g.queue(h)).some((e) => e.prNumber === pr.number), 20_000, 'out of the queue')
   const audit = await g.reads[h]!.audit(TENANT, REPO, 'tip')
   t.ok(audit.some((a) => a.action === 'merge' && a.prNumber === pr.number), 'a merge audit entry')
   t.ok(audit.some((a) => a.action === 'attempt' && a.detail?.startsWith('merge merged: found merged at the forge after a 405') === true), 'the attempt ended as merged')
@@ -89,7 +103,7 @@ test('a 405 for a PR that is in fact merged (someone merged it meanwhile): recor
 })
 
 test('a multi-line 405 refusal: one merge call, not a loop; the reason is recorded sanitized and the PR bounced once', { timeout: 120_000 }, async (t) => {
-  const g = await queueGroup(t)
+  const g = await queueGroup(t, { leaseMs: LEASE_MS })
   const h = await g.holder()
   const message = 'Repository rule violations found\n\n1 of 1 required status checks are expected.'
   g.fake.failNext(isMerge, 405, { message, documentation_url: 'https://docs.github.com/rest' })
@@ -104,7 +118,7 @@ test('a multi-line 405 refusal: one merge call, not a loop; the reason is record
   t.is(entry?.bounceReason, reason, 'the bounce reason, on one line')
   const audit = await g.reads[h]!.audit(TENANT, REPO, 'tip')
   t.ok(audit.some((a) => a.action === 'attempt' && a.detail === 'merge not-mergeable: Repository rule violations found 1 of 1 required status checks are expected.'), 'the attempt end, sanitized')
-  await waitFor(() => g.fake.comments(REPO, pr.number).length === 1 && !g.fake.pull(REPO, pr.number).labels.includes(LABEL), 20_000, 'the comment and the label removal')
+  await eventually(t, () => g.fake.comments(REPO, pr.number).length === 1 && !g.fake.pull(REPO, pr.number).labels.includes(LABEL), 20_000, 'the comment and the label removal')
   t.is(merges(g, pr.number).length, 1, 'still one merge call')
 })
 
@@ -124,7 +138,7 @@ test('an outcome that cannot be recorded (the append throws) is one log line and
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
       }
     })
-  const g = await queueGroup(t, { logFor })
+  const g = await queueGroup(t, { leaseMs: LEASE_MS, logFor })
   const h = await g.holder()
   const head = sha('unrecorded')
   const pr = g.fake.createPull(REPO, { headSha: head, labels: [LABEL] })
@@ -144,7 +158,7 @@ test('an outcome that cannot be recorded (the append throws) is one log line and
   t.ok(again.time - failed.time >= failed.retryInMs - 50, `${again.time - failed.time} ms after the failure (backoff ${failed.retryInMs} ms)`)
   t.ok(failed.retryInMs >= 2_000, 'the existing backoff (2 s first)')
   t.is(g.lines.filter((l) => l.device === h && l.msg === 'queue work failed; retrying').length, 1, 'one log line')
-  await waitFor(async () => (await g.queue(h)).some((e) => e.prNumber === pr.number && e.status === 'bounced'), 30_000, 'bounced on the retry, now recorded')
+  await eventually(t, async () => (await g.queue(h)).some((e) => e.prNumber === pr.number && e.status === 'bounced'), 30_000, 'bounced on the retry, now recorded')
   t.is(merges(g, pr.number).length, 2, 'the retry re-read the PR (not merged) and tried once more: two calls in all')
 })
 
@@ -165,6 +179,7 @@ test('a bounce apply refuses (a device acting on a tenure that is not the confir
   let bounces = 0
   const electors = new Map<number, TestElector>()
   const g = await queueGroup(t, {
+    leaseMs: LEASE_MS,
     // No worker acts on its own device's elector: the test says who believes it holds.
     electorFor: (d) => {
       const e = new TestElector()
