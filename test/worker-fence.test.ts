@@ -16,28 +16,40 @@ import test from 'brittle'
 import { createHash } from 'node:crypto'
 import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queue-group.js'
 import { waitFor } from './helpers/cluster.js'
-import type { WorkerMetrics } from '../lib/queue/tenure.js'
+import type { Forge } from '../lib/queue/forge/forge.js'
 import type { MutationRecord } from '../lib/queue/forge/fake-forge.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`worker-fence-${seed}`).digest('hex')
 const isMerge = (r: { method: string; path: string }): boolean => r.method === 'PUT' && r.path.endsWith('/merge')
 const merges = (g: QueueGroup, pr?: number): MutationRecord[] => g.fake.mutations().filter((m) => isMerge(m) && (pr === undefined || m.pr === pr))
 
-/** Forge calls in flight, over every worker of the group (only the holder's make any). */
-function inflightCounter(): { metrics: WorkerMetrics; now: () => number } {
-  let n = 0
+/** Merge calls in flight per device, counted around the forge (a merge waiting in the spacer is in flight). */
+function mergeCounter(): { forgeFor: (d: { index: number }, forge: Forge) => Forge; inFlight: (device: number) => number } {
+  const counts = new Map<number, number>()
+  const add = (device: number, delta: number): void => void counts.set(device, (counts.get(device) ?? 0) + delta)
   return {
-    metrics: { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: (d) => void (n += d) },
-    now: () => n
+    forgeFor: (d, forge) =>
+      new Proxy(forge, {
+        get(target, prop) {
+          if (prop !== 'merge') {
+            const value: unknown = Reflect.get(target, prop, target)
+            return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+          }
+          return async (...args: Parameters<Forge['merge']>) => {
+            add(d.index, 1)
+            try {
+              return await target.merge(...args)
+            } finally {
+              add(d.index, -1)
+            }
+          }
+        }
+      }),
+    inFlight: (device) => counts.get(device) ?? 0
   }
 }
 
 const LEASE_MS = 6_000
-
-/** The election's reconciliation is over: no forge read of it is in flight beside the evaluations. */
-async function reconciled(g: QueueGroup, device: number): Promise<void> {
-  await waitFor(() => g.lines.some((l) => l.device === device && l.msg === 'reconciled'), 60_000, "the election's reconciliation")
-}
 
 /** How device's latest evaluation of pr ended (null: none ended yet). */
 function evaluated(g: QueueGroup, device: number, pr: number): string | null {
@@ -46,12 +58,11 @@ function evaluated(g: QueueGroup, device: number, pr: number): string | null {
 }
 
 test('five merges waiting in the spacer when the holder is cut off: none of them leaves, nothing of the old epoch reaches the forge after the new holder\'s first mutation', { timeout: 180_000 }, async (t) => {
-  const inflight = inflightCounter()
+  const counter = mergeCounter()
   // A long call timeout: the held merge must not time out (and free the spacer) before the successor acts.
-  const g = await queueGroup(t, { leaseMs: LEASE_MS, forge: { timeoutMs: 120_000 }, worker: { metrics: inflight.metrics } })
+  const g = await queueGroup(t, { leaseMs: LEASE_MS, forge: { timeoutMs: 120_000 }, forgeFor: counter.forgeFor })
   const h = await g.holder()
   const oldEpoch = g.cluster.devices[h]!.elector!.epoch()!
-  await reconciled(g, h)
   // Every merge's answer is held: the first one's call does not end, so the others wait in the spacer behind it.
   const release = g.fake.hold(isMerge, { mode: 'response' })
   t.teardown(release)
@@ -63,7 +74,7 @@ test('five merges waiting in the spacer when the holder is cut off: none of them
   }
   await release.reached()
   await waitFor(
-    async () => (await g.reads[h]!.openAttempts(TENANT, REPO, 'tip')).length === 5 && inflight.now() === 5,
+    async () => (await g.reads[h]!.openAttempts(TENANT, REPO, 'tip')).length === 5 && counter.inFlight(h) === 5,
     60_000,
     'five merge attempts confirmed and five merge calls in flight (one at the forge, four in the spacer)'
   )
@@ -90,12 +101,11 @@ test('five merges waiting in the spacer when the holder is cut off: none of them
 })
 
 test('a graceful stop sends nothing after the release: a merge waiting in the spacer when holding ends is never sent', { timeout: 180_000 }, async (t) => {
-  const inflight = inflightCounter()
-  const g = await queueGroup(t, { leaseMs: LEASE_MS, forge: { timeoutMs: 120_000 }, worker: { metrics: inflight.metrics } })
+  const counter = mergeCounter()
+  const g = await queueGroup(t, { leaseMs: LEASE_MS, forge: { timeoutMs: 120_000 }, forgeFor: counter.forgeFor })
   const h = await g.holder()
   const device = g.cluster.devices[h]!
   const oldEpoch = device.elector!.epoch()!
-  await reconciled(g, h)
   const release = g.fake.hold(isMerge, { mode: 'response' })
   t.teardown(release)
   const prs = [0, 1].map((i) => {
@@ -104,7 +114,7 @@ test('a graceful stop sends nothing after the release: a merge waiting in the sp
     return pr.number
   })
   await release.reached()
-  await waitFor(async () => (await g.reads[h]!.openAttempts(TENANT, REPO, 'tip')).length === 2 && inflight.now() === 2, 60_000, 'one merge at the forge, one in the spacer')
+  await waitFor(async () => (await g.reads[h]!.openAttempts(TENANT, REPO, 'tip')).length === 2 && counter.inFlight(h) === 2, 60_000, 'one merge at the forge, one in the spacer')
   const inFlight = merges(g)[0]!.pr!
   const queued = prs.find((pr) => pr !== inFlight)!
 
@@ -134,7 +144,6 @@ test('a graceful stop sends nothing after the release: a merge waiting in the sp
 test('a pause confirmed while a forge read is in flight stops the evaluation: no merge', { timeout: 120_000 }, async (t) => {
   const g = await queueGroup(t, { leaseMs: LEASE_MS })
   const h = await g.holder()
-  await reconciled(g, h) // its gate reads would reach the hold below first
   const head = sha('pause')
   const release = g.fake.hold((r) => r.method === 'GET' && r.path.endsWith(`/commits/${head}/check-runs`))
   t.teardown(release)

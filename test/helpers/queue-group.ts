@@ -17,6 +17,7 @@ import { WebhookServer } from '../../lib/queue/webhook-server.js'
 import { QueueReads } from '../../lib/queue/queue-reads.js'
 import { HolderWorker, type WorkerElector, type WorkerOptions } from '../../lib/queue/worker.js'
 import type { IntentLog } from '../../lib/log/intent-log.js'
+import type { Forge } from '../../lib/queue/forge/forge.js'
 import { createLogger, type Logger } from '../../lib/daemon/logger.js'
 import type { QueueEntry } from '../../lib/queue/queue-layout.js'
 
@@ -58,6 +59,8 @@ export interface QueueGroupOptions {
   electorFor?: (d: Device) => WorkerElector
   /** What device i's worker writes and reads its fenced ops through (default: the device's log). */
   logFor?: (d: Device) => IntentLog
+  /** What device i's worker calls the forge through (default: its GitHubForge). */
+  forgeFor?: (d: Device, forge: Forge) => Forge
 }
 
 export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Promise<QueueGroup> {
@@ -106,7 +109,7 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
       log: opts.logFor?.(d) ?? d.log,
       reads: r,
       elector: opts.electorFor?.(d) ?? d.elector!,
-      forge,
+      forge: opts.forgeFor?.(d, forge) ?? forge,
       logger: lineLogger(d.index, lines),
       reconcileMs: 3_600_000,
       ...opts.worker
