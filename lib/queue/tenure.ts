@@ -70,7 +70,7 @@ export interface AttemptMemory {
 }
 
 /** The codec's bound on an attempt-end `detail` and a decision's `reason` (ops.ts, DETAIL). */
-export const OP_DETAIL_MAX = 500
+const OP_DETAIL_MAX = 500
 
 export class Tenure {
   readonly epoch: number
