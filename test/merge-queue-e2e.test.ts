@@ -91,7 +91,7 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   const oldEpoch = (await status(dirs[first]!))!.lease.epoch
   const pr = fake.createPull(REPO, { headSha: sha('failover'), labels: [LABEL] })
   fake.setCheck(REPO, sha('failover'), 'ci', 'success')
-  await waitFor(() => existsSync(pauseFile) && state(old.proc.pid!) === 'T', 30_000, 'the holder stopped itself at the send of its merge')
+  await waitFor(() => existsSync(pauseFile) && state(old.proc.pid!) === 'T', 60_000, 'the holder stopped itself at the send of its merge')
   t.ok(old.lines.some((l) => l.msg === 'evaluate' && l.pr === pr.number), 'it was evaluating the PR')
   t.is(merges(pr.number).length, 0, 'no merge call yet')
 
@@ -105,7 +105,7 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   const resumed = (): Array<Record<string, unknown>> => old.lines.slice(stoppedAt)
   // Its evaluation ends with a verdict, or with an error (a call it sent that then timed out: the clock ran while it was stopped).
   const ended = (l: Record<string, unknown>): boolean => (l.msg === 'evaluated' && l.pr === pr.number) || (l.msg === 'queue work failed; retrying' && String(l.pr).endsWith(`#${pr.number}`))
-  await waitFor(() => resumed().some(ended), 30_000, 'the old holder, resumed, to end its evaluation')
+  await waitFor(() => resumed().some(ended), 60_000, 'the old holder, resumed, to end its evaluation')
   const end = resumed().find(ended)!
   t.is(end.verdict, 'lease lost before the call', `stopped by its fence (${String(end.msg)}: ${String(end.verdict ?? end.err)})`)
   t.is(fake.mutations().filter((m) => m.epoch === oldEpoch).length, 0, 'the old holder sent nothing to the forge')
