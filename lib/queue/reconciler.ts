@@ -22,10 +22,9 @@
  * rebuilt from the forge alone, and ends with one reconcile-result op.
  */
 import { SIGNER_LEASE } from '../log/ops.js'
-import { evaluateGate } from './queue-state.js'
 import type { RepoConfig } from './queue-layout.js'
 import { syncOp } from './evaluation.js'
-import { gateFacts } from './gate.js'
+import { gateFacts, gateOf } from './gate.js'
 import type { Tenure } from './tenure.js'
 
 export interface ReconcileSummary {
@@ -51,7 +50,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
     const entry = byPr.get(c.number)
     if (entry !== undefined && entry.status === 'bounced' && entry.prSha === c.headSha) continue
     const facts = gateFacts(await t.call((f) => f.getGate(repo, c.headSha)))
-    const gate = evaluateGate(facts.map((x) => [x.name, x.conclusion] as const), config.requiredChecks)
+    const gate = gateOf(facts, config.requiredChecks)
     let what: string | null = null
     if (entry === undefined) what = `#${c.number} joined (missed webhook)`
     else if (entry.prSha !== c.headSha) what = `#${c.number} head moved to ${c.headSha.slice(0, 12)}`

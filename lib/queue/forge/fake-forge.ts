@@ -30,6 +30,11 @@
  * - `mutations()` holds every non-GET request except minting an
  *   installation token, with the epoch header as sent (null if absent), in
  *   order of arrival, including those answered by an injected failure.
+ *   `staleMutations()` (GET /_fake/stale-mutations) is the fence made
+ *   visible: every mutation that ARRIVED carrying an epoch older than the
+ *   newest epoch some earlier mutation carried (a stale holder's request
+ *   after its successor's first), recorded at arrival, before any hold,
+ *   delay or injected failure, so an answer held back changes nothing.
  *   Events (copies, for `autolease forge`'s log): 'mutation' once a mutating
  *   request is answered, 'delivery' once a delivery attempt ended.
  *
@@ -129,6 +134,15 @@ export interface MutationRecord extends RequestRecord {
   body: unknown
   /** The X-Autolease-Epoch header as a number; null when absent or not an integer. */
   epoch: number | null
+}
+
+/** A mutation that arrived after one with a newer epoch (see staleMutations). */
+export interface StaleMutation extends MutationRecord {
+  epoch: number
+  /** The newest epoch any mutation that arrived before it carried. */
+  newerEpoch: number
+  /** seq of the first mutation that carried `newerEpoch`. */
+  newerSeq: number
 }
 
 export interface HookInit {
@@ -458,6 +472,13 @@ export class FakeForge extends ReadyResource {
     this.prEvent(r, pr, 'closed', ACTOR)
   }
 
+  /** Merged by someone else (a person, another tool) at its head, whatever its mergeability: `closed` with merged true. Returns the merge commit. */
+  mergeBy(repo: string, number: number, sender = ACTOR): string {
+    const { r, pr } = this.pullState(repo, number)
+    if (pr.state !== 'open') throw new Error(`mergeBy: ${repo}#${number} is not open`)
+    return this.landMerge(r, pr, sender)
+  }
+
   reopen(repo: string, number: number): void {
     const { r, pr } = this.pullState(repo, number)
     if (pr.state === 'open' || pr.merged) return
@@ -563,6 +584,23 @@ export class FakeForge extends ReadyResource {
   /** Every mutating request received (not GET/HEAD, not the app token endpoint), in order of arrival. */
   mutations(): MutationRecord[] {
     return this.mutationLog.map((r) => ({ ...r }))
+  }
+
+  /**
+   * The mutations that arrived carrying an epoch older than the newest
+   * epoch any mutation before them carried, in order of arrival. Mutations
+   * without an epoch header are not judged (and set nothing). Empty when
+   * every tenure's requests stopped before its successor's first arrived.
+   */
+  staleMutations(): StaleMutation[] {
+    const out: StaleMutation[] = []
+    let newest: { epoch: number; seq: number } | null = null
+    for (const m of this.mutationLog) {
+      if (m.epoch === null) continue
+      if (newest !== null && m.epoch < newest.epoch) out.push({ ...m, epoch: m.epoch, newerEpoch: newest.epoch, newerSeq: newest.seq })
+      else if (newest === null || m.epoch > newest.epoch) newest = { epoch: m.epoch, seq: m.seq }
+    }
+    return out
   }
 
   deliveries(): DeliveryRecord[] {
@@ -902,6 +940,11 @@ export class FakeForge extends ReadyResource {
     if (pr.draft) return { status: 405, body: { message: 'Pull Request is still a draft', documentation_url: DOCS } }
     if (pr.behaviour === 'base-modified') return { status: 405, body: { message: 'Base branch was modified. Review and try the merge again.', documentation_url: DOCS } }
     if (pr.behaviour === 'conflict' || pr.mergeable === false) return { status: 405, body: { message: 'Pull Request is not mergeable', documentation_url: DOCS } }
+    const sha = this.landMerge(r, pr, login)
+    return { status: 200, body: { sha, merged: true, message: 'Pull Request successfully merged' } }
+  }
+
+  private landMerge(r: RepoState, pr: PullState, login: string): string {
     const sha = randomBytes(20).toString('hex')
     const t = this.now()
     pr.state = 'closed'
@@ -912,7 +955,7 @@ export class FakeForge extends ReadyResource {
     r.baseSha = sha
     r.knownShas.add(sha)
     this.prEvent(r, pr, 'closed', login)
-    return { status: 200, body: { sha, merged: true, message: 'Pull Request successfully merged' } }
+    return sha
   }
 
   private listPulls(r: RepoState, query: URLSearchParams, base: string, path: string): Reply {
@@ -990,6 +1033,7 @@ export class FakeForge extends ReadyResource {
   private async control(method: string, name: string, raw: string): Promise<Reply> {
     const reads: Record<string, () => unknown> = {
       mutations: () => this.mutations(),
+      'stale-mutations': () => this.staleMutations(),
       deliveries: () => this.deliveries(),
       requests: () => this.requests()
     }
@@ -1002,6 +1046,7 @@ export class FakeForge extends ReadyResource {
       setDraft: this.setDraft,
       setAutoMerge: this.setAutoMerge,
       closePull: this.closePull,
+      mergeBy: this.mergeBy,
       reopen: this.reopen,
       setMergeable: this.setMergeable,
       setMergeBehaviour: this.setMergeBehaviour,

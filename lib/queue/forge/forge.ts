@@ -16,11 +16,26 @@
  * - Every mutation carries the holder's epoch (`MutationContext`), sent as
  *   the `X-Autolease-Epoch` header, so the forge side (and tests) can tell
  *   which tenure acted.
+ * - The fence (`MutationContext.fence`) is the last step before a request
+ *   of a mutation leaves the process: an implementation calls it
+ *   synchronously immediately before it hands each HTTP request to the
+ *   network (the first send and every automatic re-send), after every wait
+ *   of its own (spacing, queueing, rate-limit and retry waits), with
+ *   nothing that can wait in between. When it answers false nothing is
+ *   sent, and a call that had sent nothing yet ends with ForgeError
+ *   `fenced` (known NOT sent); one whose earlier request was answered ends
+ *   with that answer's error, as if its re-send had been given up.
+ *   A holder's merge once waited behind another mutation's spacing after
+ *   the last holding() check and reached GitHub 1.1 s after a new holder
+ *   was elected.
  *
  * Not guaranteed: a mutation that ends in a ForgeError of kind `timeout`,
  * `unreachable` or `server` may or may not have taken effect (the request
  * can have reached GitHub). The caller re-reads (getPull) before acting
- * again; merges and comments are therefore never retried on 5xx.
+ * again; merges and comments are therefore never retried on 5xx. A request
+ * the fence let through is on its way: a tenure that ends while it is in
+ * transit cannot recall it (the forge's own compare-and-swap, the expected
+ * head SHA, is what narrows that).
  */
 
 /** `owner/name`. */
@@ -83,9 +98,17 @@ export type MergeOutcome =
   /** Any other 405 (conflict, draft, required checks, closed): bounce the PR. */
   | { result: 'not-mergeable'; message: string }
 
-/** The holder's fencing token, sent with every mutating request. */
+/** What every mutating call carries: the holder's fencing token and the fence. */
 export interface MutationContext {
+  /** The holder's epoch, sent as `X-Autolease-Epoch` with every request of the call. */
   epoch: number
+  /**
+   * Asked synchronously immediately before each request of the call is
+   * sent (see the contract above): true lets that one request go. Must not
+   * wait or throw (a throw ends the call unsent, and passes unchanged: a
+   * programmer error). The caller may record "reached the forge" in it.
+   */
+  fence: () => boolean
 }
 
 export interface MergeOptions extends MutationContext {
@@ -126,6 +149,8 @@ export type ForgeErrorKind =
   | 'not-found'
   /** A request the forge refused as malformed (400, 422, ...), or a bad argument. */
   | 'invalid'
+  /** The mutation's fence closed before its first request was sent: known NOT sent (nothing reached the forge). */
+  | 'fenced'
 
 export class ForgeError extends Error {
   readonly kind: ForgeErrorKind
