@@ -3,7 +3,7 @@
  * real GitHub payloads (@octokit/webhooks-examples), fork PRs without a PR
  * list in check payloads, redelivery with the same delivery id, missed
  * (suppressed) deliveries, per-repo hooks, held answers, latency, the HTTP
- * control API and runFakeForge.
+ * control API and runFakeForge; ETags, 304s and the x-ratelimit-* counters.
  */
 import test, { type Assertion } from 'brittle'
 import { verify } from '@octokit/webhooks-methods'
@@ -411,4 +411,58 @@ test('runFakeForge prints its URL, serves until stopped, then closes', async (t)
     (err: unknown) => String(err)
   )
   t.ok(/fetch failed/.test(after), `closed: ${after}`)
+})
+
+test('GETs carry an ETag that changes with what was answered; If-None-Match naming it is a 304 with no body, which the x-ratelimit-* counters do not count', async (t) => {
+  const fake = await startFake(t)
+  const head = sha('fake-etag')
+  fake.createPull(REPO, { headSha: head, labels: ['queue'] })
+  fake.setCheck(REPO, head, 'ci', null)
+  const get = (path: string, headers: Record<string, string> = {}) => fetch(`${fake.url}/repos/${REPO}${path}`, { headers })
+  const limit = (res: Response) => ['limit', 'remaining', 'used', 'reset', 'resource'].map((k) => res.headers.get(`x-ratelimit-${k}`))
+
+  for (const path of ['/pulls/1', '/pulls?state=open', `/commits/${head}/check-runs`, `/commits/${head}/status`]) {
+    const first = await get(path)
+    const etag = first.headers.get('etag')
+    t.ok(first.status === 200 && etag !== null && /^"[0-9a-f]{40}"$/.test(etag), `${path}: 200 with an ETag (${etag})`)
+    const body = await first.text()
+    const again = await get(path)
+    t.is(again.headers.get('etag'), etag, `${path}: the same answer, the same ETag (no clock in the body)`)
+    t.is(await again.text(), body)
+    for (const inm of [etag!, `W/${etag!}`, `"other", ${etag!}`, '*']) {
+      const cond = await get(path, { 'if-none-match': inm })
+      t.is(cond.status, 304, `${path} If-None-Match ${inm}: 304`)
+      t.is(await cond.text(), '', 'no body')
+      t.is(cond.headers.get('etag'), etag, 'with the ETag')
+    }
+    t.is((await get(path, { 'if-none-match': '"stale"' })).status, 200, `${path}: another ETag is a full answer`)
+  }
+
+  const before = await get(`/commits/${head}/check-runs`)
+  const etag = before.headers.get('etag')!
+  fake.setCheck(REPO, head, 'ci', 'success')
+  const changed = await get(`/commits/${head}/check-runs`, { 'if-none-match': etag })
+  t.is(changed.status, 200, 'a changed check: a full answer to the old ETag')
+  t.not(changed.headers.get('etag'), etag, 'with a new ETag')
+  t.is(((await changed.json()) as { check_runs: Array<{ conclusion: string }> }).check_runs[0]?.conclusion, 'success')
+
+  const reset = Math.floor(Date.now() / 1000) + 600
+  fake.setRateLimit({ limit: 100, remaining: 50, reset })
+  const counted = await get('/pulls/1')
+  t.alike(limit(counted), ['100', '49', '51', String(reset), 'core'], 'a 200 counts')
+  const free = await get('/pulls/1', { 'if-none-match': counted.headers.get('etag')! })
+  t.alike([free.status, ...limit(free)], [304, '100', '49', '51', String(reset), 'core'], 'a 304 does not')
+  t.alike(fake.rateLimit(), { limit: 100, remaining: 49, used: 51, reset })
+  t.alike(
+    fake.requests().slice(-2).map((r) => [r.conditional, r.status]),
+    [[false, 200], [true, 304]],
+    'requests() records which were conditional and what they got'
+  )
+  t.is((await get('/pulls/99')).headers.get('x-ratelimit-remaining'), '48', 'an error answer counts too')
+  const limited = fake.rateLimitNext(/\/pulls\/1$/, { kind: 'primary', retryAfterS: 5 })
+  const refused = await get('/pulls/1')
+  t.alike([refused.status, refused.headers.get('x-ratelimit-remaining')], [403, '0'], 'an injected rate limit says 0, whatever the counters')
+  limited()
+  const control = (await (await fetch(`${fake.url}/_fake/rate-limit`)).json()) as { remaining: number }
+  t.is(control.remaining, fake.rateLimit().remaining, 'GET /_fake/rate-limit')
 })

@@ -6,7 +6,7 @@
  */
 import test from 'brittle'
 import { generateKeyPairSync } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createGitHubForge, GitHubForge } from '../lib/queue/forge/github.js'
@@ -19,7 +19,7 @@ const isPull = (n: number) => (r: FakeRequestInfo) => r.method === 'GET' && r.pa
 const isMerge = (r: FakeRequestInfo) => r.method === 'PUT' && r.path.endsWith('/merge')
 
 test('getPull reads a PR as GitHub returns it; a missing PR or repo is null', async (t) => {
-  const fake = await startFake(t)
+  const fake = await startFake(t, { now: () => 1_700_000_000_000 })
   const forge = forgeOn(fake)
   fake.createPull(REPO, { headSha: sha(1), title: 'Add the thing', labels: ['queue', 'area: core'], autoMerge: true })
   fake.setMergeable(REPO, 1, false)
@@ -36,7 +36,8 @@ test('getPull reads a PR as GitHub returns it; a missing PR or repo is null', as
     labels: ['queue', 'area: core'],
     autoMerge: true,
     mergeable: false,
-    mergeableState: 'dirty'
+    mergeableState: 'dirty',
+    updatedAt: '2023-11-14T22:13:20Z'
   })
 
   fake.setMergeable(REPO, 1, null)
@@ -609,7 +610,7 @@ test('GitHub App: a JWT signed with the app key mints an installation token, whi
   // From a key file, too.
   const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'app.pem'), privateKey)
+  writeFileSync(join(dir, 'app.pem'), privateKey, { mode: 0o600 })
   const fromFile = forgeOn(fake, { app: { appId: '4242', privateKeyFile: join(dir, 'app.pem'), installationId: 77 } })
   t.is((await fromFile.getPull(REPO, 1))?.headSha, sha(1))
 
@@ -644,7 +645,7 @@ test('config: exactly one credential source; tokenFile and tokenEnv are read; Gi
 
   const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'token'), 'from-file\n')
+  writeFileSync(join(dir, 'token'), 'from-file\n', { mode: 0o600 })
   const fromFile = createGitHubForge({ baseUrl: fake.url, tokenFile: join(dir, 'token') })
   t.is((await fromFile.getPull(REPO, 1))?.number, 1, 'token file read (newline trimmed)')
   const fromEnv = createGitHubForge({ baseUrl: fake.url, tokenEnv: 'FORGE_TOKEN' }, { env: { FORGE_TOKEN: 'from-env' } })
@@ -657,4 +658,120 @@ test('config: exactly one credential source; tokenFile and tokenEnv are read; Gi
     [1, 2, 3, 4, 5],
     'a /api/v3 base URL, pagination links included'
   )
+})
+
+test('a tokenFile or app.privateKeyFile that group or others may read is refused for library callers too (the private-file rule)', async (t) => {
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } })
+  const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const token = join(dir, 'token')
+  const key = join(dir, 'app.pem')
+  for (const mode of [0o644, 0o640, 0o604, 0o660]) {
+    writeFileSync(token, 'ghp_x\n', { mode })
+    chmodSync(token, mode)
+    writeFileSync(key, privateKey, { mode })
+    chmodSync(key, mode)
+    for (const [what, make] of [
+      ['tokenFile', () => createGitHubForge({ tokenFile: token })],
+      ['app.privateKeyFile', () => createGitHubForge({ app: { appId: 1, installationId: 2, privateKeyFile: key } })]
+    ] as const) {
+      try {
+        make()
+        t.fail(`${what} at ${mode.toString(8)}: accepted`)
+      } catch (err) {
+        t.ok(isAutoleaseError(err, 'INVALID_CONFIG') && (err as Error).message.includes(`mode 0${mode.toString(8)} lets group or others`), `${what} at ${mode.toString(8)}: ${(err as Error).message}`)
+      }
+    }
+  }
+  chmodSync(token, 0o400)
+  chmodSync(key, 0o600)
+  t.ok(createGitHubForge({ tokenFile: token }) instanceof GitHubForge, 'a 0400 token file is read')
+  t.ok(createGitHubForge({ app: { appId: 1, installationId: 2, privateKeyFile: key } }) instanceof GitHubForge, 'a 0600 key file is read')
+})
+
+const gets = (fake: Awaited<ReturnType<typeof startFake>>, from: number) =>
+  fake
+    .requests()
+    .slice(from)
+    .filter((r) => r.method === 'GET')
+    .map((r) => `${r.path.replace(`/repos/${REPO}`, '')}${r.query.includes('page=') ? `?page=${new URLSearchParams(r.query).get('page')}` : ''} ${r.conditional ? 'if-none-match' : 'plain'} ${r.status}`)
+
+test('every GET is conditional once answered: a 304 returns the cached data, a changed resource (new ETag) the new data', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { pageSize: 2 })
+  const head = sha('etag')
+  fake.createPull(REPO, { headSha: head, labels: ['queue'] })
+  for (let n = 2; n <= 3; n++) fake.createPull(REPO, { headSha: sha(n), labels: ['queue'] })
+  fake.setCheck(REPO, head, 'ci', null)
+  fake.setStatus(REPO, head, 'lint', 'success')
+
+  let from = fake.requests().length
+  const first = await forge.getPull(REPO, 1)
+  const again = await forge.getPull(REPO, 1)
+  t.alike(gets(fake, from), ['/pulls/1 plain 200', '/pulls/1 if-none-match 304'], 'the second read asks If-None-Match and is answered 304')
+  t.alike(again, first, 'a 304 returns the data of the answer it revalidated')
+
+  fake.label(REPO, 1, 'other')
+  from = fake.requests().length
+  const changed = await forge.getPull(REPO, 1)
+  t.alike(gets(fake, from), ['/pulls/1 if-none-match 200'], 'a changed PR: a new ETag, a full answer')
+  t.alike(changed?.labels, ['queue', 'other'], 'the new data, not the cached')
+  t.alike(await forge.getPull(REPO, 1), changed, 'and that answer is what the next 304 returns')
+
+  const gate = await forge.getGate(REPO, head)
+  from = fake.requests().length
+  t.alike(await forge.getGate(REPO, head), gate, 'an unchanged gate read from two 304s')
+  t.alike(gets(fake, from).sort(), [`/commits/${head}/check-runs?page=1 if-none-match 304`, `/commits/${head}/status?page=1 if-none-match 304`])
+  fake.setCheck(REPO, head, 'ci', 'success')
+  from = fake.requests().length
+  const after = await forge.getGate(REPO, head)
+  t.alike(gets(fake, from).sort(), [`/commits/${head}/check-runs?page=1 if-none-match 200`, `/commits/${head}/status?page=1 if-none-match 304`], 'a changed check: only its list is read in full')
+  t.alike(after.checks.map((c) => [c.name, c.conclusion]), [['ci', 'success']], 'the new conclusion')
+  t.alike(after.statuses, gate.statuses, 'the statuses from the 304')
+
+  const listed = await forge.listCandidates(REPO, 'queue')
+  from = fake.requests().length
+  t.alike(await forge.listCandidates(REPO, 'queue'), listed, 'every page from a 304, Link headers included (all pages followed)')
+  t.alike(gets(fake, from), ['/pulls?page=1 if-none-match 304', '/pulls?page=2 if-none-match 304'])
+  t.is(listed.length, 3)
+
+  const stats = forge.cacheStats()
+  t.ok(stats.hits >= 7 && stats.hits <= stats.conditional, `hits counted (${JSON.stringify(stats)})`)
+  const other = forgeOn(fake, { token: 'ghp_someone_else' })
+  from = fake.requests().length
+  await other.getPull(REPO, 1)
+  t.alike(gets(fake, from), ['/pulls/1 plain 200'], 'another forge (other credentials) has a cache of its own')
+})
+
+test('rateLimit(): null before any answer, then the x-ratelimit-* of the newest window, its lowest remaining whatever order the answers come in', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1) })
+  fake.createPull(REPO, { headSha: sha(2) })
+  t.is(forge.rateLimit(), null, 'no answer yet')
+  const reset = Math.floor(Date.now() / 1000) + 1800
+  fake.setRateLimit({ limit: 5000, remaining: 4000, reset })
+  await forge.getPull(REPO, 1)
+  t.alike(forge.rateLimit(), { limit: 5000, remaining: 3999, used: 1001, resetAt: reset * 1000, resource: 'core' })
+  await forge.getPull(REPO, 1)
+  t.is(forge.rateLimit()?.remaining, 3999, 'a 304 costs nothing')
+
+  // An answer processed first but delivered last must not raise what is left.
+  const held = fake.hold((r) => r.path === `/repos/${REPO}/pulls/2`, { mode: 'response' })
+  const slow = forge.getPull(REPO, 2)
+  await held.reached()
+  fake.label(REPO, 1, 'x')
+  await forge.getPull(REPO, 1)
+  t.is(forge.rateLimit()?.remaining, 3997, 'the later request said 3997')
+  held()
+  await slow
+  t.is(forge.rateLimit()?.remaining, 3997, 'the held answer (3998) arrived last and changed nothing')
+
+  fake.setRateLimit({ remaining: 5000, reset: reset + 3600 })
+  await forge.getPull(REPO, 2)
+  t.alike(forge.rateLimit(), { limit: 5000, remaining: 5000, used: 0, resetAt: (reset + 3600) * 1000, resource: 'core' }, 'a new window replaces the old (its first answer a free 304)')
+
+  fake.failNext((r) => r.path === `/repos/${REPO}/pulls/1`, 404, undefined, { headers: { 'x-ratelimit-remaining': '4000' } })
+  t.is(await forge.getPull(REPO, 1), null)
+  t.is(forge.rateLimit()?.remaining, 4000, 'an error answer counts too')
 })

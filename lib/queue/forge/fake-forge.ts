@@ -37,6 +37,17 @@
  *   delay or injected failure, so an answer held back changes nothing.
  *   Events (copies, for `autolease forge`'s log): 'mutation' once a mutating
  *   request is answered, 'delivery' once a delivery attempt ended.
+ * - Conditional GETs as GitHub answers them: every 200 to a GET carries an
+ *   ETag (a hash of its body and Link header, so it changes exactly when
+ *   what was answered changes: no clock in a REST body), and a GET whose
+ *   If-None-Match names it is answered 304 with no body. `requests()`
+ *   says which requests were conditional and how each was answered, so a
+ *   test can count what a resync cost and how much of it was free.
+ * - Every REST answer carries x-ratelimit-limit/-remaining/-used/-reset/
+ *   -resource (`core`) of one primary window (5,000 an hour by default,
+ *   `setRateLimit` to change it); every answer but a 304 counts, as on
+ *   GitHub. The counters are reported, never enforced: `rateLimitNext`
+ *   refuses a request (its headers win over the counters').
  *
  * Not modelled: branches and git objects (a commit is known once some PR
  * head, check or status used its SHA), issues that are not PRs, reviews,
@@ -128,6 +139,8 @@ export interface RequestRecord {
   status: number | null
   /** The client closed the connection before the answer was sent (it gave up: a timeout, an abort). */
   abandoned: boolean
+  /** The request carried If-None-Match (a 304 answer is `status` 304). */
+  conditional: boolean
 }
 
 export interface MutationRecord extends RequestRecord {
@@ -285,6 +298,15 @@ interface Reply {
   headers?: Record<string, string>
 }
 
+/** The fake's primary rate-limit window. */
+export interface FakeRateLimit {
+  limit: number
+  remaining: number
+  used: number
+  /** The window's end, in seconds since the Unix epoch (GitHub's x-ratelimit-reset). */
+  reset: number
+}
+
 interface AppState {
   appId: string
   publicKeyPem: string
@@ -324,6 +346,7 @@ export class FakeForge extends ReadyResource {
   private readonly deliveryAborts = new Set<AbortController>()
   private readonly ids = new Map<string, number>()
   private seq = 0
+  private rateWindow: { limit: number; used: number; reset: number } | null = null
   private nextId = 1000
 
   constructor(opts: FakeForgeOptions = {}) {
@@ -607,6 +630,20 @@ export class FakeForge extends ReadyResource {
     return this.deliveryLog.map((d) => ({ ...d }))
   }
 
+  /** The primary rate-limit window as the next answer's headers would start from (what the last answer said). */
+  rateLimit(): FakeRateLimit {
+    const w = this.window()
+    return { limit: w.limit, remaining: Math.max(0, w.limit - w.used), used: w.used, reset: w.reset }
+  }
+
+  /** Sets the window: its limit, what is left of it (used = limit - remaining), and its reset (s since the epoch). */
+  setRateLimit(opts: { limit?: number; remaining?: number; reset?: number }): void {
+    const w = this.window()
+    if (opts.limit !== undefined) w.limit = opts.limit
+    if (opts.remaining !== undefined) w.used = Math.max(0, w.limit - opts.remaining)
+    if (opts.reset !== undefined) w.reset = opts.reset
+  }
+
   // ---- programmatic API: auth and hooks -----------------------------------------------------
 
   /** From now on, REST calls need `Authorization: token|Bearer X` with a token given here or issued to an app installation. */
@@ -738,7 +775,18 @@ export class FakeForge extends ReadyResource {
     if (path.startsWith('/_fake/')) return send(res, await this.control(method, path.slice('/_fake/'.length), raw))
 
     const info = describe(method, path, parsed.searchParams)
-    const rec: RequestRecord = { seq: ++this.seq, method, path, query: parsed.search, repo: info.repo, pr: info.pr, time: this.now(), status: null, abandoned: false }
+    const rec: RequestRecord = {
+      seq: ++this.seq,
+      method,
+      path,
+      query: parsed.search,
+      repo: info.repo,
+      pr: info.pr,
+      time: this.now(),
+      status: null,
+      abandoned: false,
+      conditional: req.headers['if-none-match'] !== undefined
+    }
     this.requestLog.push(rec)
     let mrec: MutationRecord | null = null
     if (method !== 'GET' && method !== 'HEAD' && !path.startsWith('/app/')) {
@@ -770,6 +818,11 @@ export class FakeForge extends ReadyResource {
     } else {
       reply = this.authorize(method, path, req.headers.authorization) ?? this.route(method, path, parsed.searchParams, raw, req, enterprise)
     }
+    if (reply !== 'reset') {
+      // Judged and counted when processed (as GitHub does), before an answer held back.
+      if (fail === undefined) reply = conditional(method, reply, req.headers['if-none-match'])
+      reply = { ...reply, headers: { ...this.countRequest(reply.status), ...(reply.headers ?? {}) } }
+    }
     for (const h of holds) if (h.mode === 'response') await this.waitOn(h)
 
     if (reply === 'reset') {
@@ -779,6 +832,27 @@ export class FakeForge extends ReadyResource {
     }
     answered(reply.status)
     send(res, reply)
+  }
+
+  /** Counts one REST answer in the rate-limit window (a 304 is free, as on GitHub) and returns the headers that say where it stands. */
+  private countRequest(status: number): Record<string, string> {
+    const w = this.window()
+    if (status !== 304) w.used++
+    const rl = this.rateLimit()
+    return {
+      'x-ratelimit-limit': String(rl.limit),
+      'x-ratelimit-remaining': String(rl.remaining),
+      'x-ratelimit-used': String(rl.used),
+      'x-ratelimit-reset': String(rl.reset),
+      'x-ratelimit-resource': 'core'
+    }
+  }
+
+  /** The current window, a fresh one once the last has reset (an hour from its first request). */
+  private window(): { limit: number; used: number; reset: number } {
+    const nowS = Math.floor(this.now() / 1000)
+    if (this.rateWindow === null || nowS >= this.rateWindow.reset) this.rateWindow = { limit: this.rateWindow?.limit ?? 5000, used: 0, reset: nowS + 3600 }
+    return this.rateWindow
   }
 
   private async waitOn(h: HoldState): Promise<void> {
@@ -1035,7 +1109,8 @@ export class FakeForge extends ReadyResource {
       mutations: () => this.mutations(),
       'stale-mutations': () => this.staleMutations(),
       deliveries: () => this.deliveries(),
-      requests: () => this.requests()
+      requests: () => this.requests(),
+      'rate-limit': () => this.rateLimit()
     }
     if (method === 'GET' && reads[name]) return { status: 200, body: reads[name]() }
     const calls: Record<string, (...args: never[]) => unknown> = {
@@ -1052,6 +1127,7 @@ export class FakeForge extends ReadyResource {
       setMergeBehaviour: this.setMergeBehaviour,
       setCheck: this.setCheck,
       setStatus: this.setStatus,
+      setRateLimit: this.setRateLimit,
       pull: this.pull,
       pulls: this.pulls,
       comments: this.comments,
@@ -1481,8 +1557,9 @@ export class FakeForge extends ReadyResource {
       after: sha,
       pull_requests: this.prRefsOf(r, sha),
       app: this.appJson(),
-      created_at: iso(Math.min(...runs.map((x) => x.startedAt), this.now())),
-      updated_at: iso(this.now())
+      // From the runs, not the clock: a suite's times change when its runs do (and so does the ETag of a list that embeds it).
+      created_at: iso(runs.length === 0 ? this.now() : Math.min(...runs.map((x) => x.startedAt))),
+      updated_at: iso(runs.length === 0 ? this.now() : Math.max(...runs.map((x) => x.completedAt ?? x.startedAt)))
     }
     if (!forEvent) return suite
     return {
@@ -1644,8 +1721,27 @@ function matches(match: RequestMatcher, info: FakeRequestInfo): boolean {
   return match instanceof RegExp ? match.test(info.path) : match(info)
 }
 
+/**
+ * A 200 to a GET gets its ETag; answered 304 (no body) when If-None-Match
+ * names it (`*` or a list; weak comparison, as RFC 9110 asks for it).
+ */
+function conditional(method: string, reply: Reply, ifNoneMatch: string | undefined): Reply {
+  if (method !== 'GET' || reply.status !== 200 || reply.body === undefined) return reply
+  const link = reply.headers?.link ?? ''
+  const etag = `"${createHash('sha256').update(JSON.stringify(reply.body)).update('\n').update(link).digest('hex').slice(0, 40)}"`
+  const opaque = (tag: string): string => tag.trim().replace(/^W\//, '')
+  const asked = (ifNoneMatch ?? '').split(',').map(opaque).filter((x) => x !== '')
+  if (asked.includes('*') || asked.includes(etag)) return { status: 304, headers: { etag, ...(link === '' ? {} : { link }) } }
+  return { ...reply, headers: { ...(reply.headers ?? {}), etag } }
+}
+
 function send(res: ServerResponse, reply: Reply): void {
   if (res.destroyed || res.headersSent) return
+  if (reply.status === 304) {
+    res.writeHead(304, { 'x-github-request-id': randomBytes(8).toString('hex').toUpperCase(), ...(reply.headers ?? {}) })
+    res.end()
+    return
+  }
   const body = reply.body === undefined ? '' : JSON.stringify(reply.body)
   res.writeHead(reply.status, {
     'content-type': 'application/json; charset=utf-8',

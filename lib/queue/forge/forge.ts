@@ -58,6 +58,12 @@ export interface PullRequest {
   mergeable: boolean | null
   /** GitHub's `mergeable_state` (clean, dirty, blocked, behind, unstable, unknown, ...); null as above. */
   mergeableState: string | null
+  /**
+   * GitHub's `updated_at`: moves with activity on the PR (a push, labels,
+   * edits, comments, reviews), not with its checks. Absent or null: not
+   * known (a reader must treat the PR as changed).
+   */
+  updatedAt?: string | null
 }
 
 export interface CheckReading {
@@ -119,6 +125,18 @@ export interface MergeOptions extends MutationContext {
 
 export type RemoveLabelOutcome = 'removed' | 'absent'
 
+/** The forge's primary rate limit as its last answer told it (GitHub's x-ratelimit-* headers). */
+export interface RateLimitReading {
+  limit: number
+  remaining: number
+  /** null when not sent. */
+  used: number | null
+  /** When the window resets, ms since the Unix epoch (GitHub sends seconds). */
+  resetAt: number
+  /** GitHub's x-ratelimit-resource (the queue reads `core`); null when not sent. */
+  resource: string | null
+}
+
 export interface Forge {
   /** null when the PR (or the repo) does not exist, or is invisible to these credentials (GitHub answers 404 to both). */
   getPull(repo: Repo, number: number): Promise<PullRequest | null>
@@ -129,6 +147,8 @@ export interface Forge {
   removeLabel(repo: Repo, number: number, label: string, ctx: MutationContext): Promise<RemoveLabelOutcome>
   /** Open PRs that carry `label` (case-insensitive, as GitHub's label names) or have auto-merge enabled; drafts included (the queue decides); by number. */
   listCandidates(repo: Repo, label: string): Promise<PullRequest[]>
+  /** The rate limit as the newest window's lowest count seen; null before any answer said (or a forge without one). Optional: a forge may not know. */
+  rateLimit?(): RateLimitReading | null
 }
 
 /** The header that carries `MutationContext.epoch` (HTTP headers are case-insensitive). */

@@ -47,6 +47,21 @@
  * - Lists are read to the last page, under the call's signal; a 409 on a
  *   list is an error (octokit.paginate would make it an empty list, and a
  *   resync would drop every queued PR).
+ * - Every GET is conditional once its answer is known (etag-cache.ts: the
+ *   instance's own bounded cache, as octokit's default fetch; a mutation's
+ *   per-request fenced fetch replaces it, so no mutation passes there): a
+ *   304, which GitHub does not count against the rate limit, is served as
+ *   the stored answer to the exact same request. A resync of ~200 labelled
+ *   PRs every 300 s otherwise spent most of a token's 5,000 requests/h.
+ * - `rateLimit()` is the primary (`core`) limit as the answers said it
+ *   (x-ratelimit-*, the outermost octokit hook: every answer, 304s and
+ *   errors included, the App's own JWT calls excepted): the newest window
+ *   wins, and within one window the lowest `remaining` (answers to
+ *   requests in parallel arrive in any order).
+ * - tokenFile and app.privateKeyFile are read through the private-file
+ *   check (daemon/private-files.ts, as forge-config.ts does for the
+ *   daemon): a file group or others may read is refused, for library
+ *   callers too.
  *
  * Not guaranteed: a request the fence let through is in transit (a new
  * connection, DNS) while the tenure may end: it cannot be recalled. The
@@ -58,12 +73,13 @@
  * process at 10 requests in flight (all instances share its limiter). The
  * token from tokenFile/tokenEnv is read once, at construction.
  */
-import { readFileSync } from 'node:fs'
 import { Octokit } from '@octokit/rest'
 import { retry } from '@octokit/plugin-retry'
 import { throttling, type ThrottlingOptions } from '@octokit/plugin-throttling'
 import { createAppAuth } from '@octokit/auth-app'
 import { AutoleaseError } from '../../errors.js'
+import { readPrivateFile } from '../../daemon/private-files.js'
+import { EtagCache } from './etag-cache.js'
 import {
   EPOCH_HEADER,
   ForgeError,
@@ -75,6 +91,7 @@ import {
   type MergeOutcome,
   type MutationContext,
   type PullRequest,
+  type RateLimitReading,
   type RemoveLabelOutcome,
   type Repo,
   type StatusReading
@@ -144,6 +161,8 @@ const SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 const SECONDARY_FALLBACK_S = 60
 /** Where the call's deadline rides along in octokit's per-request options (read by the rate-limit handlers). */
 const DEADLINE = 'autoleaseDeadline'
+/** A token or a PEM key: far below this. */
+const MAX_SECRET_FILE_BYTES = 64 * 1024
 
 type Group = NonNullable<ThrottlingOptions['write']>
 
@@ -169,6 +188,8 @@ export class GitHubForge implements Forge {
   private readonly settings: Settings
   private readonly octokit: ForgeOctokitInstance
   private readonly spacer: RepoSpacer
+  private readonly etags = new EtagCache()
+  private rate: RateLimitReading | null = null
 
   constructor(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}) {
     this.settings = resolveConfig(config, deps.env ?? process.env)
@@ -186,6 +207,8 @@ export class GitHubForge implements Forge {
       baseUrl: this.settings.baseUrl,
       userAgent: this.settings.userAgent,
       log: { debug: noop, info: noop, warn, error: noop },
+      // Conditional GETs (etag-cache.ts). A mutation's request.fetch (fencedFetch) replaces this one.
+      request: { fetch: this.etags.fetch() },
       retry: { doNotRetry: DO_NOT_RETRY, retries: this.settings.retries, retryAfterBaseValue: this.settings.retryBaseMs },
       throttle: {
         onRateLimit: onLimit,
@@ -203,6 +226,26 @@ export class GitHubForge implements Forge {
             authStrategy: createAppAuth,
             auth: { appId: auth.appId, privateKey: auth.privateKey, installationId: auth.installationId }
           })
+    // Registered last, so outermost: the answer every call ended with, after retries and rate-limit waits.
+    const note = (headers: unknown, url: unknown): void => {
+      if (typeof url === 'string' && url.startsWith('/app')) return // the App's JWT calls have a limit of their own
+      this.rate = newerRateLimit(this.rate, headers)
+    }
+    this.octokit.hook.after('request', (response, options) => note(response.headers, options.url))
+    this.octokit.hook.error('request', (error, options) => {
+      note(responseOf(error)?.headers, options.url)
+      throw error
+    })
+  }
+
+  /** The primary rate limit as the forge's answers said it (see the header); null before any answer carried it. */
+  rateLimit(): RateLimitReading | null {
+    return this.rate === null ? null : { ...this.rate }
+  }
+
+  /** What the conditional-GET cache holds and saved (for tests and measurements). */
+  cacheStats(): ReturnType<EtagCache['stats']> {
+    return this.etags.stats()
   }
 
   async getPull(repo: Repo, number: number): Promise<PullRequest | null> {
@@ -495,7 +538,7 @@ function resolveConfig(config: GitHubForgeConfig, env: Record<string, string | u
   if (config.token !== undefined) {
     auth = { kind: 'token', token: nonEmpty(config.token, 'token') }
   } else if (config.tokenFile !== undefined) {
-    auth = { kind: 'token', token: nonEmpty(readText(config.tokenFile, 'tokenFile').trim(), `tokenFile ${config.tokenFile}`) }
+    auth = { kind: 'token', token: nonEmpty(readSecret(config.tokenFile, 'tokenFile').trim(), `tokenFile ${config.tokenFile}`) }
   } else if (config.tokenEnv !== undefined) {
     const envName = nonEmpty(config.tokenEnv, 'tokenEnv')
     const value = env[envName]
@@ -508,7 +551,7 @@ function resolveConfig(config: GitHubForgeConfig, env: Record<string, string | u
     if (!(typeof appId === 'number' ? Number.isSafeInteger(appId) && appId > 0 : typeof appId === 'string' && appId.length > 0)) throw invalid('app.appId: a positive integer (or a client id string)')
     if (!Number.isSafeInteger(app.installationId) || app.installationId <= 0) throw invalid('app.installationId: a positive integer')
     if ((app.privateKey === undefined) === (app.privateKeyFile === undefined)) throw invalid('app: give exactly one of privateKey, privateKeyFile')
-    const privateKey = app.privateKey !== undefined ? nonEmpty(app.privateKey, 'app.privateKey') : readText(app.privateKeyFile!, 'app.privateKeyFile')
+    const privateKey = app.privateKey !== undefined ? nonEmpty(app.privateKey, 'app.privateKey') : readSecret(app.privateKeyFile!, 'app.privateKeyFile')
     if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(privateKey)) throw invalid('app private key: not a PEM private key')
     auth = { kind: 'app', appId, privateKey, installationId: app.installationId }
   }
@@ -542,13 +585,10 @@ function nonEmpty(value: unknown, what: string): string {
   return value
 }
 
-function readText(path: string, what: string): string {
+/** A secret file, only if it is private (the one rule: daemon/private-files.ts); INVALID_CONFIG otherwise. */
+function readSecret(path: string, what: string): string {
   if (typeof path !== 'string' || path === '') throw invalid(`${what}: a file path`)
-  try {
-    return readFileSync(path, 'utf-8')
-  } catch (err) {
-    throw invalid(`${what}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
-  }
+  return readPrivateFile(path, what, MAX_SECRET_FILE_BYTES)
 }
 
 function intOption(value: unknown, what: string, dflt: number, min: number): number {
@@ -587,6 +627,7 @@ interface PullData {
   auto_merge: unknown
   mergeable?: boolean | null
   mergeable_state?: string
+  updated_at?: string | null
 }
 
 function toPull(repo: Repo, d: PullData, single: boolean): PullRequest {
@@ -602,8 +643,35 @@ function toPull(repo: Repo, d: PullData, single: boolean): PullRequest {
     labels: d.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((l) => l !== ''),
     autoMerge: d.auto_merge !== null && d.auto_merge !== undefined,
     mergeable: single ? (d.mergeable ?? null) : null,
-    mergeableState: single ? (d.mergeable_state ?? null) : null
+    mergeableState: single ? (d.mergeable_state ?? null) : null,
+    updatedAt: typeof d.updated_at === 'string' ? d.updated_at : null
   }
+}
+
+/**
+ * The rate limit after an answer with `headers`: the primary (`core`)
+ * limit only; a newer window replaces the old one, and within one window
+ * the lowest `remaining` stands (GitHub only counts down until the reset,
+ * and answers to parallel requests arrive in any order).
+ */
+function newerRateLimit(prev: RateLimitReading | null, headers: unknown): RateLimitReading | null {
+  if (typeof headers !== 'object' || headers === null) return prev
+  const h = headers as Record<string, unknown>
+  const int = (name: string): number | null => {
+    const v = h[name]
+    const n = typeof v === 'string' && /^[0-9]{1,15}$/.test(v.trim()) ? Number(v.trim()) : typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null
+    return n
+  }
+  const limit = int('x-ratelimit-limit')
+  const remaining = int('x-ratelimit-remaining')
+  const reset = int('x-ratelimit-reset')
+  if (limit === null || remaining === null || reset === null) return prev
+  const resource = typeof h['x-ratelimit-resource'] === 'string' ? (h['x-ratelimit-resource'] as string) : null
+  if (resource !== null && resource !== 'core') return prev
+  const next: RateLimitReading = { limit, remaining, used: int('x-ratelimit-used'), resetAt: reset * 1000, resource }
+  if (prev === null || next.resetAt > prev.resetAt) return next
+  if (next.resetAt < prev.resetAt || next.remaining >= prev.remaining) return prev
+  return next
 }
 
 function toStatusState(state: string): StatusReading['state'] {
