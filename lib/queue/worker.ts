@@ -15,7 +15,10 @@
  *   two deliveries for one PR never evaluate or merge in parallel. The lock
  *   is the GitHub PR (`owner/name#pr`), whatever tenants manage its repo:
  *   each tenant's entry is evaluated, one after the other;
- * - an entry whose facts changed (head, gate, re-joined) -> evaluate it;
+ * - an entry whose facts changed (head, gate, re-joined) -> evaluate it,
+ *   whatever wake its last verdict set (unless a failure's backoff runs):
+ *   a resync's forge-sync is no event, and a gate it re-read once waited
+ *   for the pending verdict's wake, the gate timeout;
  * - a PR left with an open attempt -> evaluate it (resolves the attempt),
  *   unless it waits out a retry backoff;
  * - an unserved reconcile request -> reconcile its repos.
@@ -318,7 +321,9 @@ export class HolderWorker extends EventEmitter {
         if ((entry.status === 'bounced' && entry.followUps.length === 0) || touched.has(entry.prNumber) || this.lock.busy(lockKey(config, entry.prNumber))) continue
         const wake = this.wakes.get(key)
         if (wake !== undefined && wake.at <= now) this.submit(t, config, entry.prNumber, wake.why)
-        else if (wake === undefined && this.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.known.has(key) ? 'changed' : 'new')
+        // Changed facts do not wait for a verdict's wake (a pending gate's is the gate timeout: a gate a resync
+        // re-read, its webhook lost, once waited 30 min to be acted on); a failure's backoff still holds.
+        else if (!this.backingOff(key) && this.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.known.has(key) ? 'changed' : 'new')
       }
     }
     await this.serveRequests(t)
@@ -420,6 +425,9 @@ export class HolderWorker extends EventEmitter {
   private async serveRequests(t: Tenure): Promise<void> {
     const repos = await this.opts.reads.repos('tip')
     for (const request of await this.opts.reads.reconcileRequests('tip')) {
+      // `served` outlives this scan's tenure: a scan of an ended tenure that marked a request served (for a
+      // run that then did nothing) once left it unserved by every later tenure.
+      if (this.tenure !== t) return
       if (this.served.has(request.op)) continue
       const answered = new Set(request.results.map((r) => r.repo))
       if (targets(repos, request).every((r) => answered.has(r.repo))) continue
