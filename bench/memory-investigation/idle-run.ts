@@ -9,20 +9,21 @@
  *   npm run build
  *   node dist/bench/memory-investigation/idle-run.js --minutes 30 --out /tmp/mem-a \
  *     [--lease-ms 1000] [--every-s 60] [--snap-at 3,18 --snap-device C] [--no-probe-gc] \
- *     [--node-args "--max-semi-space-size=2"]
+ *     [--node-args=--max-semi-space-size=2] [--heaptrack A]
  *
  * The daemons inherit this process's environment: MALLOC_ARENA_MAX=2,
  * MEMPROBE_CF_OPTS / MEMPROBE_DB_OPTS (storage options, see probe.ts) set
  * for this command reach every daemon. OUT/summary.json holds every sample;
  * a table of minutes 1, 2, 5, 10, 15, 20, 30, ... is printed at the end.
  */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { withDaemonGroup, status } from '../daemons.js'
-import { rssBytes, cpuMs } from '../procs.js'
+import { Owned, rssBytes, cpuMs } from '../procs.js'
 import { now, sleep, table, mib } from '../util.js'
 
 interface Disk {
@@ -83,7 +84,9 @@ const { values } = parseArgs({
     'no-probe-gc': { type: 'boolean', default: false },
     devices: { type: 'string', default: '3' },
     /** More node flags for every daemon, e.g. "--max-semi-space-size=2". */
-    'node-args': { type: 'string', default: '' }
+    'node-args': { type: 'string', default: '' },
+    /** Run one device's daemon under heaptrack (native allocations by stack; written to OUT when it exits). */
+    heaptrack: { type: 'string' }
   }
 })
 
@@ -99,6 +102,28 @@ process.env.MEMPROBE_EVERY_MS = String(everyMs)
 process.env.MEMPROBE_SNAP_AT = values['snap-at']
 process.env.MEMPROBE_SNAP_DEVICE = values['snap-device']
 process.env.BENCH_DAEMON_NODE_ARGS = `${values['no-probe-gc'] ? '' : '--expose-gc '}--import=${probe} ${values['node-args']}`.trim()
+
+/*
+ * heaptrack: that device's `start` runs with heaptrack's preload library (LD_PRELOAD) writing to a fifo
+ * that heaptrack_interpret | zstd turn into OUT/heaptrack-<device>.zst, as the heaptrack script does,
+ * but with node itself as the child: signals reach it and the pid is its own (attaching heaptrack to a
+ * running daemon crashed it). The interpreter ends at the fifo's EOF, when the daemon exits.
+ */
+const traced = values.heaptrack
+const interpreters: ChildProcess[] = []
+if (traced !== undefined) {
+  const spawnOwned = Owned.prototype.spawn
+  Owned.prototype.spawn = function (this: Owned, cmd, args, opts) {
+    const i = args.indexOf('--storage')
+    if (cmd !== process.execPath || !args.includes('start') || i < 0 || !args[i + 1]?.endsWith(`/${traced}`)) return spawnOwned.call(this, cmd, args, opts)
+    const fifo = join(out, `heaptrack-${traced}-${interpreters.length}.fifo`)
+    execFileSync('mkfifo', [fifo])
+    const file = join(out, `heaptrack-${traced}-${interpreters.length}.zst`)
+    interpreters.push(spawn('sh', ['-c', `/usr/lib/heaptrack/libexec/heaptrack_interpret < '${fifo}' | zstd -q -o '${file}'`], { stdio: 'ignore' }))
+    const env = { ...process.env, LD_PRELOAD: '/usr/lib/heaptrack/libheaptrack_preload.so', DUMP_HEAPTRACK_OUTPUT: fifo }
+    return spawnOwned.call(this, cmd, args, { ...opts, env })
+  }
+}
 
 const log = (l: string): void => void process.stderr.write(l + '\n')
 log(`memory run: ${values.devices} daemons, lease ${leaseMs} ms, ${minutes} min, every ${everyMs / 1000} s -> ${out}`)
@@ -147,6 +172,12 @@ await withDaemonGroup({ size: Number(values.devices), leaseMs, log }, async (gro
   meta.warnings = Object.fromEntries(group.warnings)
   writeFileSync(join(out, 'summary.json'), JSON.stringify({ meta, samples, roles: group.roles }, null, 1))
 })
+
+// heaptrack's interpreters finish once their daemon has exited (bounded).
+for (const p of interpreters) {
+  if (p.exitCode !== null) continue
+  await Promise.race([new Promise((resolve) => p.once('exit', resolve)), sleep(120_000)])
+}
 
 // The table: the sample nearest each wanted minute.
 const want = [1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 60, 90, 120].filter((m) => m <= minutes)
