@@ -27,7 +27,7 @@
  * claiming nothing further, and `fatal` tells the CLI to exit with its own
  * code: this device would otherwise read a frozen view and act on it.
  */
-import Corestore from 'corestore'
+import type Corestore from 'corestore'
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
 import { IntentLog } from '../log/intent-log.js'
@@ -55,6 +55,7 @@ import { HolderWorker } from '../queue/worker.js'
 import { createGitHubForge, type GitHubForgeConfig } from '../queue/forge/github.js'
 import type { Forge } from '../queue/forge/forge.js'
 import { testPause } from './test-pause.js'
+import { openStore } from './store.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
 
@@ -197,7 +198,7 @@ export class Daemon extends ReadyResource {
     const group = readGroupFile(paths)
     if (group === null) throw new AutoleaseError('INVALID_CONFIG', `${paths.dir} holds no group: run \`autolease init\` or \`autolease join\` first`)
 
-    this.store = new Corestore(paths.corestore)
+    this.store = openStore(paths.corestore)
     await this.store.ready()
     const log = new IntentLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
     this.log = log
