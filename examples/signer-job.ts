@@ -10,11 +10,11 @@
  *
  *   npm run build && node dist/examples/signer-job.js
  */
-import Corestore from 'corestore'
+import type Corestore from 'corestore'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Elector, IntentLog } from '../lib/index.js'
+import { Elector, IntentLog, openStore } from '../lib/index.js'
 
 const LEASE_MS = 2000
 
@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   const names = ['laptop', 'desktop', 'standby']
   for (const name of names) {
     const dir = await mkdtemp(join(tmpdir(), `autolease-${name}-`))
-    const store = new Corestore(dir)
+    const store = openStore(dir)
     const log = new IntentLog(store, { key: devices[0]?.log.key ?? null, ackIntervalMs: 100 })
     await log.ready()
     for (const other of devices) connect(other.log, log)

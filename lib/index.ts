@@ -1,7 +1,7 @@
 /**
  * autolease: the public API.
  *
- *   const log = new IntentLog(new Corestore(dir), { key })   // one group
+ *   const log = new IntentLog(openStore(dir), { key })   // one group (openStore: the store with a lease log's memory bounds)
  *   const elector = new Elector(log, { config: { leaseMs: 5000 } })
  *   await elector.ready()
  *   elector.on('elected', ({ epoch }) => ...)
@@ -10,6 +10,7 @@
 export { IntentLog, type IntentLogOptions, type ReadMode } from './log/intent-log.js'
 export { Elector, type ElectorOptions, type ElectorStatus, type DemotionReason, type LeaseLog } from './lease/elector.js'
 export { Swarm, type SwarmOptions } from './daemon/swarm.js'
+export { openStore, type StoreBounds } from './daemon/store.js'
 export { electionConfig, validateElectionConfig, DEFAULT_LEASE_MS, type ElectionConfig } from './lease/config.js'
 export { systemClock, ManualClock, type Clock } from './lease/clock.js'
 export { decide, holdingEpoch, holdDeadline, type Decision } from './lease/election.js'
