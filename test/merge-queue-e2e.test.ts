@@ -177,6 +177,10 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   const answer = JSON.parse(rec.stdout) as { results: { fixed: string[]; staleLeases: string[] }; queueLength: number; eventCount: number; epoch: number }
   t.ok(Array.isArray(answer.results.fixed) && Array.isArray(answer.results.staleLeases) && answer.queueLength === 0 && answer.eventCount > 0 && answer.epoch > 0, `{results: {fixed, staleLeases}, queueLength, eventCount} (${rec.stdout.trim()})`)
 
+  // status shows the forge's primary rate limit as the holder's latest answers said it (issue 17.10).
+  const rate = (await status(dirs[await holderIndex()]!))!.forge?.rateLimit ?? null
+  t.ok(rate !== null && rate.limit === fake.rateLimit().limit && rate.remaining >= 0 && rate.remaining <= rate.limit, `status.forge.rateLimit from the forge's answers (${JSON.stringify(rate)})`)
+
   // Shutdown: SIGTERM while a merge call is in flight: the call finishes, its end is recorded, then the release.
   const last = await holderIndex()
   const stopping = daemons[last]!
