@@ -5,10 +5,12 @@
  *
  * - daemons (bench/daemons.ts): real `autolease start` processes (3 by
  *   default) on a local DHT in temp dirs: crash failover (SIGKILL of the
- *   holder), graceful handoff (SIGTERM), claim -> confirmed over the control
+ *   holder), graceful handoff (SIGTERM), the same during a rolling restart
+ *   (a standby restarted 2 s before), claim -> confirmed over the control
  *   socket, and idle flaps alone and with one core kept busy, at leaseMs
- *   2000 and 5000 (sections failover, handoff, claim, flap; `daemons` = all
- *   four).
+ *   2000 and 5000 (sections failover, handoff, rolling, claim, flap;
+ *   `daemons` = all five). Every trial restarts the stopped daemon: restart
+ *   -> settled again is the rejoin time.
  * - etcd (bench/etcd.ts): a 3-member etcd cluster, `etcdctl lock --ttl`, on
  *   the same scenarios with the same TTLs and trial counts, timed the same
  *   way (signal sent -> the successor's "I hold" line on its stdout).
@@ -21,8 +23,8 @@
  *   flight), accepted there and applied on all three.
  *
  *   node dist/bench/election.js [--quick] [--only SECTION,...] [--no-swarm] [--no-etcd]
- *     sections: failover, handoff, claim, flap, etcd, latency, election, scaling, idle, memory, swarm, webhooks
- *               (aliases: daemons = failover,handoff,claim,flap; in-process = latency,...,swarm)
+ *     sections: failover, handoff, rolling, claim, flap, etcd, latency, election, scaling, idle, memory, swarm, webhooks
+ *               (aliases: daemons = failover,handoff,rolling,claim,flap; in-process = latency,...,swarm)
  *     [--leases 2000,5000] [--real-trials 20] [--claims 120] [--flap-s 600] [--devices 3] [--etcd-trials N]
  *     [--lease-ms 2000] [--ack-ms N] [--idle-s 60] [--trials 10] [--trials-scale 5] [--samples 45] [--webhooks 5000]
  *
@@ -41,7 +43,7 @@ import { manualLatency, electionTrial, idleGrowth, type LatencySample, type Tria
 import { measureMemory, memoryChild, type MemoryResult } from './memory.js'
 import { swarmFailover, type SwarmResult } from './swarm.js'
 import { daemonConfig } from './harness.js'
-import { benchDaemons, type DaemonsResult } from './daemons.js'
+import { benchDaemons, ROLLING_GAP_MS, type DaemonsResult } from './daemons.js'
 import { benchEtcd, type EtcdBenchResult, type EtcdScenario } from './etcd.js'
 import { killAllOwned } from './procs.js'
 import { build, render, renderTargets, type Row, type ScalingResult, type Target } from './report.js'
@@ -49,7 +51,7 @@ import { fmt, mib, now, stats, table, type Stats } from './util.js'
 import { webhookThroughput, webhookThroughputDaemons, type WebhooksResult } from './webhooks.js'
 
 const IN_PROCESS = ['latency', 'election', 'scaling', 'idle', 'memory', 'swarm', 'webhooks'] as const
-const REAL = ['failover', 'handoff', 'claim', 'flap'] as const
+const REAL = ['failover', 'handoff', 'rolling', 'claim', 'flap'] as const
 const SECTIONS = [...REAL, 'webhooks-daemons', 'etcd', ...IN_PROCESS] as const
 type Section = (typeof SECTIONS)[number]
 const ALIASES: Record<string, readonly Section[]> = { daemons: REAL, 'in-process': IN_PROCESS }
@@ -528,8 +530,8 @@ async function main(): Promise<void> {
   // sections after the daemons and etcd, the ones with a target first, memory last: whatever does not fit is skipped.
   if (!opts.quick) await memorySection()
   // Real daemons, then etcd on the same scenarios.
-  const parts = { failover: opts.only.has('failover'), handoff: opts.only.has('handoff'), claim: opts.only.has('claim'), flap: opts.only.has('flap') }
-  if (parts.failover || parts.handoff || parts.claim || parts.flap) {
+  const parts = { failover: opts.only.has('failover'), handoff: opts.only.has('handoff'), rolling: opts.only.has('rolling'), claim: opts.only.has('claim'), flap: opts.only.has('flap') }
+  if (parts.failover || parts.handoff || parts.rolling || parts.claim || parts.flap) {
     await section('daemons', async () => {
       const r = await attempt('daemons', () =>
         benchDaemons({
@@ -538,6 +540,8 @@ async function main(): Promise<void> {
           devices: opts.devices,
           failovers: opts.realTrials,
           handoffs: opts.realTrials,
+          // Half as many: each costs a second restart (the standby's), and the figure is compared with the handoffs'.
+          rollings: Math.ceil(opts.realTrials / 2),
           claims: opts.claims,
           flapMs: opts.flapMs,
           parts,
@@ -593,7 +597,7 @@ async function main(): Promise<void> {
     const runs = report.daemons?.runs ?? []
     for (const L of opts.leasesMs) {
       const r = runs.find((x) => x.leaseMs === L)
-      if (!r || r.failovers.length === 0 || r.handoffs.length === 0 || r.claims.length === 0 || r.flaps.length < 2) incomplete.push(`the daemons at lease ${L} did not finish`)
+      if (!r || r.failovers.length === 0 || r.handoffs.length === 0 || (r.rollings ?? []).length === 0 || r.claims.length === 0 || r.flaps.length < 2) incomplete.push(`the daemons at lease ${L} did not finish`)
     }
     if (!report.etcd?.available) incomplete.push('etcd was not measured')
     // A 9-indexer trial that timed out is a figure too (the row says MISSED and why); one that never ran is not.
@@ -630,13 +634,13 @@ function daemonNotes(report: Report): void {
       const pend = f.lines.filter((l) => l.kind === 'demoted').map((l) => `${l.device}:${l.reason}${l.renewPendingMs !== null ? ` renewPending ${l.renewPendingMs}` : ''}${l.confirmLatencyMs !== null ? ` confirmP95 ${l.confirmLatencyMs}` : ''}`)
       report.notes.push(`daemons lease ${L} ${f.busy ? 'busy' : 'alone'}: ${f.demoted} demotion(s) in ${fmt(f.windowMs / 1000)} s: ${pend.slice(0, 8).join('; ')}${pend.length > 8 ? '; ...' : ''}`)
     }
-    for (const t of [...run.failovers, ...run.handoffs]) {
+    for (const t of [...run.failovers, ...run.handoffs, ...(run.rollings ?? [])]) {
       if (!t.ok) report.notes.push(`daemons lease ${L}: ${t.kind} #${t.index} failed: ${t.error ?? '?'}`)
       else if (t.kind === 'failover' && t.xLease !== null && t.xLease > 1.25)
         report.notes.push(
           `daemons lease ${L}: slow failover #${t.index} ${fmt(t.ms)} ms (${fmt(t.xLease, 2)} x): successor had ${fmt(t.successorWaitMs)} ms of lease left at the kill, then ${fmt(t.afterWaitMs)} ms to its elected line`
         )
-      else if (t.kind === 'handoff' && t.ms !== null && t.ms > 250) report.notes.push(`daemons lease ${L}: slow handoff #${t.index} ${fmt(t.ms)} ms (${t.from} -> ${t.to}, epoch ${t.newEpoch})`)
+      else if (t.kind !== 'failover' && t.ms !== null && t.ms > 250) report.notes.push(`daemons lease ${L}: slow handoff #${t.index} ${fmt(t.ms)} ms (${t.from} -> ${t.to}, epoch ${t.newEpoch})`)
       if (t.extraRoleLines > 0) report.notes.push(`daemons lease ${L}: ${t.kind} #${t.index}: ${t.extraRoleLines} more role line(s) before the group settled again (a flap)`)
     }
   }
@@ -726,12 +730,13 @@ function print(report: Report, opts: Options): void {
       const v = xs.filter((x): x is number => x !== null).sort((a, b) => a - b)
       if (v.length > 0) out.push(`  ${label}: ${v.map((x) => fmt(x)).join(' ')}`)
     }
-    if (run.failovers.length + run.handoffs.length === 0) continue
+    if (run.failovers.length + run.handoffs.length + (run.rollings ?? []).length === 0) continue
     out.push('')
     out.push(`real daemons, lease ${run.leaseMs} ms: every trial, sorted (ms); group formed in ${fmt((run.formationMs ?? 0) / 1000, 1)} s`)
     line('failover', run.failovers.map((t) => t.ms))
     line('handoff', run.handoffs.map((t) => t.ms))
-    line('restarted daemon back and group settled', [...run.failovers, ...run.handoffs].map((t) => t.restartSettleMs))
+    line(`handoff ${ROLLING_GAP_MS} ms after a standby restarted`, (run.rollings ?? []).map((t) => t.ms))
+    line('restarted daemon back and group settled', [...run.failovers, ...run.handoffs, ...(run.rollings ?? [])].map((t) => t.restartSettleMs))
   }
 
   if (report.etcd && report.etcd.available) {
