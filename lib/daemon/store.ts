@@ -17,9 +17,21 @@
  *   log, which is deleted only once the memtable is flushed, reached
  *   60-78 MB on disk.
  *
- * Not bounded here: RocksDB's block cache (rocksdb-native exposes no size,
- * only on/off; librocksdb's default is 32 MiB and it fills only as SST blocks
- * are read), V8's own heap reservations (young generation), and the disk
+ * - No RocksDB block cache. rocksdb-native exposes no size, only on/off,
+ *   and librocksdb's default is 32 MiB per column family, filled as SST
+ *   blocks are read and kept: at 0.5 MiB a minute on an idle daemon
+ *   (0.6 -> 5.0 MiB between minutes 1 and 9), native memory that only
+ *   grows towards its cap. Without it a table read goes to the OS page
+ *   cache (not this process's RSS); the hot reads of a lease log hit the
+ *   memtable, hyperbee's node cache or hypercore's tree cache first. With
+ *   no block cache, RocksDB refuses to keep index and filter blocks in it,
+ *   so they are held by each open table's reader (a few KB per table at
+ *   this size; they grow with the data, ~1-2% of it: bounded only by the
+ *   log's size, i.e. by generations).
+ *
+ * Not bounded here: V8's heap (lib/daemon/v8-heap.ts bounds its
+ * young and old generations), glibc's per-thread malloc arenas (MALLOC_ARENA_MAX is
+ * read at process start only: README says how to set it), and the disk
  * the log itself takes (it is append-only; that is the generations work).
  *
  * hypercore-storage must be the copy hypercore uses (same major range in
@@ -39,7 +51,12 @@ export interface StoreBounds {
   writeBufferBytes?: number
 }
 
+/** What hypercore-storage passes on to rocksdb-native: the daemon's storage engine settings. */
+export function storageOptions(bounds: StoreBounds = {}): Record<string, unknown> {
+  return { writeBufferSize: bounds.writeBufferBytes ?? WRITE_BUFFER_BYTES, blockCache: false, tableCacheIndexAndFilterBlocks: false }
+}
+
 export function openStore(dir: string, bounds: StoreBounds = {}): Corestore {
-  const storage = new CoreStorage(dir, { writeBufferSize: bounds.writeBufferBytes ?? WRITE_BUFFER_BYTES })
+  const storage = new CoreStorage(dir, storageOptions(bounds))
   return new Corestore(storage, { globalCache: new Rache({ maxSize: bounds.nodeCacheEntries ?? NODE_CACHE_ENTRIES }) })
 }
