@@ -73,6 +73,8 @@ export interface PhaseResult {
   /** Per op, averaged over the devices: live RocksDB key + value bytes and entries by key kind (block, tree, bitfield, ...). */
   logicalPerOp: Record<string, number>
   entriesPerOp: Record<string, number>
+  /** The view keys the phase's last op wrote (one view block each), with each block's bytes. */
+  lastOpViewKeys: Array<{ key: string; bytes: number }>
 }
 
 export interface BytesPerOpResult {
@@ -165,6 +167,13 @@ async function phase(devices: Dev[], name: string, n: number, makeOp: (i: number
   }
   await new Promise((resolve) => setTimeout(resolve, 1500))
   const after = await Promise.all(devices.map((d) => reading(devices, d)))
+  const view = author.log.base.view as unknown as {
+    core: { length: number; get(i: number): Promise<Uint8Array | null> }
+    createHistoryStream(o: object): AsyncIterable<{ key: string; seq: number }>
+  }
+  const perOp = Math.round((after[0]!.cores.viewLength - before[0]!.cores.viewLength) / n)
+  const lastOpViewKeys: Array<{ key: string; bytes: number }> = []
+  for await (const e of view.createHistoryStream({ gte: view.core.length - perOp })) lastOpViewKeys.push({ key: String(e.key), bytes: (await view.core.get(e.seq))?.byteLength ?? 0 })
   const mean = (f: (a: DeviceReading, b: DeviceReading) => number): number => after.reduce((s, a, i) => s + f(a, before[i]!), 0) / after.length / n
   const stored = (r: DeviceReading): number => r.disk.total - r.disk.wal
   const acks = after[0]!.cores.writerLengths.slice(1).reduce((s, l, j) => s + l - before[0]!.cores.writerLengths[j + 1]!, 0)
@@ -182,7 +191,8 @@ async function phase(devices: Dev[], name: string, n: number, makeOp: (i: number
     },
     diskPerDevice: after.map((a, i) => (stored(a) - stored(before[i]!)) / n),
     logicalPerOp: perKind(before, after, n, (r) => r.logical),
-    entriesPerOp: perKind(before, after, n, (r) => r.entries)
+    entriesPerOp: perKind(before, after, n, (r) => r.entries),
+    lastOpViewKeys
   }
 }
 

@@ -17,7 +17,7 @@
  * runs it for --memory-min minutes (default 5; --quick: only with
  * `--only memory-daemons`, 2); the acceptance's 30 and 60 minutes:
  *
- *   npm run build && node dist/bench/memory.js --minutes 60 [--lease-ms 1000] [--every-s 60]
+ *   npm run build && node dist/bench/memory.js --minutes 60 [--lease-ms 1000] [--every-s 60] [--malloc-arena-max 2]
  *
  * which writes bench/results/memory-<time>.json and prints the table.
  */
@@ -285,11 +285,22 @@ export function renderIdleDaemons(r: IdleDaemonsResult): string {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { minutes: { type: 'string', default: '30' }, 'lease-ms': { type: 'string', default: '1000' }, 'every-s': { type: 'string', default: '60' }, out: { type: 'string' } } })
+  const { values } = parseArgs({
+    options: {
+      minutes: { type: 'string', default: '30' },
+      'lease-ms': { type: 'string', default: '1000' },
+      'every-s': { type: 'string', default: '60' },
+      out: { type: 'string' },
+      /** glibc's MALLOC_ARENA_MAX for the daemons (README's deployment advice); default: the environment's. */
+      'malloc-arena-max': { type: 'string' }
+    }
+  })
+  if (values['malloc-arena-max'] !== undefined) process.env.MALLOC_ARENA_MAX = values['malloc-arena-max']
   const log = (l: string): void => void process.stderr.write(`[memory ${new Date().toISOString().slice(11, 19)}] ${l}\n`)
   const r = await idleDaemons({ minutes: Number(values.minutes), leaseMs: Number(values['lease-ms']), everyS: Number(values['every-s']), log })
   const file = values.out ?? fileURLToPath(new URL(`../../bench/results/memory-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url))
   mkdirSync(join(file, '..'), { recursive: true })
-  writeFileSync(file, JSON.stringify({ meta: { startedAt: new Date().toISOString(), node: process.version }, idleDaemons: r }, null, 1) + '\n')
+  const meta = { startedAt: new Date().toISOString(), node: process.version, mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null }
+  writeFileSync(file, JSON.stringify({ meta, idleDaemons: r }, null, 1) + '\n')
   process.stdout.write(renderIdleDaemons(r) + '\n' + `written to ${file}\n`)
 }

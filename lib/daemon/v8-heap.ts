@@ -1,17 +1,19 @@
 /**
  * Bounds V8's heap for the whole process, as a long-running daemon needs.
  * Imported for its effect, FIRST by the CLI entry (bin/autolease.ts), so
- * that it runs before any other module loads: V8 grows the new space while
- * modules load and never shrinks it back for a process as busy as an idle
- * daemon. Two flags, both read by V8 at each step while running:
+ * that it is the first module evaluated. Two flags, both read by V8 at
+ * each step while running:
  *
- * - `--semi-space-growth-factor=1`: the young generation stays at its
- *   initial 1 MiB semi-spaces (2 MiB). Measured on three real daemons idle
- *   at leaseMs 1000 (bench/memory-investigation/): V8 doubled the new space
+ * - `--semi-space-growth-factor=1`: the young generation never grows past
+ *   the size it has when this runs. Measured on three real daemons idle at
+ *   leaseMs 1000 (bench/memory-investigation/): V8 doubled the new space
  *   each time its survivors filled it, up to 2 x 16 MiB, within the first
  *   30 seconds: 32 MiB of a ~155 MiB RSS at minute 2, for a 22 MiB live
- *   heap. Same CPU (13.4-13.9 % vs 14.3-14.9 % per daemon, minutes 1-6,
- *   side by side).
+ *   heap. ES modules are all parsed before the first one is evaluated, and
+ *   parsing the CLI's module graph already grows it to 2 x 4 MiB: the
+ *   daemon's new space stays at 8 MiB (2 MiB when set before any module
+ *   loads, by a preload). Same CPU (13.4-13.9 % vs 14.3-14.9 % per daemon,
+ *   minutes 1-6, side by side).
  * - `--heap-growing-percent=20`: the old generation is collected once it
  *   has grown 20 % over what the last full GC kept (V8's own factor goes
  *   up to 4x). With the small young generation, short-lived objects that
