@@ -9,13 +9,15 @@
  *    flushed into tables after a few MiB.
  * 3. RocksDB's block cache: every table block read stayed in a 32 MiB
  *    cache; the daemon's store has none (reads of tables go to the OS).
+ * 4. RocksDB's info logs: one LOG.old.<time> per open, up to 1,000 kept;
+ *    the store keeps the newest few.
  */
 import test from 'brittle'
 import Hyperbee from 'hyperbee'
 import tmp from 'test-tmp'
 import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { openStore, WRITE_BUFFER_BYTES } from '../lib/daemon/store.js'
+import { KEEP_OLD_INFO_LOGS, openStore, WRITE_BUFFER_BYTES } from '../lib/daemon/store.js'
 import { waitFor } from './helpers/cluster.js'
 
 /** What hyperbee keeps per bee (internal: the decoded-node and key caches, each a rache). */
@@ -116,4 +118,18 @@ test('table blocks read back are not kept in a RocksDB block cache', { timeout: 
   }
   const usage = Number((await db.getProperty('rocksdb.block-cache-usage').catch(() => null)) ?? 0)
   t.is(usage, 0, `block cache holds ${usage} bytes after ${BLOCKS} table reads (${(BLOCKS * 512) / 1048576} MiB)`)
+})
+
+test('RocksDB info logs of earlier runs: the newest few are kept, not one per open', { timeout: 120_000 }, async (t) => {
+  const dir = await tmp(t)
+  const OPENS = KEEP_OLD_INFO_LOGS + 4
+  for (let i = 0; i < OPENS; i++) {
+    const store = openStore(dir)
+    await store.ready()
+    await store.close()
+  }
+  const old = (await readdir(join(dir, 'db'))).filter((n) => n.startsWith('LOG.old.'))
+  // The last open rotated its predecessor's LOG after pruning: at most one more than the bound.
+  t.ok(old.length <= KEEP_OLD_INFO_LOGS + 1, `${old.length} LOG.old files after ${OPENS} opens (bound ${KEEP_OLD_INFO_LOGS} + the one this open rotated)`)
+  t.ok(old.length >= KEEP_OLD_INFO_LOGS, 'the newest ones are kept')
 })

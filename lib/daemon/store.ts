@@ -29,6 +29,11 @@
  *   this size; they grow with the data, ~1-2% of it: bounded only by the
  *   log's size, i.e. by generations).
  *
+ * - RocksDB's info logs of earlier runs: RocksDB renames its LOG to
+ *   LOG.old.<time> at every open and keeps up to 1,000 of them (~50-100 KB
+ *   each after a short run, more after a long one: flushes and a stats dump
+ *   every 10 minutes). openStore keeps the newest KEEP_OLD_INFO_LOGS.
+ *
  * Not bounded here: V8's heap (lib/daemon/v8-heap.ts bounds its
  * young and old generations), glibc's per-thread malloc arenas (MALLOC_ARENA_MAX is
  * read at process start only: README says how to set it), and the disk
@@ -37,6 +42,8 @@
  * hypercore-storage must be the copy hypercore uses (same major range in
  * package.json): corestore takes a storage object as it is, by duck type.
  */
+import { readdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import Corestore from 'corestore'
 import CoreStorage from 'hypercore-storage'
 import Rache from 'rache'
@@ -45,6 +52,9 @@ import Rache from 'rache'
 export const NODE_CACHE_ENTRIES = 4096
 /** RocksDB memtable size; two of them at most (rocksdb-native's maxWriteBufferNumber default). */
 export const WRITE_BUFFER_BYTES = 4 * 1024 * 1024
+
+/** RocksDB info logs of earlier runs kept (LOG.old.<time>; the current LOG is RocksDB's). */
+export const KEEP_OLD_INFO_LOGS = 2
 
 export interface StoreBounds {
   nodeCacheEntries?: number
@@ -56,7 +66,22 @@ export function storageOptions(bounds: StoreBounds = {}): Record<string, unknown
   return { writeBufferSize: bounds.writeBufferBytes ?? WRITE_BUFFER_BYTES, blockCache: false, tableCacheIndexAndFilterBlocks: false }
 }
 
+/** Remove all but the newest `keep` LOG.old.<time> files of the RocksDB under `dir` (hypercore-storage's `db`). */
+export function pruneOldInfoLogs(dir: string, keep = KEEP_OLD_INFO_LOGS): void {
+  const db = join(dir, 'db')
+  let names: string[]
+  try {
+    names = readdirSync(db)
+  } catch {
+    return // a new store: nothing yet
+  }
+  // <time> is microseconds since the epoch, all the same width for centuries: name order is age order.
+  const old = names.filter((n) => /^LOG\.old\.\d+$/.test(n)).sort()
+  for (const n of old.slice(0, Math.max(0, old.length - keep))) rmSync(join(db, n), { force: true })
+}
+
 export function openStore(dir: string, bounds: StoreBounds = {}): Corestore {
+  pruneOldInfoLogs(dir)
   const storage = new CoreStorage(dir, storageOptions(bounds))
   return new Corestore(storage, { globalCache: new Rache({ maxSize: bounds.nodeCacheEntries ?? NODE_CACHE_ENTRIES }) })
 }
