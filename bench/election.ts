@@ -41,6 +41,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { manualLatency, electionTrial, idleGrowth, type LatencySample, type TrialResult, type IdleResult } from './scenarios.js'
 import { idleDaemons, measureMemory, memoryChild, renderIdleDaemons, type IdleDaemonsResult, type MemoryResult } from './memory.js'
+import { bytesPerOp, renderBytesPerOp, type BytesPerOpResult } from './memory-ops.js'
 import { swarmFailover, type SwarmResult } from './swarm.js'
 import { daemonConfig } from './harness.js'
 import { benchDaemons, type DaemonsResult } from './daemons.js'
@@ -187,6 +188,7 @@ interface Report {
   idle?: IdleResult[]
   memory?: MemoryResult[]
   memoryDaemons?: IdleDaemonsResult
+  bytesPerOp?: BytesPerOpResult
   swarm?: SwarmResult | { error: string }
   webhooks?: WebhooksResult
   webhooksDaemons?: WebhooksResult
@@ -582,6 +584,8 @@ async function main(): Promise<void> {
         report.memoryDaemons = r
         for (const e of r.errors) report.errors.push(`memory-daemons: ${e}`)
       }
+      const b = await attempt('bytes per op', () => bytesPerOp(opts.quick ? 30 : 100, log))
+      if (b) report.bytesPerOp = b
     })
   }
   await electionSection()
@@ -808,6 +812,10 @@ function print(report: Report, opts: Options): void {
   if (report.memoryDaemons) {
     out.push('')
     out.push(renderIdleDaemons(report.memoryDaemons))
+  }
+  if (report.bytesPerOp) {
+    out.push('')
+    out.push(renderBytesPerOp(report.bytesPerOp))
   }
 
   if (report.memory && report.memory.length > 0) {

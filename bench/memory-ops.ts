@@ -30,7 +30,7 @@ import { openStore } from '../lib/daemon/store.js'
 import { IntentLog } from '../lib/log/intent-log.js'
 import { SIGNER_LEASE, type EventOp, type Op } from '../lib/log/ops.js'
 import { Mesh } from '../test/helpers/mesh.js'
-import { dirBytes, type DirUsage } from './util.js'
+import { dirBytes, table, type DirUsage } from './util.js'
 
 interface CoreBytes {
   /** byteLength of each writer core, by device index. */
@@ -273,4 +273,24 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const n = i > 0 ? Number(process.argv[i + 1]) : 200
   const r = await bytesPerOp(n, (l) => process.stderr.write(l + '\n'))
   process.stdout.write(JSON.stringify(r, null, 1) + '\n')
+}
+
+/** The row's table: bytes per op per device, by what stores them (payloads by core, then everything on disk). */
+export function renderBytesPerOp(r: BytesPerOpResult): string {
+  const f = (x: number): string => x.toFixed(0)
+  const rows = r.phases.map((p) => [
+    p.phase,
+    p.acksPerOp.toFixed(2),
+    f(p.perOp.opBlock),
+    f(p.perOp.ackBlocks),
+    f(p.perOp.systemBlocks),
+    `${f(p.perOp.viewBlocks)} (${p.perOp.viewNodes.toFixed(0)})`,
+    f(p.logicalPerOp.tree ?? 0),
+    f(p.perOp.disk)
+  ])
+  return [
+    `bytes per op on disk, per device (3 devices in-process with the daemon's storage settings, ${r.ops} ops per phase, each confirmed everywhere before the next; payload bytes by core, merkle tree entries (key + value), and every file but the WAL after a flush and full compaction)`,
+    table(['op', 'acks/op', 'op block', 'ack blocks', 'system blocks', 'view blocks (n)', 'merkle tree', 'disk'], rows, ['l']),
+    ...r.phases.map((p) => `  ${p.phase}: view keys ${p.lastOpViewKeys.map((k) => `${k.key.replace(/\/[^/]*$/, '/…')} ${k.bytes}`).join(', ')}`)
+  ].join('\n')
 }
