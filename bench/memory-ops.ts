@@ -20,7 +20,6 @@
  * Also used by bench/memory.ts (`bytesPerOp`).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -94,18 +93,25 @@ type StorageLike = {
   db: { flush(): Promise<void>; compactRange(): Promise<void>; iterator(range: object): AsyncIterable<{ key: Uint8Array; value: Uint8Array }> }
 }
 
-const require = createRequire(createRequire(import.meta.url).resolve('hypercore-storage'))
-const { UINT } = require('index-encoder') as { UINT: { decode(state: { start: number; end: number; buffer: Uint8Array }): number } }
+/** index-encoder's sortable UINT, as hypercore-storage's keys use it: one byte up to 0xfb, else a width tag and big-endian bytes. */
+function readUint(key: Uint8Array, at: { i: number }): number {
+  const tag = key[at.i++] ?? 0
+  if (tag <= 0xfb) return tag
+  const width = tag === 0xfc ? 2 : tag === 0xfd ? 4 : 8
+  let n = 0
+  for (let k = 0; k < width; k++) n = n * 256 + (key[at.i++] ?? 0)
+  return n
+}
 // hypercore-storage/lib/keys.js: top-level kinds, and the kinds under TL_DATA (4).
 const TOP = ['head', 'core-by-dkey', 'core-by-alias', 'core', 'data', 'group-by-topic', 'group']
 const DATA = ['head', 'dependency', 'hints', 'block', 'tree', 'bitfield', 'user-data', 'local', 'mark']
 
 function kindOf(key: Uint8Array): string {
-  const state = { start: 0, end: key.byteLength, buffer: key }
-  const top = UINT.decode(state)
+  const at = { i: 0 }
+  const top = readUint(key, at)
   if (top !== 4) return TOP[top] ?? `top-${top}`
-  UINT.decode(state) // the core's data pointer
-  const kind = UINT.decode(state)
+  readUint(key, at) // the core's data pointer
+  const kind = readUint(key, at)
   return DATA[kind] ?? `data-${kind}`
 }
 
