@@ -578,7 +578,7 @@ async function main(): Promise<void> {
 
   await webhooksDaemonsSection()
   if (opts.only.has('memory-daemons')) {
-    await section('memory (3 daemons idle)', async () => {
+    await section('memory-daemons (3 daemons idle, then bytes per op)', async () => {
       const r = await attempt('memory-daemons', () => idleDaemons({ minutes: opts.memoryMinutes, leaseMs: 1000, everyS: 60, log }))
       if (r) {
         report.memoryDaemons = r
