@@ -46,6 +46,8 @@ interface DeviceReading {
   cores: CoreBytes
   /** After flush + full compaction. */
   disk: DirUsage
+  /** As the daemon leaves it: before the flush and compaction (the WAL, overwritten keys not yet compacted away). */
+  diskAsIs: DirUsage
   /** Key + value bytes of every live RocksDB entry, by hypercore-storage's key kind. */
   logical: Record<string, number>
   /** Live RocksDB entries, by key kind. */
@@ -66,6 +68,8 @@ export interface PhaseResult {
     viewNodes: number
     /** Every file but the WAL (after compaction), everything included. */
     disk: number
+    /** Every file, WAL included, before the phase's final flush and compaction: what the directory grew by as it stood. */
+    diskAsIs: number
   }
   /** Per op, per device: disk bytes after compaction. */
   diskPerDevice: number[]
@@ -137,6 +141,7 @@ async function reading(devices: Dev[], d: Dev): Promise<DeviceReading> {
   }
   const base = d.log.base as unknown as { core: CoreLike; view: { core: CoreLike } }
   const storage = (d.store as unknown as { storage: StorageLike }).storage
+  const diskAsIs = await dirBytes(d.dir)
   await storage.db.flush()
   await storage.db.compactRange()
   const logical: Record<string, number> = {}
@@ -147,6 +152,7 @@ async function reading(devices: Dev[], d: Dev): Promise<DeviceReading> {
     entries[k] = (entries[k] ?? 0) + 1
   }
   return {
+    diskAsIs,
     logical,
     entries,
     cores: { writers, writerLengths, system: base.core.byteLength, systemLength: base.core.length, view: base.view.core.byteLength, viewLength: base.view.core.length },
@@ -193,7 +199,8 @@ async function phase(devices: Dev[], name: string, n: number, makeOp: (i: number
       systemBlocks: mean((a, b) => a.cores.system - b.cores.system),
       viewBlocks: mean((a, b) => a.cores.view - b.cores.view),
       viewNodes: mean((a, b) => a.cores.viewLength - b.cores.viewLength),
-      disk: mean((a, b) => stored(a) - stored(b))
+      disk: mean((a, b) => stored(a) - stored(b)),
+      diskAsIs: mean((a, b) => a.diskAsIs.total - b.disk.total)
     },
     diskPerDevice: after.map((a, i) => (stored(a) - stored(before[i]!)) / n),
     logicalPerOp: perKind(before, after, n, (r) => r.logical),
@@ -292,11 +299,12 @@ export function renderBytesPerOp(r: BytesPerOpResult): string {
     f(p.perOp.systemBlocks),
     `${f(p.perOp.viewBlocks)} (${p.perOp.viewNodes.toFixed(0)})`,
     f(p.logicalPerOp.tree ?? 0),
-    f(p.perOp.disk)
+    f(p.perOp.disk),
+    f(p.perOp.diskAsIs)
   ])
   return [
     `bytes per op on disk, per device (3 devices in-process with the daemon's storage settings, ${r.ops} ops per phase, each confirmed everywhere before the next; payload bytes by core, merkle tree entries (key + value), and every file but the WAL after a flush and full compaction)`,
-    table(['op', 'acks/op', 'op block', 'ack blocks', 'system blocks', 'view blocks (n)', 'merkle tree', 'disk'], rows, ['l']),
+    table(['op', 'acks/op', 'op block', 'ack blocks', 'system blocks', 'view blocks (n)', 'merkle tree', 'disk', 'disk before compaction'], rows, ['l']),
     ...r.phases.map((p) => `  ${p.phase}: view keys ${p.lastOpViewKeys.map((k) => `${k.key.replace(/\/[^/]*$/, '/…')} ${k.bytes}`).join(', ')}`)
   ].join('\n')
 }
