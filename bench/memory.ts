@@ -1,16 +1,36 @@
 /**
- * Memory per daemon-equivalent. Each measurement runs in a fresh child
+ * Memory, two ways.
+ *
+ * In-process, per daemon-equivalent: each measurement runs in a fresh child
  * process (the same entry file with `--child-memory N`), so the heap and
  * the allocator are not shaped by earlier scenarios: baseline after the
  * modules are loaded, then N devices (corestore + intent log + elector,
  * over the in-memory Mesh) are opened, elect a holder and idle for a few
  * seconds; both readings are taken after a forced GC.
+ *
+ * Real daemons idle (issue 19's acceptance row, `idleDaemons`): three
+ * `autolease start` processes as users run them (bench/daemons.ts
+ * withDaemonGroup: local DHT, init / invite / join; no probe, no extra node
+ * flags) idle at leaseMs 1000; every minute, each daemon's VmRSS (and its
+ * anonymous / file-backed split, from /proc/<pid>/status) and its storage
+ * directory's bytes, write-ahead log included (and apart). `npm run bench`
+ * runs it for --memory-min minutes (default 5; --quick: only with
+ * `--only memory-daemons`, 2); the acceptance's 30 and 60 minutes:
+ *
+ *   npm run build && node dist/bench/memory.js --minutes 60 [--lease-ms 1000] [--every-s 60] [--malloc-arena-max 2]
+ *
+ * which writes bench/results/memory-<time>.json and prints the table.
  */
 import { fork } from 'node:child_process'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readdir, stat } from 'node:fs/promises'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
 import { openRig, startElectors, closeRig, waitSingleHolder, daemonConfig } from './harness.js'
-import { onKillAll } from './procs.js'
-import { exposeGc, now, sleep } from './util.js'
+import { withDaemonGroup, status } from './daemons.js'
+import { cpuMs, onKillAll } from './procs.js'
+import { exposeGc, mib, now, sleep, table } from './util.js'
 
 export interface MemoryReading {
   rss: number
@@ -98,4 +118,189 @@ export function measureMemory(devices: number, leaseMs: number, settleMs: number
       else reject(new Error(`memory child for ${devices} devices exited with ${signal ?? code} and no result`))
     })
   })
+}
+
+
+/** A storage directory's bytes: the RocksDB write-ahead log (NNNNNN.log), tables (*.sst), blob files, and the rest (manifest, options, keys). */
+export interface StorageBytes {
+  total: number
+  wal: number
+  sst: number
+  blob: number
+  other: number
+}
+
+export async function storageBytes(dir: string, acc: StorageBytes = { total: 0, wal: 0, sst: 0, blob: 0, other: 0 }): Promise<StorageBytes> {
+  let entries
+  try {
+    entries = await readdir(dir, { withFileTypes: true })
+  } catch {
+    return acc
+  }
+  for (const e of entries) {
+    const p = join(dir, e.name)
+    if (e.isDirectory()) {
+      await storageBytes(p, acc)
+      continue
+    }
+    let size = 0
+    try {
+      size = (await stat(p)).size
+    } catch {
+      continue // removed by a compaction while we walked
+    }
+    acc.total += size
+    if (/^\d+\.log$/.test(e.name)) acc.wal += size
+    else if (e.name.endsWith('.sst')) acc.sst += size
+    else if (e.name.endsWith('.blob')) acc.blob += size
+    else acc.other += size
+  }
+  return acc
+}
+
+interface ProcMemory {
+  rss: number
+  rssAnon: number
+  rssFile: number
+}
+
+function procMemory(pid: number | undefined): ProcMemory | null {
+  if (pid === undefined) return null
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024
+    return { rss: kb('VmRSS'), rssAnon: kb('RssAnon'), rssFile: kb('RssFile') }
+  } catch {
+    return null
+  }
+}
+
+export interface IdleDaemonSample {
+  /** Minutes since the group formed. */
+  minute: number
+  device: string
+  /** null: the daemon is gone. */
+  memory: ProcMemory | null
+  cpuMs: number | null
+  disk: StorageBytes
+  role: string | null
+}
+
+export interface IdleDaemonsResult {
+  leaseMs: number
+  minutes: number
+  everyS: number
+  formationMs: number
+  samples: IdleDaemonSample[]
+  /** elected / demoted lines of every daemon during the run (flaps). */
+  roleLines: number
+  /** Per device: RSS growth over the second half of the run (MiB per minute, least squares). */
+  rssSlopeMiBPerMin: Record<string, number | null>
+  errors: string[]
+}
+
+function slope(points: Array<[number, number]>): number | null {
+  if (points.length < 2) return null
+  const n = points.length
+  const mx = points.reduce((a, p) => a + p[0], 0) / n
+  const my = points.reduce((a, p) => a + p[1], 0) / n
+  const sxx = points.reduce((a, p) => a + (p[0] - mx) ** 2, 0)
+  if (sxx === 0) return null
+  return points.reduce((a, p) => a + (p[0] - mx) * (p[1] - my), 0) / sxx
+}
+
+export async function idleDaemons(opts: { minutes: number; leaseMs?: number; everyS?: number; log: (l: string) => void }): Promise<IdleDaemonsResult> {
+  const leaseMs = opts.leaseMs ?? 1000
+  const everyS = opts.everyS ?? 60
+  const samples: IdleDaemonSample[] = []
+  const errors: string[] = []
+  let formation = 0
+  let roleLines = 0
+  await withDaemonGroup({ size: 3, leaseMs, log: opts.log }, async (group, formationMs) => {
+    formation = formationMs
+    const rolesAtStart = group.roles.length
+    const t0 = now()
+    const end = t0 + opts.minutes * 60_000
+    for (let k = 1; t0 + k * everyS * 1000 <= end + 1; k++) {
+      await sleep(Math.max(0, t0 + k * everyS * 1000 - now()))
+      const minute = (now() - t0) / 60_000
+      const row = await Promise.all(
+        group.devices.map(async (d): Promise<IdleDaemonSample> => {
+          const st = (await status(d.dir, 5_000)) as unknown as { role?: string } | null
+          return { minute, device: d.name, memory: procMemory(d.pid), cpuMs: cpuMs(d.pid), disk: await storageBytes(d.dir), role: st?.role ?? null }
+        })
+      )
+      samples.push(...row)
+      opts.log(
+        `memory-daemons ${minute.toFixed(1).padStart(5)} min  ` +
+          row.map((r) => `${r.device} ${r.memory === null ? 'gone' : mib(r.memory.rss).toFixed(0) + ' MiB'} disk ${mib(r.disk.total).toFixed(1)} (wal ${mib(r.disk.wal).toFixed(1)})`).join(' | ')
+      )
+      const gone = group.devices.filter((d) => !d.alive)
+      if (gone.length > 0) {
+        errors.push(`daemon(s) exited at minute ${minute.toFixed(1)}: ${gone.map((d) => d.describe()).join('; ')}`)
+        break
+      }
+    }
+    roleLines = group.roles.length - rolesAtStart
+  })
+  const devices = [...new Set(samples.map((s) => s.device))]
+  const rssSlopeMiBPerMin: Record<string, number | null> = {}
+  for (const d of devices) {
+    const pts = samples.filter((s) => s.device === d && s.memory !== null && s.minute >= opts.minutes / 2).map((s): [number, number] => [s.minute, mib(s.memory!.rss)])
+    rssSlopeMiBPerMin[d] = slope(pts)
+  }
+  return { leaseMs, minutes: opts.minutes, everyS, formationMs: formation, samples, roleLines, rssSlopeMiBPerMin, errors }
+}
+
+/** The row's table: one line per sample minute, RSS per daemon, then disk per storage directory (WAL in brackets), MiB. */
+export function renderIdleDaemons(r: IdleDaemonsResult): string {
+  const devices = [...new Set(r.samples.map((s) => s.device))]
+  const minutes = [...new Set(r.samples.map((s) => Math.round(s.minute * 10) / 10))]
+  const rows = minutes.map((m) => {
+    const at = (d: string): IdleDaemonSample | undefined => r.samples.find((s) => s.device === d && Math.round(s.minute * 10) / 10 === m)
+    return [
+      m.toFixed(m % 1 === 0 ? 0 : 1),
+      ...devices.map((d) => {
+        const s = at(d)
+        return s?.memory == null ? '-' : mib(s.memory.rss).toFixed(1)
+      }),
+      ...devices.map((d) => {
+        const s = at(d)
+        return s?.memory == null ? '-' : mib(s.memory.rssAnon).toFixed(1)
+      }),
+      ...devices.map((d) => {
+        const s = at(d)
+        return s === undefined ? '-' : `${mib(s.disk.total).toFixed(1)} (${mib(s.disk.wal).toFixed(1)})`
+      })
+    ]
+  })
+  const head = ['min', ...devices.map((d) => `${d} RSS`), ...devices.map((d) => `${d} anon`), ...devices.map((d) => `${d} disk (wal)`)]
+  const out = [
+    `real daemons idle: 3 daemons at leaseMs ${r.leaseMs}, ${r.minutes} min, a reading every ${r.everyS} s (MiB; RSS = VmRSS, anon = its anonymous part, the rest is file-backed: node and native libraries, shared between daemons)`,
+    table(head, rows, ['r']),
+    `  RSS growth over the second half (MiB/min, least squares): ${devices.map((d) => `${d} ${r.rssSlopeMiBPerMin[d]?.toFixed(2) ?? '-'}`).join(', ')}; elected/demoted lines during the run: ${r.roleLines}`
+  ]
+  for (const e of r.errors) out.push(`  ERROR ${e}`)
+  return out.join('\n')
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values } = parseArgs({
+    options: {
+      minutes: { type: 'string', default: '30' },
+      'lease-ms': { type: 'string', default: '1000' },
+      'every-s': { type: 'string', default: '60' },
+      out: { type: 'string' },
+      /** glibc's MALLOC_ARENA_MAX for the daemons (README's deployment advice); default: the environment's. */
+      'malloc-arena-max': { type: 'string' }
+    }
+  })
+  if (values['malloc-arena-max'] !== undefined) process.env.MALLOC_ARENA_MAX = values['malloc-arena-max']
+  const log = (l: string): void => void process.stderr.write(`[memory ${new Date().toISOString().slice(11, 19)}] ${l}\n`)
+  const r = await idleDaemons({ minutes: Number(values.minutes), leaseMs: Number(values['lease-ms']), everyS: Number(values['every-s']), log })
+  const file = values.out ?? fileURLToPath(new URL(`../../bench/results/memory-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url))
+  mkdirSync(join(file, '..'), { recursive: true })
+  const meta = { startedAt: new Date().toISOString(), node: process.version, mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null }
+  writeFileSync(file, JSON.stringify({ meta, idleDaemons: r }, null, 1) + '\n')
+  process.stdout.write(renderIdleDaemons(r) + '\n' + `written to ${file}\n`)
 }

@@ -17,6 +17,8 @@
  *   8 storage not private: the directory is another user's, or it (or a
  *     file in it) cannot be made private (`init`, `join`, `start`)
  */
+// First, before any other module loads: V8's heap bounds (lib/daemon/v8-heap.ts).
+import '../lib/daemon/v8-heap.js'
 import { Command, CommanderError, Option } from 'commander'
 import { join } from 'node:path'
 import { createRequire } from 'node:module'

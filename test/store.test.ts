@@ -7,13 +7,17 @@
  * 2. RocksDB's memtable: at 64 MiB the write-ahead log was not flushed
  *    before ~64 MiB had been written; with the daemon's write buffer it is
  *    flushed into tables after a few MiB.
+ * 3. RocksDB's block cache: every table block read stayed in a 32 MiB
+ *    cache; the daemon's store has none (reads of tables go to the OS).
+ * 4. RocksDB's info logs: one LOG.old.<time> per open, up to 1,000 kept;
+ *    the store keeps the newest few.
  */
 import test from 'brittle'
 import Hyperbee from 'hyperbee'
 import tmp from 'test-tmp'
 import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { openStore, WRITE_BUFFER_BYTES } from '../lib/daemon/store.js'
+import { KEEP_OLD_INFO_LOGS, openStore, WRITE_BUFFER_BYTES } from '../lib/daemon/store.js'
 import { waitFor } from './helpers/cluster.js'
 
 /** What hyperbee keeps per bee (internal: the decoded-node and key caches, each a rache). */
@@ -93,4 +97,39 @@ test('the write-ahead log is flushed into tables after a few MiB, not 64', { tim
   ).catch(() => {})
   t.ok(last.sst > 0, `${last.sst} table file(s) flushed`)
   t.ok(last.wal < 2 * WRITE_BUFFER_BYTES, `WAL ${(last.wal / 1048576).toFixed(1)} MiB after ${(written / 1048576).toFixed(0)} MiB of appends (at most two write buffers unflushed)`)
+})
+
+type Rocks = { flush(): Promise<void>; compactRange(): Promise<void>; getProperty(name: string): Promise<string | null> }
+
+test('table blocks read back are not kept in a RocksDB block cache', { timeout: 120_000 }, async (t) => {
+  const store = openStore(await tmp(t))
+  t.teardown(() => store.close())
+  const core = store.get({ name: 'log' })
+  await core.ready()
+  const BLOCKS = 4096
+  for (let i = 0; i < BLOCKS; i += 256) await core.append(Array.from({ length: 256 }, (_, j) => new Uint8Array(512).fill((i + j) % 251)))
+  const db = (store as unknown as { storage: { db: Rocks } }).storage.db
+  // Into tables, out of the memtable: every read below is a table read.
+  await db.flush()
+  await db.compactRange()
+  for (let i = 0; i < BLOCKS; i++) {
+    const b = await core.get(i)
+    if (b === null || b[0] !== i % 251) return t.fail(`block ${i} read back wrong`)
+  }
+  const usage = Number((await db.getProperty('rocksdb.block-cache-usage').catch(() => null)) ?? 0)
+  t.is(usage, 0, `block cache holds ${usage} bytes after ${BLOCKS} table reads (${(BLOCKS * 512) / 1048576} MiB)`)
+})
+
+test('RocksDB info logs of earlier runs: the newest few are kept, not one per open', { timeout: 120_000 }, async (t) => {
+  const dir = await tmp(t)
+  const OPENS = KEEP_OLD_INFO_LOGS + 4
+  for (let i = 0; i < OPENS; i++) {
+    const store = openStore(dir)
+    await store.ready()
+    await store.close()
+  }
+  const old = (await readdir(join(dir, 'db'))).filter((n) => n.startsWith('LOG.old.'))
+  // The last open rotated its predecessor's LOG after pruning: at most one more than the bound.
+  t.ok(old.length <= KEEP_OLD_INFO_LOGS + 1, `${old.length} LOG.old files after ${OPENS} opens (bound ${KEEP_OLD_INFO_LOGS} + the one this open rotated)`)
+  t.ok(old.length >= KEEP_OLD_INFO_LOGS, 'the newest ones are kept')
 })

@@ -128,7 +128,7 @@ if (traced !== undefined) {
 const log = (l: string): void => void process.stderr.write(l + '\n')
 log(`memory run: ${values.devices} daemons, lease ${leaseMs} ms, ${minutes} min, every ${everyMs / 1000} s -> ${out}`)
 log(`  daemon node args: ${process.env.BENCH_DAEMON_NODE_ARGS}`)
-log(`  env: MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? '-'} MEMPROBE_CF_OPTS=${process.env.MEMPROBE_CF_OPTS ?? '-'} MEMPROBE_DB_OPTS=${process.env.MEMPROBE_DB_OPTS ?? '-'}`)
+log(`  env: MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? '-'} MEMPROBE_V8_FLAGS=${process.env.MEMPROBE_V8_FLAGS ?? '-'} MEMPROBE_CF_OPTS=${process.env.MEMPROBE_CF_OPTS ?? '-'} MEMPROBE_DB_OPTS=${process.env.MEMPROBE_DB_OPTS ?? '-'}`)
 
 const samples: Sample[] = []
 const meta: Record<string, unknown> = {
@@ -136,7 +136,7 @@ const meta: Record<string, unknown> = {
   minutes,
   everyMs,
   nodeArgs: process.env.BENCH_DAEMON_NODE_ARGS,
-  env: { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? null, MEMPROBE_CF_OPTS: process.env.MEMPROBE_CF_OPTS ?? null, MEMPROBE_DB_OPTS: process.env.MEMPROBE_DB_OPTS ?? null },
+  env: { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? null, MEMPROBE_V8_FLAGS: process.env.MEMPROBE_V8_FLAGS ?? null, MEMPROBE_CF_OPTS: process.env.MEMPROBE_CF_OPTS ?? null, MEMPROBE_DB_OPTS: process.env.MEMPROBE_DB_OPTS ?? null },
   started: new Date().toISOString()
 }
 

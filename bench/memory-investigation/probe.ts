@@ -23,12 +23,15 @@
  * before hypercore-storage loads rocksdb-native. MEMPROBE_GLOBAL_CACHE=N
  * gives every corestore one shared hyperbee node cache (rache) of N entries
  * (corestore's `globalCache` option; without one each hyperbee keeps its own
- * cache of up to 65,536 entries).
+ * cache of up to 65,536 entries). MEMPROBE_V8_FLAGS="--semi-space-growth-factor=1"
+ * is passed to v8.setFlagsFromString first thing, before the daemon's modules
+ * load (for flags V8 reads while running; some are ignored or sanitized when
+ * given on the command line, as this one is).
  */
 import { appendFileSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { basename, join } from 'node:path'
-import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8'
+import { getHeapSpaceStatistics, setFlagsFromString, writeHeapSnapshot } from 'node:v8'
 
 interface RocksSession {
   getProperty(name: string): Promise<string | null>
@@ -243,6 +246,7 @@ function hookCorestore(): void {
   Object.defineProperty(Corestore.prototype, 'globalCache', { get: () => shared, set: () => {}, configurable: true })
 }
 
+if (process.env.MEMPROBE_V8_FLAGS) setFlagsFromString(process.env.MEMPROBE_V8_FLAGS)
 if (dir !== undefined) {
   hookRocks()
   hookCorestore()

@@ -17,14 +17,33 @@
  *   log, which is deleted only once the memtable is flushed, reached
  *   60-78 MB on disk.
  *
- * Not bounded here: RocksDB's block cache (rocksdb-native exposes no size,
- * only on/off; librocksdb's default is 32 MiB and it fills only as SST blocks
- * are read), V8's own heap reservations (young generation), and the disk
+ * - No RocksDB block cache. rocksdb-native exposes no size, only on/off,
+ *   and librocksdb's default is 32 MiB per column family, filled as SST
+ *   blocks are read and kept: at 0.5 MiB a minute on an idle daemon
+ *   (0.6 -> 5.0 MiB between minutes 1 and 9), native memory that only
+ *   grows towards its cap. Without it a table read goes to the OS page
+ *   cache (not this process's RSS); the hot reads of a lease log hit the
+ *   memtable, hyperbee's node cache or hypercore's tree cache first. With
+ *   no block cache, RocksDB refuses to keep index and filter blocks in it,
+ *   so they are held by each open table's reader (a few KB per table at
+ *   this size; they grow with the data, ~1-2% of it: bounded only by the
+ *   log's size, i.e. by generations).
+ *
+ * - RocksDB's info logs of earlier runs: RocksDB renames its LOG to
+ *   LOG.old.<time> at every open and keeps up to 1,000 of them (~50-100 KB
+ *   each after a short run, more after a long one: flushes and a stats dump
+ *   every 10 minutes). openStore keeps the newest KEEP_OLD_INFO_LOGS.
+ *
+ * Not bounded here: V8's heap (lib/daemon/v8-heap.ts bounds its
+ * young and old generations), glibc's per-thread malloc arenas (MALLOC_ARENA_MAX is
+ * read at process start only: README says how to set it), and the disk
  * the log itself takes (it is append-only; that is the generations work).
  *
  * hypercore-storage must be the copy hypercore uses (same major range in
  * package.json): corestore takes a storage object as it is, by duck type.
  */
+import { readdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import Corestore from 'corestore'
 import CoreStorage from 'hypercore-storage'
 import Rache from 'rache'
@@ -34,12 +53,35 @@ export const NODE_CACHE_ENTRIES = 4096
 /** RocksDB memtable size; two of them at most (rocksdb-native's maxWriteBufferNumber default). */
 export const WRITE_BUFFER_BYTES = 4 * 1024 * 1024
 
+/** RocksDB info logs of earlier runs kept (LOG.old.<time>; the current LOG is RocksDB's). */
+export const KEEP_OLD_INFO_LOGS = 2
+
 export interface StoreBounds {
   nodeCacheEntries?: number
   writeBufferBytes?: number
 }
 
+/** What hypercore-storage passes on to rocksdb-native: the daemon's storage engine settings. */
+export function storageOptions(bounds: StoreBounds = {}): Record<string, unknown> {
+  return { writeBufferSize: bounds.writeBufferBytes ?? WRITE_BUFFER_BYTES, blockCache: false, tableCacheIndexAndFilterBlocks: false }
+}
+
+/** Remove all but the newest `keep` LOG.old.<time> files of the RocksDB under `dir` (hypercore-storage's `db`). */
+export function pruneOldInfoLogs(dir: string, keep = KEEP_OLD_INFO_LOGS): void {
+  const db = join(dir, 'db')
+  let names: string[]
+  try {
+    names = readdirSync(db)
+  } catch {
+    return // a new store: nothing yet
+  }
+  // <time> is microseconds since the epoch, all the same width for centuries: name order is age order.
+  const old = names.filter((n) => /^LOG\.old\.\d+$/.test(n)).sort()
+  for (const n of old.slice(0, Math.max(0, old.length - keep))) rmSync(join(db, n), { force: true })
+}
+
 export function openStore(dir: string, bounds: StoreBounds = {}): Corestore {
-  const storage = new CoreStorage(dir, { writeBufferSize: bounds.writeBufferBytes ?? WRITE_BUFFER_BYTES })
+  pruneOldInfoLogs(dir)
+  const storage = new CoreStorage(dir, storageOptions(bounds))
   return new Corestore(storage, { globalCache: new Rache({ maxSize: bounds.nodeCacheEntries ?? NODE_CACHE_ENTRIES }) })
 }
