@@ -82,6 +82,8 @@ test('console in a real browser, served by a standby: the holder, then the new h
   const page = await browser.newPage({ viewport: { width: 1100, height: 1500 } })
   const errors: string[] = []
   page.on('pageerror', (err) => errors.push(err.message))
+  // A CSP refusal or a failed load is a console error, not a page error.
+  page.on('console', (m) => void (m.type() === 'error' && errors.push(`console: ${m.text()}`)))
   await page.goto(url)
   t.is(new URL(page.url()).pathname, '/', 'the login redirects to the page')
   await page.waitForSelector('#conn[data-state="live"]', { timeout: 10_000 })
@@ -126,9 +128,10 @@ test('console in a real browser, served by a standby: the holder, then the new h
   await page.screenshot({ path: out, fullPage: true })
   t.ok(statSync(out).size > 10_000, `screenshot saved: ${out}`)
 
+  t.alike(errors, [], 'no script or console error on the page')
+
   // The daemon serving the page dies: the page says so.
   daemons[serving]!.proc.kill('SIGKILL')
   await page.waitForSelector('#conn[data-state="down"]', { timeout: 10_000 })
   t.ok(((await page.textContent('#conn')) ?? '').includes('unreachable'), `the page says the daemon is unreachable ("${await page.textContent('#conn')}")`)
-  t.alike(errors, [], 'no script error on the page')
 })

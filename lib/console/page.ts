@@ -14,6 +14,7 @@ export function pageHtml(): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>autolease console</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console.css">
 <script src="/console.js" defer></script>
 </head>

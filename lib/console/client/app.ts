@@ -126,7 +126,9 @@ function h(tag: string, attrs: Record<string, string | number | boolean | null |
   const el = document.createElement(tag)
   for (const [k, v] of Object.entries(attrs)) {
     if (v === null || v === undefined || v === false) continue
-    el.setAttribute(k, v === true ? '' : String(v))
+    // Through the CSSOM: the page's CSP (style-src 'self') refuses style attributes.
+    if (k === 'style') el.style.cssText = String(v)
+    else el.setAttribute(k, v === true ? '' : String(v))
   }
   for (const c of children) if (c !== null && c !== undefined && c !== false) el.append(c)
   return el
