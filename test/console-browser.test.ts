@@ -109,20 +109,23 @@ test('console in a real browser, served by a standby: the holder, then the new h
   const head = sha('one')
   const pr = fake.createPull(REPO, { headSha: head, labels: [LABEL], title: 'Add the console' })
   fake.setCheck(REPO, head, 'ci', null)
-  await page.waitForSelector(`[data-repo="acme:${REPO}"] tr[data-pr="${pr.number}"][data-state="queued"]`, { timeout: 30_000 })
-  t.pass(`PR #${pr.number} appears in the queue`)
-  t.ok(((await page.textContent(`tr[data-pr="${pr.number}"][data-state="queued"]`)) ?? '').includes('waiting for checks'), 'waiting for checks')
+  // Queued, or already taken up by the holder (evaluating): either way waiting for its checks.
+  const row = `[data-repo="acme:${REPO}"] tr.q[data-pr="${pr.number}"]`
+  await page.waitForSelector(row, { timeout: 30_000 })
+  t.pass(`PR #${pr.number} appears in the queue (${await page.getAttribute(row, 'data-state')})`)
+  await page.waitForFunction(`document.querySelector(${JSON.stringify(row)})?.textContent.includes('waiting for checks')`, undefined, { timeout: 10_000 })
+  t.pass('waiting for checks')
   fake.setCheck(REPO, head, 'ci', 'success')
   await page.waitForSelector(`[data-repo="acme:${REPO}"] tr[data-pr="${pr.number}"][data-state="merged"]`, { timeout: 60_000 })
   t.ok(fake.pull(REPO, pr.number).merged, `PR #${pr.number} shows as merged, and the forge merged it`)
-  t.is(await page.$(`tr[data-pr="${pr.number}"][data-state="queued"]`), null, 'and it left the queue')
+  t.is(await page.$(row), null, 'and it left the queue')
   t.is(await marker(page), 42, 'still without a reload')
 
   // A second PR left waiting, for the picture.
   const head2 = sha('two')
   const pr2 = fake.createPull(REPO, { headSha: head2, labels: [LABEL], title: 'Document the console' })
   fake.setCheck(REPO, head2, 'ci', null)
-  await page.waitForSelector(`tr[data-pr="${pr2.number}"][data-state="queued"]`, { timeout: 30_000 })
+  await page.waitForFunction(`document.querySelector('tr.q[data-pr="${pr2.number}"]')?.textContent.includes('waiting for checks')`, undefined, { timeout: 30_000 })
   const out = process.env.AUTOLEASE_CONSOLE_SCREENSHOT ? resolve(process.env.AUTOLEASE_CONSOLE_SCREENSHOT) : join(await tmp(t), 'console.png')
   mkdirSync(dirname(out), { recursive: true })
   await page.screenshot({ path: out, fullPage: true })

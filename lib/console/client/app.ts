@@ -297,11 +297,10 @@ function listing<T>(lists: Array<Listing<T>> | undefined, r: RepoConfig): T[] {
 /** What a queue entry is waiting for, in words. */
 function reason(e: QueueEntry): string {
   if (e.status === 'bounced') return `bounced: ${e.bounceReason ?? 'no reason recorded'}`
-  if (e.status === 'evaluating') return 'the holder is merging it (or checking it is up to date)'
-  if (e.status === 'gate_passed') return 'checks passed: next to merge'
-  if (e.gateResult === 'pending' || e.gateResult === null) return 'waiting for checks'
-  if (e.gateResult === 'failure') return 'checks failed'
-  return 'checks passed: waiting its turn'
+  if (e.status === 'gate_passed') return 'checks passed: being merged'
+  const checks = e.gateResult === 'pending' || e.gateResult === null ? 'waiting for checks' : e.gateResult === 'failure' ? 'checks failed' : 'checks passed'
+  // evaluating: the holder has taken it up (it reads the forge's view of its checks and mergeability).
+  return e.status === 'evaluating' ? `the holder is on it: ${checks}` : `${checks}, waiting its turn`
 }
 
 function renderRepos(): void {
@@ -322,7 +321,7 @@ function renderRepo(r: RepoConfig): HTMLElement {
   const qrows = queue.map((e, i) =>
     h(
       'tr',
-      { 'data-pr': e.prNumber, 'data-state': e.status },
+      { class: 'q', 'data-pr': e.prNumber, 'data-state': e.status },
       h('td', { class: 'num' }, String(i + 1)),
       h('td', {}, `#${e.prNumber}`),
       h('td', {}, h('code', { title: e.prSha }, e.prSha.slice(0, 10))),
