@@ -20,7 +20,7 @@ import { dirname, join, resolve } from 'node:path'
 import { chromium, type Page } from 'playwright-core'
 import { Procs, cli, formGroup, status, waitStatuses } from './cli-harness.js'
 import { FakeForge } from '../lib/queue/forge/fake-forge.js'
-import { waitFor } from './helpers/cluster.js'
+import { sleep } from './helpers/cluster.js'
 
 const LEASE_MS = 2000
 const REPO = 'acme/app'
@@ -39,6 +39,14 @@ const shownHolder = (page: Page): Promise<string | null> => page.locator('[data-
 const shownEpoch = async (page: Page): Promise<number> => Number(await page.textContent('[data-testid="epoch"]', { timeout: 1_000 }))
 const marker = (page: Page): Promise<unknown> => page.evaluate('window.consoleTestMarker')
 /** A row's text now ('' while there is none). (waitForFunction with a string needs eval, which the page's CSP refuses.) */
+/** Poll `fn` every 100 ms (each poll is a round trip to the browser). */
+async function until(fn: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const end = Date.now() + timeoutMs
+  while (!(await fn())) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(100)
+  }
+}
 const rowText = async (page: Page, selector: string): Promise<string> => ((await page.$(selector)) === null ? '' : ((await page.textContent(selector, { timeout: 1_000 }).catch(() => null)) ?? ''))
 
 test('console in a real browser, served by a standby: the holder, then the new holder and epoch after a SIGKILL without a reload; a labelled PR queued, then merged', { timeout: 300_000 }, async (t) => {
@@ -116,7 +124,7 @@ test('console in a real browser, served by a standby: the holder, then the new h
   const row = `[data-repo="acme:${REPO}"] tr.q[data-pr="${pr.number}"]`
   await page.waitForSelector(row, { timeout: 30_000 })
   t.pass(`PR #${pr.number} appears in the queue (${await page.getAttribute(row, 'data-state')})`)
-  await waitFor(async () => (await rowText(page, row)).includes('waiting for checks'), 10_000, `PR #${pr.number} shown waiting for checks`)
+  await until(async () => (await rowText(page, row)).includes('waiting for checks'), 10_000, `PR #${pr.number} shown waiting for checks`)
   t.pass('waiting for checks')
   fake.setCheck(REPO, head, 'ci', 'success')
   await page.waitForSelector(`[data-repo="acme:${REPO}"] tr[data-pr="${pr.number}"][data-state="merged"]`, { timeout: 60_000 })
@@ -128,7 +136,7 @@ test('console in a real browser, served by a standby: the holder, then the new h
   const head2 = sha('two')
   const pr2 = fake.createPull(REPO, { headSha: head2, labels: [LABEL], title: 'Document the console' })
   fake.setCheck(REPO, head2, 'ci', null)
-  await waitFor(async () => (await rowText(page, `tr.q[data-pr="${pr2.number}"]`)).includes('waiting for checks'), 30_000, `PR #${pr2.number} shown waiting for checks`)
+  await until(async () => (await rowText(page, `tr.q[data-pr="${pr2.number}"]`)).includes('waiting for checks'), 30_000, `PR #${pr2.number} shown waiting for checks`)
   const out = process.env.AUTOLEASE_CONSOLE_SCREENSHOT ? resolve(process.env.AUTOLEASE_CONSOLE_SCREENSHOT) : join(await tmp(t), 'console.png')
   mkdirSync(dirname(out), { recursive: true })
   await page.screenshot({ path: out, fullPage: true })
