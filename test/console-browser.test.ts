@@ -76,7 +76,7 @@ test('console in a real browser, served by a standby: the holder, then the new h
 
   const browser = await chromium.launch({ executablePath, args: ['--no-sandbox'] })
   t.teardown(() => browser.close(), { order: -Infinity })
-  const page = await browser.newPage({ viewport: { width: 1100, height: 1500 } })
+  const page = await browser.newPage({ viewport: { width: 1100, height: 800 } })
   const errors: string[] = []
   page.on('pageerror', (err) => errors.push(err.message))
   // A CSP refusal or a failed load is a console error, not a page error.
@@ -157,6 +157,11 @@ test('console in a real browser, served by a standby: the holder, then the new h
   const pr2 = fake.createPull(REPO, { headSha: head2, labels: [LABEL], title: 'Document the console' })
   fake.setCheck(REPO, head2, 'ci', null)
   await until(async () => (await rowText(page, `tr.q[data-pr="${pr2.number}"]`)).includes('waiting for checks'), 30_000, `PR #${pr2.number} shown waiting for checks`)
+  // The audit ring open, from the keyboard; it stays open across the page's redraws.
+  await page.focus(`[data-repo="acme:${REPO}"] details:last-of-type summary`)
+  await page.keyboard.press('Enter')
+  await sleep(1_500)
+  t.ok(await page.$(`[data-repo="acme:${REPO}"] details[open]:last-of-type`), 'the audit opened with Enter stays open across redraws')
   const out = process.env.AUTOLEASE_CONSOLE_SCREENSHOT ? resolve(process.env.AUTOLEASE_CONSOLE_SCREENSHOT) : join(await tmp(t), 'console.png')
   mkdirSync(dirname(out), { recursive: true })
   await page.screenshot({ path: out, fullPage: true })

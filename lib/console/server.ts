@@ -53,6 +53,8 @@ export interface ConsoleServerOptions {
 }
 
 const HEADER_BYTES = 8 * 1024
+/** A snapshot that takes longer is reported as a problem, and the next change reads afresh: one stuck read must not freeze every page. */
+const SNAPSHOT_TIMEOUT_MS = 10_000
 /** Bytes a stream may have waiting for its reader before it is dropped. */
 const MAX_BUFFERED = 4 * 1024 * 1024
 const COMMON_HEADERS = {
@@ -285,10 +287,16 @@ export class ConsoleServer extends ReadyResource {
     this.dirty = false
     let snap: Snapshot | null = null
     let problem: string | null = null
+    let timer: NodeJS.Timeout | undefined
     try {
-      snap = await snapshot(this.opts.source, this.clock)
+      snap = await Promise.race([
+        snapshot(this.opts.source, this.clock),
+        new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(`reading the view took over ${SNAPSHOT_TIMEOUT_MS / 1000} s`)), SNAPSHOT_TIMEOUT_MS)))
+      ])
     } catch (err) {
       problem = (err as Error).message
+    } finally {
+      clearTimeout(timer)
     }
     this.flushing = false
     if (this.closing !== null) return

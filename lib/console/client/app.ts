@@ -23,6 +23,7 @@ interface Status {
   self: string
   role: string
   lease: Lease
+  tip: { holder: string | null; epoch: number } | null
   peers: number
   leaseMs: number
   writable: boolean
@@ -198,6 +199,13 @@ function expiresIn(): string {
   return left <= 0 ? 'expired (a standby may claim it)' : `${(left / 1000).toFixed(1)} s`
 }
 
+/** Whether the newest record is final; a renewal in flight (same holder, same epoch at the tip) is no news. */
+function confirmation(s: Status): HTMLElement {
+  if (s.lease.confirmed) return yesNo(true)
+  if (s.tip !== null && s.tip.holder === s.lease.holder && s.tip.epoch === s.lease.epoch) return h('span', { class: 'yes' }, 'yes (a renewal is being confirmed)')
+  return h('span', { class: 'warn' }, s.tip === null ? 'a newer record is pending' : `pending: epoch ${s.tip.epoch}, ${short(s.tip.holder)}`)
+}
+
 function renderLease(): void {
   const s = state.status
   if (!s) return
@@ -208,7 +216,7 @@ function renderLease(): void {
     'lease-facts',
     fact('Holder', device(s.lease.holder), 'holder'),
     fact('Epoch', String(s.lease.epoch), 'epoch'),
-    fact('Confirmed', s.lease.confirmed ? yesNo(true) : h('span', { class: 'warn' }, 'a newer record is pending'), 'confirmed'),
+    fact('Confirmed', confirmation(s), 'confirmed'),
     fact('Expires in', h('span', { id: 'expires' }, expiresIn()), 'expires'),
     fact('This device', `${s.role}${s.indexer ? ', indexer' : s.writable ? ', writer' : ', not yet a writer'}`, 'role'),
     fact("Can do the holder's work", cap.capable ? yesNo(true, cap.forge ? 'yes (forge loaded)' : 'yes (no repos to manage)') : h('span', { class: 'no' }, `no: ${cap.reason ?? 'unknown'}`), 'capable')
