@@ -340,17 +340,21 @@ function renderRepo(r: RepoConfig): HTMLElement {
   )
   // PRs that left through the holder's hands lately: the audit's merges and bounces, newest first.
   const done = [...audit].reverse().filter((a) => (a.action === 'merge' || a.action === 'bounce') && a.prNumber !== null).slice(0, 10)
-  const drows = done.map((a) =>
-    h(
+  const drows = done.map((a) => {
+    // A merge is recorded as the PR leaving (no epoch); the holder's attempt that did it names the epoch and the commit.
+    const by = a.action === 'merge' ? [...audit].reverse().find((x) => x.action === 'attempt' && x.prNumber === a.prNumber && x.detail?.startsWith('merge merged')) : undefined
+    const epoch = a.epoch ?? by?.epoch ?? null
+    const detail = a.detail ?? (by?.detail ? `as ${by.detail.replace(/^merge merged:?\s*/, '').slice(0, 10)}` : '')
+    return h(
       'tr',
       { 'data-pr': a.prNumber, 'data-state': a.action === 'merge' ? 'merged' : 'bounced' },
       h('td', {}, `#${a.prNumber}`),
       h('td', {}, a.action === 'merge' ? h('span', { class: 'yes' }, 'merged') : h('span', { class: 'no' }, 'bounced')),
-      h('td', {}, a.detail ?? ''),
-      h('td', { class: 'num' }, a.epoch === null ? '-' : String(a.epoch)),
+      h('td', {}, detail),
+      h('td', { class: 'num' }, epoch === null ? '-' : String(epoch)),
       h('td', {}, when(a.ts))
     )
-  )
+  })
   const erows = [...events].reverse().map((e) =>
     h(
       'tr',
