@@ -152,7 +152,12 @@ function device(key: string | null): HTMLElement {
   return h('span', { class: 'key', title: key, 'data-key': key }, h('span', { class: 'dot', style: `background:${colour(key)}`, 'aria-hidden': 'true' }), short(key), self ? ' (this device)' : '')
 }
 
+/** Distinct colours, by the device's place in the group (keys sorted); a key not (yet) listed gets one from its hash. */
+const PALETTE = ['#1f6feb', '#bf3989', '#1a7f37', '#bc4c00', '#8250df', '#0a7d91', '#9a6700', '#cf222e']
 function colour(key: string): string {
+  const keys = (state.devices ?? []).map((d) => d.key).sort()
+  const at = keys.indexOf(key)
+  if (at !== -1 && keys.length <= PALETTE.length) return PALETTE[at]!
   let n = 0
   for (let i = 0; i < 8; i++) n = (n * 31 + key.charCodeAt(i)) >>> 0
   return `hsl(${n % 360} 55% 42%)`
