@@ -14,6 +14,8 @@
  * - etcd (bench/etcd.ts): a 3-member etcd cluster, `etcdctl lock --ttl`, on
  *   the same scenarios with the same TTLs and trial counts, timed the same
  *   way (signal sent -> the successor's "I hold" line on its stdout).
+ * - console (bench/console.ts): the web console's API on a real daemon
+ *   holding 200 queue entries and full events/audit rings.
  * - in-process (everything in this process over the in-memory Mesh of
  *   test/helpers, three devices unless stated, the daemon's defaults for
  *   the lease): claim/renew latency, elections, scaling over 3/5/7/9
@@ -23,7 +25,7 @@
  *   flight), accepted there and applied on all three.
  *
  *   node dist/bench/election.js [--quick] [--only SECTION,...] [--no-swarm] [--no-etcd]
- *     sections: failover, handoff, rolling, claim, flap, webhooks-daemons, memory-daemons, etcd, latency, election, scaling, idle, memory, swarm, webhooks
+ *     sections: failover, handoff, rolling, claim, flap, webhooks-daemons, memory-daemons, console, etcd, latency, election, scaling, idle, memory, swarm, webhooks
  *               (aliases: daemons = failover,handoff,rolling,claim,flap; in-process = latency,...,swarm)
  *     [--leases 2000,5000] [--real-trials 20] [--claims 120] [--flap-s 600] [--devices 3] [--etcd-trials N]
  *     [--lease-ms 2000] [--ack-ms N] [--idle-s 60] [--trials 10] [--trials-scale 5] [--samples 45] [--webhooks 5000]
@@ -52,10 +54,11 @@ import { killAllOwned } from './procs.js'
 import { build, render, renderTargets, type Row, type ScalingResult, type Target } from './report.js'
 import { fmt, mib, now, stats, table, type Stats } from './util.js'
 import { webhookThroughput, webhookThroughputDaemons, type WebhooksResult } from './webhooks.js'
+import { consoleApi, type ConsoleResult } from './console.js'
 
 const IN_PROCESS = ['latency', 'election', 'scaling', 'idle', 'memory', 'swarm', 'webhooks'] as const
 const REAL = ['failover', 'handoff', 'rolling', 'claim', 'flap'] as const
-const SECTIONS = [...REAL, 'webhooks-daemons', 'memory-daemons', 'etcd', ...IN_PROCESS] as const
+const SECTIONS = [...REAL, 'webhooks-daemons', 'memory-daemons', 'console', 'etcd', ...IN_PROCESS] as const
 type Section = (typeof SECTIONS)[number]
 const ALIASES: Record<string, readonly Section[]> = { daemons: REAL, 'in-process': IN_PROCESS }
 
@@ -194,6 +197,7 @@ interface Report {
   swarm?: SwarmResult | { error: string }
   webhooks?: WebhooksResult
   webhooksDaemons?: WebhooksResult
+  console?: ConsoleResult
   /** The in-process figures (nearest-rank percentiles). */
   summary: Array<{ metric: string; unit: string } & Stats>
   /** The printed table: real daemons beside etcd, then in-process. */
@@ -329,6 +333,8 @@ async function main(): Promise<void> {
         idle: 'in-process: deltas over the window: applied counter (non-ack ops), base.length (system nodes incl. acks), byteLength of local writer + system + view cores; also every writer core replica and the storage dir size',
         webhooks:
           "in-process: 3 devices formed like the other in-process groups (in-memory Mesh, no electors), one managed repo; a WebhookServer per device whose intake appends to that device's IntentLog; N distinct check_run completed deliveries (own head SHA and x-github-delivery each, signed with @octokit/webhooks-methods ahead of time) POSTed to device 0 by 32 concurrent keep-alive fetch loops. accepted/s = 202s / (first send -> last 202); applied-on-all/s = 202s / (first send -> every device's repo state events counter at its tip reaching that count, polled every 20 ms), or the slowest device's count / 120 s when not all arrived",
+        console:
+          "3 real daemons, device 0 with --webhook-port and --http-port; the fake forge opens 200 labelled PRs whose signed webhooks fill device 0's queue (200 entries) and rings (events 100, audit 200); no forge config, so nothing leaves; signed in with a one-time code and its cookie, 100 sequential GETs of /api/console (every panel's data: what a page loads) and of /api/queue, each send -> last byte at the client (node fetch, keep-alive)",
         memory: 'in-process: fresh child process per N: process.memoryUsage() after forced GC, before opening and after N devices elected and idled; real daemons: VmRSS of each daemon after its idle window',
         memoryDaemons: 'real daemons (memory-daemons): 3 `autolease start` processes as users run them (no probe, no node flags), idle at leaseMs 1000; every 60 s each one\'s VmRSS (RssAnon / RssFile from /proc/<pid>/status) and its storage directory\'s apparent bytes, RocksDB WAL included and apart'
       }
@@ -505,6 +511,16 @@ async function main(): Promise<void> {
     }
   }
 
+  // What users run: the console's API with a full queue and full rings.
+  const consoleSection = async (): Promise<void> => {
+    if (opts.only.has('console')) {
+      await section('console (3 daemons)', async () => {
+        const r = await attempt('console', () => consoleApi({ entries: 200, requests: 100, leaseMs: 2000, log }))
+        if (r) report.console = r
+      })
+    }
+  }
+
   // In-process: signed webhooks accepted by one device and applied on all three.
   const webhooksSection = async (): Promise<void> => {
     if (opts.only.has('webhooks')) {
@@ -592,6 +608,7 @@ async function main(): Promise<void> {
       if (b) report.bytesPerOp = b
     })
   }
+  await consoleSection()
   await electionSection()
   await scalingSection()
   await webhooksSection()
@@ -607,7 +624,8 @@ async function main(): Promise<void> {
     inProcess: report.summary.filter((s) => !s.metric.startsWith('group formation')),
     ...(report.scaling ? { scaling: report.scaling } : {}),
     ...(report.webhooks ? { webhooks: report.webhooks } : {}),
-    ...(report.webhooksDaemons ? { webhooksDaemons: report.webhooksDaemons } : {})
+    ...(report.webhooksDaemons ? { webhooksDaemons: report.webhooksDaemons } : {}),
+    ...(report.console ? { console: report.console } : {})
   })
   report.table = built.rows
   report.targets = built.targets
@@ -628,6 +646,7 @@ async function main(): Promise<void> {
     if (report.webhooks === undefined) incomplete.push('the webhooks section did not finish')
     if (report.webhooksDaemons === undefined) incomplete.push('the webhooks-daemons section did not finish')
     if (report.memoryDaemons === undefined) incomplete.push('the memory-daemons section did not finish')
+    if (report.console === undefined) incomplete.push('the console section did not finish')
   }
   report.meta.latest = incomplete.length === 0 ? 'written' : `not written: ${incomplete.join('; ')}`
 

@@ -8,6 +8,7 @@ import type { DaemonsResult, LeaseRun, SignalTrial } from './daemons.js'
 import type { EtcdBenchResult, EtcdScenario } from './etcd.js'
 import type { TrialResult } from './scenarios.js'
 import type { WebhooksResult } from './webhooks.js'
+import type { ConsoleResult } from './console.js'
 import { fmt, stats, table } from './util.js'
 
 export interface Figures {
@@ -98,6 +99,7 @@ export interface BuildInput {
   scaling?: ScalingResult[]
   webhooks?: WebhooksResult
   webhooksDaemons?: WebhooksResult
+  console?: ConsoleResult
 }
 
 export function build(input: BuildInput): Built {
@@ -237,6 +239,7 @@ export function build(input: BuildInput): Built {
   }
   if (input.webhooksDaemons) webhookRows(rows, target, input.webhooksDaemons)
   if (input.webhooks) webhookRows(rows, target, input.webhooks)
+  if (input.console) consoleRows(rows, target, input.console)
   return { rows, targets }
 }
 
@@ -273,6 +276,14 @@ function rejoinRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | '
   })
   const f = figures(ms)
   rows.push({ where, metric: `restarted device back (restart -> group settled), every trial`, unit: 'ms', autolease: f, etcd: null, ratio: null, target: `p99 <= 10,000 (p99 ${fmt(p99)})`, met: m })
+}
+
+/** The console's API with a full queue and full rings: p95 of /api/console <= 50 ms. */
+function consoleRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | 'judged'>) => boolean | null, c: ConsoleResult): void {
+  const full = `${c.queueLength} queue entries, events ${c.events}, audit ${c.audit}; ${c.requests} sequential GETs, ${(c.consoleBytes / 1024).toFixed(0)} KiB each; max ${fmt(c.consoleMs.max)} ms`
+  const met = target({ id: 'console-api-p95', scenario: 'console API with 200 queue entries and full rings (3 daemons)', pct: 'p95', what: 'GET /api/console p95 (every panel, 200 entries, full rings)', target: '<= 50 ms', measured: c.consoleMs.p95, unit: 'ms', limit: 50, etcd: null, note: full })
+  rows.push({ where: '3 daemons', metric: `console: GET /api/console, ${c.queueLength} queued + full rings`, unit: 'ms', autolease: { n: c.consoleMs.n, p50: c.consoleMs.p50, p95: c.consoleMs.p95, max: c.consoleMs.max }, etcd: null, ratio: null, target: 'p95 <= 50', met })
+  rows.push({ where: '3 daemons', metric: '  the same, GET /api/queue alone', unit: 'ms', autolease: { n: c.queueMs.n, p50: c.queueMs.p50, p95: c.queueMs.p95, max: c.queueMs.max }, etcd: null, ratio: null, target: null, met: null })
 }
 
 /** Signed webhooks: accepted by device 0, and applied on all three devices; the target is a floor (>= 1,000/s). */

@@ -34,6 +34,7 @@ import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
 import { registerQueueCommands } from '../lib/cli/queue-commands.js'
 import { registerForgeCommand } from '../lib/cli/forge-command.js'
 import { registerUpgradeCommand } from '../lib/cli/upgrade-command.js'
+import { registerConsoleCommand } from '../lib/cli/console-command.js'
 import { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import { runDemo } from '../lib/daemon/demo.js'
@@ -68,6 +69,8 @@ interface StartFlags extends NetFlags {
   storage: string
   leaseMs?: number
   metricsPort?: number
+  httpPort?: number
+  httpHost?: string
   webhookPort?: number
   webhookHost?: string
   webhookSecretsFile?: string
@@ -83,6 +86,7 @@ async function cmdStart(f: StartFlags): Promise<number> {
     throw new Exit(EXIT.USAGE, '--webhook-port and --webhook-secrets-file go together')
   }
   if (f.webhookHost !== undefined && f.webhookPort === undefined) throw new Exit(EXIT.USAGE, '--webhook-host goes with --webhook-port')
+  if (f.httpHost !== undefined && f.httpPort === undefined) throw new Exit(EXIT.USAGE, '--http-host goes with --http-port')
   if (f.forgeConfig === undefined && (f.dryRun || f.reconcileS !== undefined || f.gateTimeoutS !== undefined)) {
     throw new Exit(EXIT.USAGE, '--dry-run, --reconcile-s and --gate-timeout-s go with --forge-config')
   }
@@ -103,6 +107,8 @@ async function cmdStart(f: StartFlags): Promise<number> {
     ...net(f),
     ...(f.leaseMs ? { leaseMs: f.leaseMs } : {}),
     metricsPort: f.metricsPort ?? null,
+    httpPort: f.httpPort ?? null,
+    ...(f.httpHost ? { httpHost: f.httpHost } : {}),
     webhookPort: f.webhookPort ?? null,
     ...(f.webhookHost ? { webhookHost: f.webhookHost } : {}),
     ...(f.webhookSecretsFile ? { webhookSecretsFile: f.webhookSecretsFile } : {}),
@@ -325,6 +331,8 @@ function build(): Command {
   network(storage(program.command('start').description('run the daemon in the foreground (JSON log lines on stdout)')))
     .option('--lease-ms <n>', 'signer lease duration in ms', positiveInt('--lease-ms'))
     .option('--metrics-port <n>', 'serve Prometheus metrics on 127.0.0.1:N/metrics', port)
+    .option('--http-port <n>', 'serve the read-only web console on 127.0.0.1:N (`autolease console` prints the URL to open)', port)
+    .option('--http-host <address>', 'address the console binds (default 127.0.0.1)')
     .option('--webhook-port <n>', 'take GitHub webhooks on POST /webhook/<tenant> at this port', port)
     .option('--webhook-host <address>', 'address the webhook intake binds (default 127.0.0.1)')
     .option('--webhook-secrets-file <file>', 'JSON {"<tenant>": ["<secret>", ...]}, mode 0600; re-read on SIGHUP')
@@ -424,6 +432,7 @@ function build(): Command {
 
   registerQueueCommands(program, storage, act)
   registerUpgradeCommand(program, storage, act)
+  registerConsoleCommand(program, storage, act)
 
   program
     .command('testnet')

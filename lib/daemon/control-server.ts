@@ -73,6 +73,13 @@ export class ControlServer extends ReadyResource {
     this.streams.set(method, fn)
   }
 
+  /** Call a registered (non-streaming) method in-process: the console serves the very answers the CLI gets. */
+  invoke(method: string, params: Params = {}): Promise<Json> {
+    const call = this.calls.get(method)
+    if (call === undefined) return Promise.reject(new AutoleaseError('PROTOCOL', `unknown method "${method}"`))
+    return call(params)
+  }
+
   override async _open(): Promise<void> {
     // A socket file left by a killed daemon; the storage lock already proved no live daemon uses it.
     rmSync(this.path, { force: true })

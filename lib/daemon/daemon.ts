@@ -5,7 +5,7 @@
  *
  * Open order (close is the reverse): storage lock -> corestore -> intent
  * log -> swarm -> capabilities -> elector -> pairing host -> control socket
- * -> webhook intake -> metrics.
+ * -> console (lib/console) -> webhook intake -> metrics.
  *
  * Graceful stop (SIGINT/SIGTERM via `stop()`): this device withdraws its
  * capability (capability.ts), holding ends at once, the `run` children
@@ -56,6 +56,8 @@ import { createGitHubForge, type GitHubForgeConfig } from '../queue/forge/github
 import type { Forge } from '../queue/forge/forge.js'
 import { testPause } from './test-pause.js'
 import { openStore } from './store.js'
+import { daemonConsole } from '../console/daemon-console.js'
+import type { ConsoleServer } from '../console/server.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
 
@@ -66,6 +68,10 @@ export interface DaemonOptions {
   leaseMs?: number
   metricsPort?: number | null
   metricsHost?: string
+  /** Serve the read-only web console on this port (0: any free port); null: none. */
+  httpPort?: number | null
+  /** Default 127.0.0.1. */
+  httpHost?: string
   /** Serve webhook intake on this port (0: any free port); null: no intake on this device. */
   webhookPort?: number | null
   webhookHost?: string
@@ -139,6 +145,8 @@ export type DaemonStatus = {
    * version carries capabilities, so the others rank and nominate by it).
    */
   capability: { forge: boolean; capable: boolean; reason: string | null; announced: boolean }
+  /** The web console's address (start --http-port), null without one. */
+  console: { url: string } | null
   pid: number
 }
 
@@ -153,6 +161,7 @@ export class Daemon extends ReadyResource {
   private elector: Elector | null = null
   private pairing: PairingHost | null = null
   private control: ControlServer | null = null
+  private console: ConsoleServer | null = null
   private metrics: Metrics | null = null
   private webhooks: WebhookServer | null = null
   private secrets: WebhookSecrets | null = null
@@ -293,6 +302,20 @@ export class Daemon extends ReadyResource {
     })
     await this.control.ready()
 
+    if (this.opts.httpPort != null) {
+      this.console = daemonConsole({
+        port: this.opts.httpPort,
+        ...(this.opts.httpHost ? { host: this.opts.httpHost } : {}),
+        storage: paths.dir,
+        control: this.control,
+        log,
+        elector,
+        capabilities,
+        leaseMs: this.config.leaseMs
+      })
+      await this.console.ready()
+    }
+
     if (this.secrets !== null && this.opts.webhookPort != null) {
       const queue = this.queue
       // Deliveries that arrive while an append runs share the next append, packed into as few log nodes as fit.
@@ -339,7 +362,7 @@ export class Daemon extends ReadyResource {
       await this.metrics.ready()
     }
     this.logger.info(
-      { key: encodeKey(log.key), self: log.self, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}) },
+      { key: encodeKey(log.key), self: log.self, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
       'started'
     )
   }
@@ -372,6 +395,7 @@ export class Daemon extends ReadyResource {
     if (this.worker) await this.worker.stop(0)
     if (this.metrics) await this.metrics.close()
     if (this.webhooks) await this.webhooks.close()
+    if (this.console) await this.console.close()
     if (this.control) await this.control.close()
     if (this.pairing) await this.pairing.close()
     if (this.elector) await this.elector.close()
@@ -540,6 +564,7 @@ export class Daemon extends ReadyResource {
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
       forge: this.forgeStatus(),
       capability: this.capabilities!.state(),
+      console: this.console === null ? null : { url: this.console.url },
       pid: process.pid
     }
   }

@@ -1,0 +1,327 @@
+/**
+ * The console (`start --http-port N [--http-host ADDR]`): a read-only web
+ * page of this device's view, its data at `/api/...` (the CLI's `--json`
+ * answers, snapshot.ts), kept live over server-sent events at `/api/stream`.
+ *
+ * Invariants enforced here alone:
+ * - Nothing here changes state: GET is the only method served (any other
+ *   is 405), and every route reads (snapshot.ts READ_ROUTES).
+ * - Every request but `/login` needs a live session cookie (auth.ts), or
+ *   gets 401; the page says how to get one.
+ * - Bounded, whoever connects: no request bodies (refused before a byte is
+ *   read), headers within HEADER_BYTES and headersTimeoutMs, at most
+ *   maxConnections sockets and maxClients event streams (503 beyond), and
+ *   a stream whose reader lags more than MAX_BUFFERED bytes is dropped.
+ * - One read per change, whatever the number of pages open: the daemon's
+ *   own events (the intent log's update, the elector's role and holder
+ *   changes, capability changes) schedule one snapshot, coalesced over
+ *   coalesceMs, shared by every stream, and each stream is sent only the
+ *   parts that changed since its last. A slow tick (tickMs) refreshes what
+ *   moves without an event (who is online, the time left on the lease).
+ *   With no stream open, nothing is read. Polling per page (the first
+ *   sketch) read the whole view once per page per second.
+ *
+ * Not guaranteed: the page shows this device's view (the tip, as the CLI
+ * does); a device cut off from the others shows its last view, live.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { readFileSync } from 'node:fs'
+import ReadyResource from 'ready-resource'
+import { AutoleaseError } from '../errors.js'
+import type { Params } from '../daemon/control-server.js'
+import { ConsoleAuth, cookieName, ensureToken, readCookie, SESSION_MS } from './auth.js'
+import { PARTS, READ_ROUTES, snapshot, type ConsoleSource, type ReadRoute, type Snapshot } from './snapshot.js'
+import { CSS, pageHtml, signedOutHtml } from './page.js'
+
+export interface ConsoleServerOptions {
+  /** 0 picks a free port (read `port` after ready()). */
+  port: number
+  /** Default 127.0.0.1. */
+  host?: string
+  /** The storage directory: where the token lives (auth.ts). */
+  storage: string
+  source: ConsoleSource
+  /** Call `onchange` on every change the daemon sees; returns the unsubscribe. */
+  changes(onchange: () => void): () => void
+  /** Wall clock (ms) for sessions and the snapshot's time. */
+  clock?: () => number
+  maxClients?: number
+  maxConnections?: number
+  coalesceMs?: number
+  tickMs?: number
+  headersTimeoutMs?: number
+}
+
+const HEADER_BYTES = 8 * 1024
+/** A snapshot that takes longer is reported as a problem, and the next change reads afresh: one stuck read must not freeze every page. */
+const SNAPSHOT_TIMEOUT_MS = 10_000
+/** Bytes a stream may have waiting for its reader before it is dropped. */
+const MAX_BUFFERED = 4 * 1024 * 1024
+const COMMON_HEADERS = {
+  'Cache-Control': 'no-store',
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'X-Frame-Options': 'DENY'
+}
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+interface Stream {
+  res: ServerResponse
+  /** The JSON of each part as last sent to this stream; empty: sent nothing yet. */
+  sent: Map<string, string>
+}
+
+export class ConsoleServer extends ReadyResource {
+  private readonly opts: ConsoleServerOptions
+  private readonly server: Server
+  private readonly clock: () => number
+  private readonly maxClients: number
+  private readonly coalesceMs: number
+  private readonly tickMs: number
+  private auth: ConsoleAuth | null = null
+  private script = ''
+  private readonly streams = new Set<Stream>()
+  private unsubscribe: (() => void) | null = null
+  private timer: NodeJS.Timeout | null = null
+  private ticker: NodeJS.Timeout | null = null
+  private flushing = false
+  private dirty = false
+  private boundPort = 0
+
+  constructor(opts: ConsoleServerOptions) {
+    super()
+    this.opts = opts
+    this.clock = opts.clock ?? Date.now
+    this.maxClients = opts.maxClients ?? 16
+    this.coalesceMs = opts.coalesceMs ?? 250
+    this.tickMs = opts.tickMs ?? 5_000
+    const headersTimeout = opts.headersTimeoutMs ?? 5_000
+    this.server = createServer(
+      {
+        headersTimeout,
+        requestTimeout: headersTimeout * 2,
+        // Node checks both timeouts only this often (30 s by default).
+        connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(headersTimeout / 4))),
+        maxHeaderSize: HEADER_BYTES
+      },
+      (req, res) => this.onrequest(req, res)
+    )
+    this.server.keepAliveTimeout = 5_000
+    this.server.maxConnections = opts.maxConnections ?? 64
+  }
+
+  get port(): number {
+    return this.boundPort
+  }
+
+  get host(): string {
+    return this.opts.host ?? '127.0.0.1'
+  }
+
+  /** Where a browser on this machine reaches it. */
+  get url(): string {
+    const h = this.host === '0.0.0.0' ? '127.0.0.1' : this.host === '::' ? '::1' : this.host
+    return `http://${h.includes(':') ? `[${h}]` : h}:${this.port}/`
+  }
+
+  override async _open(): Promise<void> {
+    this.auth = new ConsoleAuth(ensureToken(this.opts.storage), this.clock)
+    const script = new URL('./client/app.js', import.meta.url)
+    try {
+      this.script = readFileSync(script, 'utf-8')
+    } catch {
+      throw new AutoleaseError('INVALID_CONFIG', `the console's script is missing (${script.pathname}): build with \`npm run build\``)
+    }
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject)
+      this.server.listen(this.opts.port, this.host, () => {
+        this.server.off('error', reject)
+        resolve()
+      })
+    })
+    this.server.on('error', () => {})
+    const addr = this.server.address()
+    this.boundPort = typeof addr === 'object' && addr !== null ? addr.port : this.opts.port
+  }
+
+  override async _close(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer)
+    this.stopFollowing()
+    for (const s of this.streams) s.res.destroy()
+    this.streams.clear()
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()))
+    this.server.closeAllConnections()
+    await closed
+  }
+
+  private onrequest(req: IncomingMessage, res: ServerResponse): void {
+    try {
+      this.route(req, res)
+    } catch (err) {
+      if (!res.headersSent) this.send(res, 500, 'text/plain; charset=utf-8', `console error: ${(err as Error).message}\n`)
+    }
+  }
+
+  private route(req: IncomingMessage, res: ServerResponse): void {
+    if (req.method !== 'GET') {
+      res.setHeader('Allow', 'GET')
+      return this.send(res, 405, 'text/plain; charset=utf-8', 'the console is read-only: GET only\n', true)
+    }
+    // A GET with a body is no request of ours: refused before any of it is read.
+    if (req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0')) {
+      return this.send(res, 400, 'text/plain; charset=utf-8', 'no request bodies\n', true)
+    }
+    const url = new URL(req.url ?? '/', 'http://console.invalid')
+    const name = cookieName(this.port)
+    if (url.pathname === '/login') return this.login(url, res, name)
+    if (!this.auth!.valid(readCookie(req.headers.cookie, name))) {
+      const html = url.pathname === '/' || url.pathname === '/index.html'
+      return html
+        ? this.send(res, 401, 'text/html; charset=utf-8', signedOutHtml(), false, { 'Content-Security-Policy': CSP })
+        : this.send(res, 401, 'text/plain; charset=utf-8', 'not signed in: run `autolease console --storage DIR` and open the URL it prints\n')
+    }
+    switch (url.pathname) {
+      case '/':
+      case '/index.html':
+        return this.send(res, 200, 'text/html; charset=utf-8', pageHtml(), false, { 'Content-Security-Policy': CSP })
+      case '/console.css':
+        return this.send(res, 200, 'text/css; charset=utf-8', CSS)
+      case '/console.js':
+        return this.send(res, 200, 'text/javascript; charset=utf-8', this.script)
+      case '/api/stream':
+        return this.openStream(req, res)
+      case '/api/console':
+        return void this.answer(res, () => snapshot(this.opts.source, this.clock))
+    }
+    const part = /^\/api\/([a-z]+)$/.exec(url.pathname)?.[1]
+    if (part !== undefined && Object.hasOwn(READ_ROUTES, part)) {
+      const route = READ_ROUTES[part as ReadRoute]
+      const params: Params = {}
+      const repo = url.searchParams.get('repo')
+      if (route.repo && repo !== null) params.repo = repo
+      return void this.answer(res, () => this.opts.source.read(route.method, params))
+    }
+    this.send(res, 404, 'text/plain; charset=utf-8', 'not found\n')
+  }
+
+  private login(url: URL, res: ServerResponse, name: string): void {
+    const r = this.auth!.login(url.searchParams.get('code') ?? '')
+    if (r.result === 'refused') {
+      const why = { malformed: 'not a login code', 'bad-signature': 'not a code of this device', expired: 'expired', used: 'already used', busy: 'too many logins at once; try again in a few minutes' }[r.reason]
+      return this.send(res, 403, 'text/html; charset=utf-8', signedOutHtml(`That login URL was refused (${why}).`), false, { 'Content-Security-Policy': CSP })
+    }
+    res.setHeader('Set-Cookie', `${name}=${r.cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(SESSION_MS / 1000)}`)
+    res.setHeader('Location', '/')
+    this.send(res, 303, 'text/plain; charset=utf-8', 'signed in\n')
+  }
+
+  private async answer(res: ServerResponse, read: () => Promise<unknown>): Promise<void> {
+    try {
+      const value = await read()
+      this.send(res, 200, 'application/json', JSON.stringify(value))
+    } catch (err) {
+      const code = (err as { code?: unknown }).code
+      const status = code === 'INVALID_ARGUMENT' ? 400 : 503
+      this.send(res, status, 'application/json', JSON.stringify({ error: { code: typeof code === 'string' ? code : 'INTERNAL', message: (err as Error).message } }))
+    }
+  }
+
+  private send(res: ServerResponse, status: number, type: string, body: string, close = false, extra: Record<string, string> = {}): void {
+    if (res.headersSent || res.destroyed) return
+    res.writeHead(status, { ...COMMON_HEADERS, ...extra, 'Content-Type': type, 'Content-Length': Buffer.byteLength(body), ...(close ? { Connection: 'close' } : {}) })
+    res.end(body)
+  }
+
+  private openStream(req: IncomingMessage, res: ServerResponse): void {
+    if (this.streams.size >= this.maxClients) {
+      res.setHeader('Retry-After', '5')
+      return this.send(res, 503, 'text/plain; charset=utf-8', `at most ${this.maxClients} console pages at once\n`)
+    }
+    res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'text/event-stream; charset=utf-8', Connection: 'keep-alive' })
+    // The browser reconnects this soon after a lost connection (its default is 3 s).
+    res.write('retry: 1000\n\n')
+    const stream: Stream = { res, sent: new Map() }
+    this.streams.add(stream)
+    req.socket.setNoDelay(true)
+    res.on('close', () => {
+      this.streams.delete(stream)
+      if (this.streams.size === 0) this.stopFollowing()
+    })
+    this.follow()
+    this.schedule(0)
+  }
+
+  /** Listen to the daemon's changes and tick while a stream is open. */
+  private follow(): void {
+    if (this.unsubscribe !== null) return
+    this.unsubscribe = this.opts.changes(() => this.schedule(this.coalesceMs))
+    this.ticker = setInterval(() => this.schedule(0), this.tickMs)
+  }
+
+  private stopFollowing(): void {
+    this.unsubscribe?.()
+    this.unsubscribe = null
+    if (this.ticker) clearInterval(this.ticker)
+    this.ticker = null
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.closing !== null || this.streams.size === 0) return
+    if (this.flushing) {
+      this.dirty = true
+      return
+    }
+    if (this.timer !== null) {
+      if (delayMs > 0) return
+      clearTimeout(this.timer)
+    }
+    this.timer = setTimeout(() => {
+      this.timer = null
+      void this.flush()
+    }, delayMs)
+  }
+
+  /** One snapshot, sent to every stream as the parts it has not seen. */
+  private async flush(): Promise<void> {
+    this.flushing = true
+    this.dirty = false
+    let snap: Snapshot | null = null
+    let problem: string | null = null
+    let timer: NodeJS.Timeout | undefined
+    try {
+      snap = await Promise.race([
+        snapshot(this.opts.source, this.clock),
+        new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(`reading the view took over ${SNAPSHOT_TIMEOUT_MS / 1000} s`)), SNAPSHOT_TIMEOUT_MS)))
+      ])
+    } catch (err) {
+      problem = (err as Error).message
+    } finally {
+      clearTimeout(timer)
+    }
+    this.flushing = false
+    if (this.closing !== null) return
+    if (snap === null) {
+      for (const s of this.streams) this.write(s, 'problem', JSON.stringify({ message: problem, time: this.clock() }))
+    } else {
+      const parts = new Map<string, string>()
+      for (const p of [...PARTS, 'online'] as const) parts.set(p, JSON.stringify(snap[p]))
+      for (const s of this.streams) {
+        const changed: string[] = [`"time":${snap.time}`]
+        for (const [p, json] of parts) {
+          if (s.sent.get(p) === json) continue
+          s.sent.set(p, json)
+          changed.push(`${JSON.stringify(p)}:${json}`)
+        }
+        this.write(s, 'parts', `{${changed.join(',')}}`)
+      }
+    }
+    if (this.dirty) this.schedule(this.coalesceMs)
+  }
+
+  private write(s: Stream, event: string, data: string): void {
+    if (s.res.destroyed) return
+    s.res.write(`event: ${event}\ndata: ${data}\n\n`)
+    // A reader that does not keep up is dropped (its browser reconnects and starts afresh).
+    if (s.res.writableLength > MAX_BUFFERED) s.res.destroy()
+  }
+}
