@@ -38,6 +38,8 @@
  * - a freeze (queue-freeze) refuses every merge attempt below hotfix
  *   priority (`repo-frozen`), as pause refuses all: a holder that missed
  *   the freeze cannot merge around it;
+ * - the queue's own commit status (gate.ts isQueueStatus) is no part of
+ *   the gate judged here, as in the holder's;
  * - the holder's notes (queue-note) say why an entry waits, at its head
  *   only; a new head or a bounce clears them. A repo-level note flags a
  *   base under GitHub's own merge queue.
@@ -63,7 +65,7 @@ import {
 import { leaseKey, type RejectionReason } from '../log/view-layout.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
 import { evaluateGate, foldLabel, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
-import { latest, ranked } from './gate.js'
+import { isQueueStatus, latest, ranked } from './gate.js'
 import {
   CHECKS_PER_SHA,
   DEDUP_MAX,
@@ -396,8 +398,10 @@ function shaFacts(entry: ShaEntry, version: number): ShaFact[] {
 
 function shaGate(entry: ShaEntry | null, config: RepoConfig, version: number): ReturnType<typeof evaluateGate> {
   if (version < V4) return evaluateGate(entry?.checks ?? [], config.requiredChecks)
+  // Version 5: the queue's own status on the PR is no part of its gate (gate.ts).
+  const facts = entry === null ? [] : shaFacts(entry, version).filter(([source, name]) => version < V5 || !isQueueStatus(source, name))
   return evaluateGate(
-    (entry === null ? [] : shaFacts(entry, version)).map(([, name, conclusion]) => [name, conclusion] as const),
+    facts.map(([, name, conclusion]) => [name, conclusion] as const),
     config.requiredChecks
   )
 }
