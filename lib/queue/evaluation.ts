@@ -422,7 +422,7 @@ async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntr
       if (elapsed >= timeout) return bounceShown(t, config, entry, `no check started on the head within ${Math.round(timeout / 1000)} s (stalled)`)
       const stalled = elapsed >= t.settings.stallMs
       if (stalled && entry.wait?.reason !== 'stalled') t.logger.warn({ tenant, repo, pr: entry.prNumber, sha: entry.prSha, epoch: t.epoch, sinceMs: Math.round(elapsed) }, 'stalled')
-      await note(t, config, entry, stalled ? 'stalled' : 'no-checks', stalled ? `no check started in ${Math.round(elapsed / 1000)} s` : null)
+      await note(t, config, entry, stalled ? 'stalled' : 'no-checks', stalled ? `no check started within ${Math.round(t.settings.stallMs / 1000)} s` : null)
       show(t, config, entry, { kind: 'waiting', detail: stalled ? 'stalled: no check started' : 'no check started yet', position: order.position })
       const next = stalled ? timeout - elapsed : Math.min(t.settings.stallMs, timeout) - elapsed
       return { next: 'wake', afterMs: Math.max(1, next), what: stalled ? 'stalled: no check started' : 'no check started yet' }

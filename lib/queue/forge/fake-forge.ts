@@ -159,7 +159,7 @@ export interface MergeRecord {
   base: string
   /** The head contained that base (it was up to date). */
   upToDate: boolean
-  /** Every check run and status on the head had passed (success, neutral, skipped), and at least one existed. */
+  /** Every check run and status on the head had passed (success, neutral, skipped), and at least one existed; the queue's own status (`autolease/...`) is not counted. */
   checksPassed: boolean
   by: string
 }
@@ -526,6 +526,11 @@ export class FakeForge extends ReadyResource {
   /** Every merge the fake landed, in order. */
   mergeLog(repo: string): MergeRecord[] {
     return this.repoState(repo).merges.map((m) => ({ ...m }))
+  }
+
+  /** The commit statuses of `sha` (latest per context). */
+  statuses(repo: string, sha: string): Array<{ context: string; state: string; description: string | null }> {
+    return [...(this.repoState(repo).statuses.get(sha)?.values() ?? [])].map((x) => ({ context: x.context, state: x.state, description: x.description }))
   }
 
   /** The base branch's head. */
@@ -1151,7 +1156,8 @@ export class FakeForge extends ReadyResource {
     const sha = randomBytes(20).toString('hex')
     const t = this.now()
     const runs = [...(r.checks.get(pr.headSha)?.values() ?? [])]
-    const statuses = [...(r.statuses.get(pr.headSha)?.values() ?? [])]
+    // The queue's own status (autolease/...) is no check of the PR.
+    const statuses = [...(r.statuses.get(pr.headSha)?.values() ?? [])].filter((x) => !x.context.startsWith('autolease/'))
     const passing = (c: string | null): boolean => c === 'success' || c === 'neutral' || c === 'skipped'
     r.merges.push({
       pr: pr.number,
