@@ -180,3 +180,29 @@ test('a version-4 group counts every version-5 op as a version-4 build does (unk
   await g.run(STRANGER, { type: 'queue-freeze', tenant: T, repo: R, frozen: true, ts: 3_100 })
   t.is(g.rejected('unauthorized'), 1, "and a stranger's is unauthorized")
 })
+
+test("the queue's own status on a PR (autolease/...) is no fact of the gate and wakes no PR; another status is (version 5)", async (t) => {
+  const g = await Group.create(5)
+  await g.run(WRITER, labeled(1, SHA('1'), ['autolease:queue'], 1_000))
+  const status = (context: string, state: string, ts: number): EventOp => ({
+    ...labeled(1, SHA('1'), [], ts),
+    event: 'status',
+    action: null,
+    pr: null,
+    draft: null,
+    merged: null,
+    autoMerge: null,
+    labels: null,
+    label: null,
+    check: { name: context, conclusion: state, source: 'status', id: ts }
+  })
+  await g.run(WRITER, status('autolease/acme', 'pending', 2_000))
+  const events = [...g.view.data.entries()].filter(([k]) => k.startsWith(`events/${T}/${R}/`)).map(([, v]) => v as { results: unknown[]; eventType: string })
+  t.alike(events.at(-1)?.results, [], 'recorded, touching no PR')
+  t.absent(g.view.data.has(`sha/${T}/${R}/${SHA('1')}`) && ((g.view.data.get(`sha/${T}/${R}/${SHA('1')}`) as { facts?: unknown[] }).facts ?? []).length > 0, 'no fact stored')
+  t.is(g.entry(1)?.gateResult, null, 'the gate untouched')
+  await g.run(WRITER, status('ci', 'success', 3_000))
+  t.is(g.entry(1)?.gateResult, 'success', 'another status counts')
+  await g.run(WRITER, status('autolease/acme', 'failure', 4_000))
+  t.is(g.entry(1)?.gateResult, 'success', "the queue's own failure status changes nothing")
+})

@@ -39,7 +39,8 @@
  *   priority (`repo-frozen`), as pause refuses all: a holder that missed
  *   the freeze cannot merge around it;
  * - the queue's own commit status (gate.ts isQueueStatus) is no part of
- *   the gate judged here, as in the holder's;
+ *   the gate judged here, as in the holder's: its webhook is recorded as
+ *   an event that touches no PR and sets no fact;
  * - the holder's notes (queue-note) say why an entry waits, at its head
  *   only; a new head or a bounce clears them. A repo-level note flags a
  *   base under GitHub's own merge queue.
@@ -218,6 +219,9 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
     if (version >= V5 && op.pr !== null && op.labels !== null && (await labelPriority(scope, op.pr, op.labels, op.ts))) {
       results.push({ pr: op.pr, result: 'reprioritized' })
     }
+  } else if (version >= V5 && op.event === 'status' && op.check !== null && isQueueStatus(op.check.source ?? 'status', op.check.name)) {
+    // The queue's own status on the PR (version 5): recorded as an event, no fact of any gate, and it wakes no PR
+    // (each write would otherwise bring an evaluation of its PR back).
   } else if (op.sha !== null && op.check !== null && (op.event === 'status' || op.action === 'completed')) {
     const sha = await indexSha(tx, scope, op.sha, null, version >= V4 ? withFacts([op.check], 'merge') : withNameCheck(op.check))
     const prs = new Set(op.prs)
