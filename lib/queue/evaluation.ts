@@ -453,6 +453,8 @@ async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntr
   }
   if (pull.mergeableState === 'behind' || (entry.wait?.reason === 'behind' && entry.wait.sha === entry.prSha)) return updateBranch(t, config, entry, order.position)
 
+  // Nothing to wait for any more (an approved review, an unfrozen repo, its turn come): the note goes.
+  await note(t, config, entry, null, null)
   if (entry.status !== 'gate_passed') await t.append(decide(config, entry, 'gate_passed', null))
   if (t.settings.dryRun) {
     t.logger.info({ repo, pr: entry.prNumber, sha: entry.prSha, epoch: t.epoch, dryRun: true }, 'would merge')
