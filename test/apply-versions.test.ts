@@ -149,10 +149,37 @@ function viewHash(view: MemoryView): string {
   return h.digest('hex')
 }
 
-async function replay(version: number): Promise<{ hash: string; view: MemoryView }> {
+/** A device that is no writer of the group. */
+const D = 'd'.repeat(64)
+
+/**
+ * Ops of apply version 5 after the sequence: priority and freeze from a
+ * writer and from a stranger, the holder's notes (on an entry, on the
+ * repo), an update-branch attempt and its end, a merge attempt of a
+ * normal-priority PR while frozen, a priority label. A build at version 4
+ * fails to decode each (unknown type, or an attempt action it does not
+ * know) before it looks at the author.
+ */
+function version5Tail(): Array<[string, Raw[]]> {
+  const fenced = (patch: Raw): Raw => ({ tenant: T, repo: A, epoch: 1, ts: 60_000, ...patch })
+  return [
+    [W, [{ type: 'queue-priority', tenant: T, repo: A, pr: 9, priority: 'hotfix', ts: 60_000 }]],
+    [W, [{ type: 'queue-freeze', tenant: T, repo: A, frozen: true, ts: 60_100 }]],
+    [F, [fenced({ type: 'queue-note', pr: 9, sha: SHA('5'), wait: 'review', detail: 'blocked' })]],
+    [F, [fenced({ type: 'queue-note', pr: null, sha: null, wait: 'merge-queue', detail: 'the base is under a merge queue' })]],
+    [F, [fenced({ type: 'attempt', pr: 9, sha: SHA('5'), action: 'update-branch' })]],
+    [F, [fenced({ type: 'attempt', pr: 11, sha: SHA('7'), action: 'merge' })]],
+    [F, [fenced({ type: 'attempt-end', pr: 9, attempt: `${F}:15`, outcome: 'done', detail: 'updated' })]],
+    [D, [{ type: 'queue-freeze', tenant: T, repo: A, frozen: false, ts: 60_200 }]],
+    [W, [labeled(A, 11, SHA('7'), 'priority:high', 60_300)]],
+    [W, [{ type: 'queue-freeze', tenant: T, repo: A, frozen: false, ts: 60_400 }]]
+  ]
+}
+
+async function replay(version: number, tail = false): Promise<{ hash: string; view: MemoryView }> {
   const view = new MemoryView()
   const lengths = new Map<string, number>()
-  for (const [author, ops] of sequence(version)) {
+  for (const [author, ops] of [...sequence(version), ...(tail ? version5Tail() : [])]) {
     const nodes = ops.map((op) => {
       const n = (lengths.get(author) ?? 0) + 1
       lengths.set(author, n)
@@ -176,6 +203,24 @@ test('versions 1, 2 and 3 replay a fixed op sequence to the same view as main (2
     t.comment(`version ${version}: ${view.data.size} keys, ${hash}`)
     t.is(hash, MAIN_2E63E40[version], `version ${version}: the view hash of main`)
   }
+})
+
+/**
+ * Produced by this replay on ed1131f (apply version 4, before version 5
+ * existed), the sequence alone and with version5Tail: a fixture, not a
+ * value to recompute.
+ */
+const MAIN_ED1131F_V4 = {
+  sequence: '5d7c2fe74e984397dc3e899033e6c0ee5e2ab2ca90ef7f4ccab567706463a0d6',
+  withTail: 'ca6769855e42593f68ca0ca4ad5f7a463c5856d1f8043d1f2b78dfcf53d8dc9a'
+}
+
+test('version 4 replays the sequence, and the version-5 ops after it, to the same view as main (ed1131f)', async (t) => {
+  const plain = await replay(4)
+  const tailed = await replay(4, true)
+  t.comment(`version 4: ${plain.hash}; with the version-5 tail: ${tailed.hash}`)
+  t.is(plain.hash, MAIN_ED1131F_V4.sequence, 'the sequence: the view hash of main')
+  t.is(tailed.hash, MAIN_ED1131F_V4.withTail, 'with the version-5 ops: the view hash of main')
 })
 
 test('version 4 replays the same sequence deterministically, and its rules change the outcome', async (t) => {

@@ -33,7 +33,7 @@ test('codec: capability {forge, ts}; anything else refused', (t) => {
 })
 
 test('apply: a capability op is kept per writer at version 4, unknown-type before', async (t) => {
-  t.is(APPLY_VERSION, 4, 'this build implements version 4')
+  t.ok(APPLY_VERSION >= 4, 'this build implements version 4 (or later)')
   for (const version of [3, 4]) {
     const view = new MemoryView()
     await apply(

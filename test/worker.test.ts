@@ -97,7 +97,8 @@ test('missed webhooks: a reconciliation queues and merges a PR nobody told us ab
   const g = await queueGroup(t)
   const h = await g.holder()
   const stays = g.fake.createPull(REPO, { headSha: sha('closes'), labels: [LABEL] })
-  await waitFor(() => g.lines.some((l) => l.msg === 'evaluated' && l.pr === stays.number && l.verdict === 'gate pending'), 10_000, 'a queued PR evaluated (its checks still pending)')
+  // Apply version 5 says "no check started yet" for a head without any check (a stall after stallMs), where version 4 said "gate pending".
+  await waitFor(() => g.lines.some((l) => l.msg === 'evaluated' && l.pr === stays.number && (l.verdict === 'gate pending' || l.verdict === 'no check started yet')), 10_000, 'a queued PR evaluated (its checks still pending)')
   g.fake.hooksEnabled = false
   const silent = g.fake.createPull(REPO, { headSha: sha('silent'), labels: [LABEL] })
   g.fake.setCheck(REPO, sha('silent'), 'ci', 'success')
@@ -229,9 +230,11 @@ test('unrelated PRs are evaluated in parallel up to the bound (8 in flight for 1
   const g = await queueGroup(t, { size: 1, worker: { dryRun: true }, forge: { timeoutMs: 120_000 } })
   const h = await g.holder()
   const headIs = async (pr: number, head: string): Promise<boolean> => (await g.queue(h)).some((e) => e.prNumber === pr && e.prSha === head)
-  // Done with an event: an evaluation that began after it, at the head it brought, ended (the gate is pending: no checks).
+  // Done with an event: an evaluation that began after it, at the head it brought, ended (the gate is pending: no checks;
+  // apply version 5 says "no check started yet").
+  const pendingVerdict = (v: unknown): boolean => v === 'gate pending' || v === 'no check started yet'
   const settled = async (pr: number, head: string, after: number): Promise<boolean> =>
-    g.lines.some((l) => l.msg === 'evaluated' && l.pr === pr && l.verdict === 'gate pending' && (l.time as number) >= after) && (await headIs(pr, head))
+    g.lines.some((l) => l.msg === 'evaluated' && l.pr === pr && pendingVerdict(l.verdict) && (l.time as number) >= after) && (await headIs(pr, head))
   const prs = Array.from({ length: 10 }, (_, i) => g.fake.createPull(REPO, { headSha: sha(`par-${i}-0`), labels: [LABEL] }).number)
   for (const [i, pr] of prs.entries()) await waitFor(() => settled(pr, sha(`par-${i}-0`), 0), 30_000, `PR ${pr} queued and evaluated once`)
 

@@ -1,7 +1,9 @@
 /**
  * The merge queue's commands: `repo add|remove|list`, `queue` (list,
- * pause, resume, remove, retry), `events`, `audit`. Each talks to the
- * running daemon; `--json` prints the entries as stored in the view.
+ * pause, resume, remove, retry; from apply version 5 freeze, unfreeze,
+ * priority), `events`, `audit`. Each talks to the running daemon; `--json`
+ * prints the entries as stored in the view. The list is in queue order
+ * (priority, then time queued) and says, per entry, why it waits.
  */
 import { InvalidArgumentError, type Command } from 'commander'
 import { call } from '../daemon/control-client.js'
@@ -9,6 +11,7 @@ import type { Json } from '../daemon/control-server.js'
 import { EXIT, socketOf } from './args.js'
 import { out } from './output.js'
 import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../queue/queue-layout.js'
+import { PRIORITIES } from '../log/ops.js'
 
 type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
 type WithStorage = (c: Command) => Command
@@ -26,7 +29,31 @@ interface RepoListing<T> {
   tenant: string
   repo: string
   paused: boolean
+  /** queue.list, apply version 5. */
+  frozen?: boolean
+  flag?: { flag: string; detail: string | null } | null
   entries: T[]
+}
+
+/** What `queue` says about why an entry waits (README's queue states). */
+const WAITS: Record<string, string> = {
+  turn: 'waiting its turn (the base must be up to date: one PR at a time)',
+  behind: 'behind its base: updating it next',
+  updating: 'updating branch (waiting for the new head and its checks)',
+  review: 'waiting for a review',
+  frozen: 'frozen (only hotfix priority merges)',
+  'no-checks': 'no check started yet',
+  stalled: 'stalled: no check started',
+  'merge-queue': "the base uses GitHub's merge queue: not merged here"
+}
+
+export function describeEntry(e: QueueEntry): string {
+  if (e.status === 'bounced') return `bounced: ${e.bounceReason ?? '-'}`
+  const wait = e.wait !== undefined && e.wait.sha === e.prSha ? e.wait : null
+  if (wait !== null) return `${WAITS[wait.reason] ?? wait.reason}${wait.detail !== null ? ` (${wait.detail})` : ''}`
+  if (e.gateResult === 'success' || e.status === 'gate_passed') return 'gate passed: merging'
+  if (e.gateResult === 'failure') return 'gate failed: bouncing'
+  return e.status === 'queued' ? 'queued' : 'waiting for checks'
 }
 
 function prNumber(value: string): number {
@@ -97,9 +124,10 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
           return EXIT.OK
         }
         for (const r of list) {
-          out(`${r.tenant}:${r.repo}  ${r.entries.length} queued${r.paused ? '  (paused)' : ''}`)
-          for (const e of r.entries) {
-            out(`  #${e.prNumber}  ${sha(e.prSha)}  ${e.status.padEnd(11)}  gate ${e.gateResult ?? '-'}  since ${time(e.queuedAt)}${e.bounceReason ? `  (${e.bounceReason})` : ''}`)
+          const notes = [r.paused ? 'paused' : null, r.frozen === true ? 'frozen: only hotfix priority merges' : null, r.flag ? `flagged: ${r.flag.detail ?? r.flag.flag}` : null].filter((x) => x !== null)
+          out(`${r.tenant}:${r.repo}  ${r.entries.length} queued${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`)
+          for (const [i, e] of r.entries.entries()) {
+            out(`  ${String(i + 1).padStart(2)}. #${e.prNumber}  ${sha(e.prSha)}  ${(e.priority ?? 'normal').padEnd(6)}  ${e.status.padEnd(11)}  gate ${(e.gateResult ?? '-').padEnd(7)}  since ${time(e.queuedAt)}  ${describeEntry(e)}`)
           }
         }
         return EXIT.OK
@@ -110,6 +138,19 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
       .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
       .action(act(async (f: { storage: string; repo: string }) => control(f.storage, action, f.repo, null)))
   }
+  for (const action of ['freeze', 'unfreeze'] as const) {
+    storage(queue.command(action).description(action === 'freeze' ? 'stop merging except hotfix priority (apply version 5)' : 'merge again after a freeze'))
+      .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
+      .action(act(async (f: { storage: string; repo: string }) => control(f.storage, action, f.repo, null)))
+  }
+  storage(queue.command('priority').description(`set a queued PR's priority: ${PRIORITIES.join(', ')} (apply version 5; labels no longer change it)`))
+    .argument('<pr>', 'PR number', prNumber)
+    .argument('<level>', PRIORITIES.join(' | '), (v: string) => {
+      if (!(PRIORITIES as readonly string[]).includes(v)) throw new InvalidArgumentError(`must be one of ${PRIORITIES.join(', ')}`)
+      return v
+    })
+    .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
+    .action(act(async (pr: number, level: string, f: { storage: string; repo: string }) => control(f.storage, 'priority', f.repo, pr, { priority: level })))
   for (const action of ['remove', 'retry'] as const) {
     storage(queue.command(action).description(action === 'remove' ? 'take a PR out of the queue' : 're-evaluate a bounced PR now'))
       .argument('<pr>', 'PR number', prNumber)
@@ -180,8 +221,8 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
     )
 }
 
-async function control(storage: string, action: string, repo: string, pr: number | null): Promise<number> {
-  const r = (await call(socketOf(storage), 'queue.control', { action, repo, ...(pr !== null ? { pr } : {}) })) as { tenant: string; repo: string }
+async function control(storage: string, action: string, repo: string, pr: number | null, extra: Record<string, Json> = {}): Promise<number> {
+  const r = (await call(socketOf(storage), 'queue.control', { action, repo, ...(pr !== null ? { pr } : {}), ...extra })) as { tenant: string; repo: string }
   out(`${action} requested for ${r.tenant}:${r.repo}${pr !== null ? ` #${pr}` : ''}`)
   return EXIT.OK
 }

@@ -16,7 +16,7 @@ import type { ElectionConfig } from '../lease/config.js'
 import { DEFAULT_INVITE_ROLE, DEFAULT_INVITE_TTL_MS, INVITE_ROLES, MAX_INVITE_TTL_MS, type InviteRole } from './pairing.js'
 import { waitForConfirmed } from '../lease/named-leases.js'
 import { systemClock } from '../lease/clock.js'
-import { SIGNER_LEASE, isLabel, isRepo, isTenant, isWriterKeyHex, normalizeRepo, type MergeMethod } from '../log/ops.js'
+import { PRIORITIES, SIGNER_LEASE, isLabel, isRepo, isTenant, isWriterKeyHex, normalizeRepo, type MergeMethod, type Priority } from '../log/ops.js'
 import { AutoleaseError } from '../errors.js'
 import { decodeKey } from './storage-lock.js'
 import { registerUpgradeRoute } from './upgrade-route.js'
@@ -116,15 +116,39 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     for (const r of repos) out.push({ tenant: r.tenant, repo: r.repo, paused: r.paused, entries: (await read(r.tenant, r.repo)) as Json })
     return out
   }
-  c.handle('queue.list', perRepo((t, r) => queue.queue(t, r, 'tip')))
+  c.handle('queue.list', async (p) => {
+    // Apply version 5: each repo says whether it is frozen and whether its base is flagged (GitHub's merge queue).
+    const list = (await perRepo((t, r) => queue.queue(t, r, 'tip'))(p)) as Array<{ tenant: string; repo: string } & Record<string, Json>>
+    for (const r of list) {
+      r.frozen = (await queue.freeze(r.tenant, r.repo, 'tip')) !== null
+      r.flag = (await queue.flag(r.tenant, r.repo, 'tip')) as unknown as Json
+    }
+    return list
+  })
   c.handle('events', perRepo((t, r) => queue.events(t, r, 'tip')))
   c.handle('audit', perRepo((t, r) => queue.audit(t, r, 'tip')))
-  c.handle('queue.control', async (p) => {
+  c.handle('queue.control', async (p): Promise<Json> => {
     const action = str(p, 'action')
-    if (!['pause', 'resume', 'remove', 'retry'].includes(action)) throw new AutoleaseError('INVALID_ARGUMENT', `unknown queue action ${action}`)
+    if (!['pause', 'resume', 'remove', 'retry', 'freeze', 'unfreeze', 'priority'].includes(action)) throw new AutoleaseError('INVALID_ARGUMENT', `unknown queue action ${action}`)
     const repos = await queue.select('tip', str(p, 'repo'))
     if (repos.length !== 1) throw new AutoleaseError('INVALID_ARGUMENT', repos.length === 0 ? `not a managed repo: ${str(p, 'repo')}` : `${str(p, 'repo')} is managed in several tenants: say TENANT:owner/name`)
     const { tenant, repo } = repos[0]!
+    // Apply version 5: freeze and priority (lib/queue/queue-apply.ts).
+    if (action === 'freeze' || action === 'unfreeze' || action === 'priority') {
+      const version = await log.groupApplyVersion('tip')
+      if (version < 5) throw new AutoleaseError('INVALID_ARGUMENT', `${action} needs apply version 5 (this group runs ${version}): run \`autolease upgrade-group\` first`)
+      const ts = Math.round(systemClock.wall())
+      if (action === 'priority') {
+        const pr = prOf(p)
+        const priority = str(p, 'priority')
+        if (!(PRIORITIES as readonly string[]).includes(priority)) throw new AutoleaseError('INVALID_ARGUMENT', `priority must be one of ${PRIORITIES.join(', ')}`)
+        if ((await queue.queue(tenant, repo, 'tip')).every((e) => e.prNumber !== pr)) throw new AutoleaseError('INVALID_ARGUMENT', `PR ${pr} is not in the queue of ${repo}`)
+        await log.append({ type: 'queue-priority', tenant, repo, pr, priority: priority as Priority, ts })
+        return { result: 'requested', tenant, repo, action, pr, priority }
+      }
+      await log.append({ type: 'queue-freeze', tenant, repo, frozen: action === 'freeze', ts })
+      return { result: 'requested', tenant, repo, action, pr: null }
+    }
     const pr = action === 'remove' || action === 'retry' ? prOf(p) : null
     if (pr !== null && (await queue.queue(tenant, repo, 'tip')).every((e) => e.prNumber !== pr)) throw new AutoleaseError('INVALID_ARGUMENT', `PR ${pr} is not in the queue of ${repo}`)
     await log.append({ type: 'queue-control', tenant, repo, action: action as 'pause' | 'resume' | 'remove' | 'retry', pr, ts: Math.round(systemClock.wall()) })

@@ -40,7 +40,7 @@ import b4a from 'b4a'
 import { decodeOp, opId, type ApplyVersionOp, type CapabilityOp, type EventBatchOp, type Op, type WriterOp } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { applyLeaseOp } from '../lease/lease-apply.js'
-import { applyEventOp, applyFencedOp, applyQueueControl, applyReconcileRequest, applyRepoOp } from '../queue/queue-apply.js'
+import { applyEventOp, applyFencedOp, applyQueueControl, applyQueueFreeze, applyQueuePriority, applyReconcileRequest, applyRepoOp } from '../queue/queue-apply.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, capabilityKey, rejectedKey, writerKey, type CapabilityEntry, type RejectionReason, type WriterEntry } from './view-layout.js'
 
 export type View = Hyperbee<unknown>
@@ -59,11 +59,26 @@ export type View = Hyperbee<unknown>
  * device can do as holder), unknown in a version-3 group. A version-3 group
  * keeps the version-3 rules (the group's version is passed to the queue's
  * handlers).
+ * Version 5: the queue on real repositories (lib/queue/queue-apply.ts):
+ * priority and freeze (queue-priority, queue-freeze ops), the holder's
+ * notes on why an entry waits (queue-note), update-branch attempts, and a
+ * merge attempt below hotfix priority on a frozen repo refused. In a
+ * group at 1-4 those ops are counted exactly as a version-4 build counts
+ * them when it fails to decode them (unknown type; an attempt action it
+ * does not know is an invalid field), before any authorization, as there.
  */
-export const APPLY_VERSION = 4
+export const APPLY_VERSION = 5
 /** A group whose first op is not an apply-version op runs version 1. */
 const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
+const VERSION_5_TYPES = new Set<Op['type']>(['queue-priority', 'queue-freeze', 'queue-note'])
+
+/** How a build before version 5 failed to decode an op this one decodes (null: it decoded it too). */
+function beforeVersion5(op: Op): 'unknown-type' | 'invalid-field' | null {
+  if (VERSION_5_TYPES.has(op.type)) return 'unknown-type'
+  if (op.type === 'attempt' && op.action === 'update-branch') return 'invalid-field'
+  return null
+}
 
 export async function apply(nodes: ApplyNode[], view: View, host: ApplyHost): Promise<void> {
   const batch = new ViewBatch(view.batch())
@@ -107,6 +122,8 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode): Promise<
   const groupVersion = version ?? FIRST_VERSION
   if (groupVersion > APPLY_VERSION) return count('version-ahead')
   if (!decoded.ok) return count(decoded.reason)
+  const older = groupVersion < 5 ? beforeVersion5(decoded.op) : null
+  if (older !== null) return count(older)
   if (writer === null || writer.removed) return count('unauthorized')
   return dispatch(tx, host, decoded.op, writer, id, groupVersion, count)
 }
@@ -151,9 +168,14 @@ async function dispatch(
     case 'attempt-end':
     case 'forge-sync':
     case 'reconcile-result':
+    case 'queue-note':
       return applyFencedOp(tx, op, writer.key, id, count, groupVersion)
     case 'queue-control':
       return applyQueueControl(tx, op, id, count, groupVersion)
+    case 'queue-priority':
+      return applyQueuePriority(tx, op, id, count)
+    case 'queue-freeze':
+      return applyQueueFreeze(tx, op, id, count)
     case 'reconcile-request':
       return applyReconcileRequest(tx, op, id)
     case 'capability':

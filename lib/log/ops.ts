@@ -229,7 +229,8 @@ export interface QueueDecideOp extends Fenced {
   reason: string | null
 }
 
-export type ForgeAction = 'merge' | 'comment' | 'remove-label'
+/** `update-branch` (apply version 5): GitHub's update-branch with the expected head SHA, for a base that requires up-to-date branches. */
+export type ForgeAction = 'merge' | 'comment' | 'remove-label' | 'update-branch'
 
 /** Before a forge mutation: the holder records what it is about to do; the call is made only once this op is confirmed. */
 export interface AttemptOp extends Fenced {
@@ -274,6 +275,54 @@ export interface QueueControlOp {
   ts: number
 }
 
+/** A queued PR's place in line (apply version 5): README's levels, highest first. */
+export type Priority = 'hotfix' | 'high' | 'normal' | 'low'
+export const PRIORITIES: readonly Priority[] = ['hotfix', 'high', 'normal', 'low']
+
+/** An operator sets a queued PR's priority (apply version 5; any writer, as queue-control). */
+export interface QueuePriorityOp {
+  type: 'queue-priority'
+  tenant: string
+  repo: string
+  pr: number
+  priority: Priority
+  ts: number
+}
+
+/** Freeze (stop merging all but hotfix priority) or unfreeze a repo's queue (apply version 5; any writer). */
+export interface QueueFreezeOp {
+  type: 'queue-freeze'
+  tenant: string
+  repo: string
+  frozen: boolean
+  ts: number
+}
+
+/**
+ * Why a queued PR waits, as the holder found it (apply version 5): shown
+ * by `queue` on every device. `turn`: behind the head of the queue on a
+ * base that must be up to date; `behind`: the base moved, its update is
+ * next; `updating`: update-branch sent, waiting for the new head;
+ * `review`: GitHub says blocked (a required review); `frozen`; `no-checks`:
+ * no check started on the head yet; `stalled`: none started within the
+ * stall time; `merge-queue`: the base is under GitHub's own merge queue.
+ */
+export type WaitReason = 'turn' | 'behind' | 'updating' | 'review' | 'frozen' | 'no-checks' | 'stalled' | 'merge-queue'
+export const WAIT_REASONS: readonly WaitReason[] = ['turn', 'behind', 'updating', 'review', 'frozen', 'no-checks', 'stalled', 'merge-queue']
+
+/**
+ * The holder's note on a queued PR at head `sha` (why it waits; null: it
+ * does not), or on the repo itself (pr and sha null: only `merge-queue` or
+ * null, the repo's flag). Fenced like every holder op.
+ */
+export interface QueueNoteOp extends Fenced {
+  type: 'queue-note'
+  pr: number | null
+  sha: string | null
+  wait: WaitReason | null
+  detail: string | null
+}
+
 /** Asks the holder for a reconciliation now (any writer); repo null = every managed repo of the tenant. */
 export interface ReconcileRequestOp {
   type: 'reconcile-request'
@@ -293,7 +342,7 @@ export interface ReconcileResultOp extends Fenced {
   eventCount: number
 }
 
-export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | QueueControlOp | ReconcileRequestOp | ReconcileResultOp
+export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | QueueControlOp | ReconcileRequestOp | ReconcileResultOp | QueuePriorityOp | QueueFreezeOp | QueueNoteOp
 
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
@@ -527,6 +576,25 @@ function validate(raw: unknown, strict = false): Decoded {
       if (!isCount(ts)) return bad('ts')
       return ok({ type: 'queue-control', tenant, repo, action, pr, ts })
     }
+    case 'queue-priority': {
+      const { tenant, repo, pr, priority, ts } = raw
+      if (!isTenant(tenant)) return bad('tenant')
+      if (!isRepo(repo)) return bad('repo')
+      if (!isPrNumber(pr)) return bad('pr')
+      if (typeof priority !== 'string' || !(PRIORITIES as readonly string[]).includes(priority)) return bad('priority')
+      if (!isCount(ts)) return bad('ts')
+      return ok({ type: 'queue-priority', tenant, repo, pr, priority: priority as Priority, ts })
+    }
+    case 'queue-freeze': {
+      const { tenant, repo, frozen, ts } = raw
+      if (!isTenant(tenant)) return bad('tenant')
+      if (!isRepo(repo)) return bad('repo')
+      if (typeof frozen !== 'boolean') return bad('frozen')
+      if (!isCount(ts)) return bad('ts')
+      return ok({ type: 'queue-freeze', tenant, repo, frozen, ts })
+    }
+    case 'queue-note':
+      return validateFenced(raw, strict)
     case 'capability': {
       const { forge, ts } = raw
       if (typeof forge !== 'boolean') return bad('forge')
@@ -610,6 +678,15 @@ function validateFenced(raw: Record<string, unknown>, strict: boolean): Decoded 
     if (!isCount(eventCount)) return bad('eventCount')
     return ok({ type, ...base, request, fixed: f, staleLeases: stale, queueLength, eventCount })
   }
+  if (type === 'queue-note') {
+    const { pr, sha, wait, detail } = raw
+    if (pr !== null && !isPrNumber(pr)) return bad('pr')
+    if ((pr === null) !== (sha === null) || (sha !== null && !isSha(sha))) return bad('sha')
+    if (wait !== null && !(typeof wait === 'string' && (WAIT_REASONS as readonly string[]).includes(wait))) return bad('wait')
+    if (pr === null && wait !== null && wait !== 'merge-queue') return bad('wait')
+    if (detail !== null && !isText(detail, DETAIL)) return bad('detail')
+    return ok({ type, ...base, pr, sha, wait: wait as WaitReason | null, detail })
+  }
   const { pr } = raw
   if (!isPrNumber(pr)) return bad('pr')
   if (type === 'attempt-end') {
@@ -629,7 +706,7 @@ function validateFenced(raw: Record<string, unknown>, strict: boolean): Decoded 
   }
   if (type === 'attempt') {
     const { action } = raw
-    if (action !== 'merge' && action !== 'comment' && action !== 'remove-label') return bad('action')
+    if (action !== 'merge' && action !== 'comment' && action !== 'remove-label' && action !== 'update-branch') return bad('action')
     return ok({ type, ...base, pr, sha, action })
   }
   // forge-sync

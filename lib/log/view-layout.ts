@@ -35,6 +35,8 @@ export type RejectionReason =
   | 'attempt-mismatch'
   /** A merge attempt on a paused repo (apply version 4: pause is a fence). */
   | 'repo-paused'
+  /** A merge attempt of a PR below hotfix priority on a frozen repo (apply version 5). */
+  | 'repo-frozen'
 
 export interface TenureEntry {
   name: string

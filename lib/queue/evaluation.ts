@@ -36,9 +36,10 @@
  *   never an immediate re-send. Nothing in the view is lost (the entry
  *   keeps its status).
  */
-import { isForgeError, type PullRequest } from './forge/forge.js'
-import { isLabel, type CheckFact } from '../log/ops.js'
-import { foldLabel, type GateResult } from './queue-state.js'
+import { isForgeError, type BranchRules, type PullRequest } from './forge/forge.js'
+import { isLabel, type CheckFact, type WaitReason } from '../log/ops.js'
+import { conclusionRank, foldLabel, type GateResult } from './queue-state.js'
+import type { QueueStatusState } from './queue-status.js'
 import { failing, gateFacts, gateOf } from './gate.js'
 import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
 import { opText, type Tenure } from './tenure.js'
@@ -48,6 +49,14 @@ export type Verdict =
   | { next: 'done'; what: string }
   /** Look again in `afterMs` (a pending gate, a base that moved, mergeability being computed). */
   | { next: 'wake'; afterMs: number; what: string; mergeableUnknown?: true }
+
+const V5 = 5
+/** After update-branch was accepted: how long the new head may take to arrive before the update is sent again (its expected SHA makes that safe). */
+const UPDATE_SETTLE_MS = 60_000
+/** After a 405 that says the branch is behind: the next evaluation updates it. */
+const BEHIND_RETRY_MS = 1_000
+/** Waiting reasons that take an entry out of line (the next one becomes the head of the queue): they may last for good. */
+const ASIDE: ReadonlySet<WaitReason> = new Set(['review', 'frozen', 'merge-queue', 'stalled'])
 
 /** How long GitHub usually needs to compute `mergeable`, and how often we re-read it before trying the merge anyway. */
 const MERGEABLE_RETRY_MS = 2_000
@@ -79,6 +88,9 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
     await t.append(syncOp(config, pr, pull, entry.prSha, null))
     return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.merged ? 'merged' : pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
   }
+
+  // Apply version 5: branch protection, waiting states, priority and freeze, the status on the PR.
+  if ((await t.log.groupApplyVersion('tip')) >= V5) return evaluateProtected(t, config, entry, pull, mergeableReads)
 
   if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
   const reading = await t.call((f) => f.getGate(repo, entry.prSha))
@@ -124,7 +136,8 @@ async function stillOpen(t: Tenure, config: RepoConfig): Promise<Verdict | null>
   return null
 }
 
-async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<Verdict> {
+/** `protectedBase` (apply version 5): the base branch, so that a 405 is judged against its rules (evaluateProtected). */
+async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protectedBase: { baseRef: string } | null = null): Promise<Verdict> {
   const { repo } = config
   const pr = entry.prNumber
   const before = await stillOpen(t, config)
@@ -157,6 +170,7 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<
       await t.append({ type: 'forge-sync', tenant: config.tenant, repo, pr, sha: entry.prSha, state: 'merged', draft: false, labels: [], autoMerge: false, checks: null })
       t.metrics.merged(repo)
       t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant, commit: outcome.sha }, 'merged')
+      if (protectedBase !== null) show(t, config, entry, { kind: 'merged', detail: null, position: null })
       return { next: 'done', what: 'merged' }
     case 'head-moved': {
       await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'head-moved', detail: opText(outcome.message) })
@@ -179,6 +193,11 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<
         return { next: 'done', what: 'merged already (the 405 answered a merged PR)' }
       }
       await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'not-mergeable', detail: opText(outcome.message) })
+      if (protectedBase !== null && pull !== null) {
+        const waits = await refusedByProtection(t, config, entry, pull, protectedBase.baseRef, outcome.message)
+        if (waits !== null) return waits
+        return bounceShown(t, config, entry, `GitHub refused the merge: ${outcome.message}`)
+      }
       return bounce(t, config, entry, `GitHub refused the merge: ${outcome.message}`)
     }
   }
@@ -296,8 +315,9 @@ async function resolveAttempt(t: Tenure, config: RepoConfig, attempt: OpenAttemp
   if (attempt.action !== 'merge') {
     const neverCalled = t.attempts.announced.has(attempt.op) && !t.attempts.called.has(attempt.op)
     forget(t, attempt.op)
-    if (neverCalled || attempt.action === 'remove-label') {
-      // Known not to have happened, or harmless to repeat (removing a label twice): still owed.
+    if (neverCalled || attempt.action === 'remove-label' || attempt.action === 'update-branch') {
+      // Known not to have happened, or harmless to repeat (removing a label twice; an update with its
+      // expected head SHA, which GitHub refuses once the head moved): still owed.
       await end('abandoned', `left open by epoch ${attempt.epoch}; ${neverCalled ? 'never called' : 'repeated'}`)
     } else {
       // A comment that may have been posted: not posted again (one bounce comment, never two).
@@ -353,3 +373,240 @@ export function syncOp(config: RepoConfig, pr: number, pull: PullRequest | null,
 }
 
 export type { GateResult }
+
+/**
+ * Apply version 5: the evaluation on a repository with branch protection
+ * (DESIGN §4 "Branch protection is part of the gate, not a bounce").
+ *
+ * - GitHub's merge queue on the base: the repo is flagged (a repo-level
+ *   note, once) and nothing is merged around it; the entry waits.
+ * - Checks not started on the head: waits (`no-checks`), a stall after
+ *   `stallMs` (`stalled`, logged once), and at the gate timeout a bounce
+ *   that says no check ever started, distinct from a failure.
+ * - Frozen below hotfix priority, or blocked (a required review): waits,
+ *   never times out (the gate timeout covers checks only); a blocked PR is
+ *   looked at again every `blockedPollMs` (GitHub sends the queue no
+ *   webhook for a review).
+ * - Up to date required (the rules say so, or the PR is `behind`): only
+ *   the head of the queue (queue order, entries set aside by a wait that
+ *   may last for good skipped) is updated or merged; the others wait their
+ *   turn. A behind head is updated with update-branch (an attempt, fenced,
+ *   the expected head SHA), and merged once the new head's checks pass (the
+ *   new head re-joins with its gate cleared, in apply). A conflict on the
+ *   update bounces with the one comment. A 405 on the merge re-reads the
+ *   rules and the PR: behind -> updated next, blocked -> waits, a merge
+ *   queue -> flagged; only any other refusal bounces.
+ * Every state goes to the PR as the queue's commit status (queue-status.ts)
+ * and, where it waits, into the view as a note (written only on change).
+ */
+async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntry, pull: PullRequest, mergeableReads: number): Promise<Verdict> {
+  const { tenant, repo } = config
+  if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
+  const rules = await t.rules.get(repo, pull.baseRef, (fn) => t.call(fn))
+  const flagged = await repoFlag(t, config, entry, pull.baseRef, rules)
+  if (flagged !== null) return flagged
+
+  const reading = await t.call((f) => f.getGate(repo, entry.prSha))
+  const afterGate = await stillOpen(t, config)
+  if (afterGate !== null) return afterGate
+  const facts = gateFacts(reading)
+  const gate = gateOf(facts, config.requiredChecks)
+  if (gate !== entry.gateResult) await t.append(syncOp(config, entry.prNumber, pull, entry.prSha, facts))
+  const order = await line(t, config, entry)
+
+  if (gate === 'pending') {
+    const since = entry.reevaluatedAt ?? entry.queuedAt
+    const elapsed = t.wall() - since
+    const timeout = t.settings.gateTimeoutMs
+    if (facts.length === 0) {
+      if (elapsed >= timeout) return bounceShown(t, config, entry, `no check started on the head within ${Math.round(timeout / 1000)} s (stalled)`)
+      const stalled = elapsed >= t.settings.stallMs
+      if (stalled && entry.wait?.reason !== 'stalled') t.logger.warn({ tenant, repo, pr: entry.prNumber, sha: entry.prSha, epoch: t.epoch, sinceMs: Math.round(elapsed) }, 'stalled')
+      await note(t, config, entry, stalled ? 'stalled' : 'no-checks', stalled ? `no check started within ${Math.round(t.settings.stallMs / 1000)} s` : null)
+      show(t, config, entry, { kind: 'waiting', detail: stalled ? 'stalled: no check started' : 'no check started yet', position: order.position })
+      const next = stalled ? timeout - elapsed : Math.min(t.settings.stallMs, timeout) - elapsed
+      return { next: 'wake', afterMs: Math.max(1, next), what: stalled ? 'stalled: no check started' : 'no check started yet' }
+    }
+    await note(t, config, entry, null, null)
+    show(t, config, entry, { kind: 'checks', detail: unfinished(facts, config).join(', ') || null, position: order.position })
+    const left = since + timeout - t.wall()
+    if (left > 0) return { next: 'wake', afterMs: left, what: 'gate pending' }
+    return bounceShown(t, config, entry, `the gate did not finish within ${Math.round(timeout / 1000)} s`)
+  }
+  if (gate === 'failure') return bounceShown(t, config, entry, `the gate failed: ${failing(facts, config).join(', ')}`)
+  if (pull.mergeable === false) return bounceShown(t, config, entry, `the PR cannot be merged (${pull.mergeableState ?? 'conflict'})`)
+  if (pull.mergeable === null && mergeableReads < 3) return { next: 'wake', afterMs: MERGEABLE_RETRY_MS, what: 'mergeability being computed', mergeableUnknown: true }
+
+  if (entry.priority !== 'hotfix' && (await t.reads.freeze(tenant, repo, 'tip')) !== null) {
+    await note(t, config, entry, 'frozen', 'only hotfix priority merges')
+    show(t, config, entry, { kind: 'waiting', detail: 'frozen (only hotfix priority merges)', position: order.position })
+    return { next: 'done', what: 'frozen' }
+  }
+  if (pull.mergeableState === 'blocked') return waitForReview(t, config, entry, rules, order.position)
+
+  const serialized = rules.upToDate === true || pull.mergeableState === 'behind'
+  if (serialized && order.head !== entry.prNumber) {
+    const detail = order.position === null ? null : `${order.position.at} of ${order.position.of}`
+    await note(t, config, entry, 'turn', detail)
+    show(t, config, entry, { kind: 'queued', detail: null, position: order.position })
+    return { next: 'done', what: `waiting its turn${detail === null ? '' : ` (${detail})`}` }
+  }
+  if (pull.mergeableState === 'behind' || (entry.wait?.reason === 'behind' && entry.wait.sha === entry.prSha)) return updateBranch(t, config, entry, order.position)
+
+  // Nothing to wait for any more (an approved review, an unfrozen repo, its turn come): the note goes.
+  await note(t, config, entry, null, null)
+  if (entry.status !== 'gate_passed') await t.append(decide(config, entry, 'gate_passed', null))
+  if (t.settings.dryRun) {
+    t.logger.info({ repo, pr: entry.prNumber, sha: entry.prSha, epoch: t.epoch, dryRun: true }, 'would merge')
+    return { next: 'done', what: 'gate passed (dry run: not merged)' }
+  }
+  show(t, config, entry, { kind: 'merging', detail: null, position: null })
+  return merge(t, config, entry, { baseRef: pull.baseRef })
+}
+
+/**
+ * A 405 on a protected base: the rules are read again (they may have been
+ * switched on since they were cached) with the PR, and a refusal the queue
+ * can wait out is no bounce: behind (updated next), blocked (a review),
+ * GitHub's merge queue (flagged). null: bounce.
+ */
+async function refusedByProtection(t: Tenure, config: RepoConfig, entry: QueueEntry, pull: PullRequest, baseRef: string, message: string): Promise<Verdict | null> {
+  t.rules.forget(config.repo, baseRef)
+  const rules = await t.rules.get(config.repo, baseRef, (fn) => t.call(fn))
+  if (rules.mergeQueue || /merge queue/i.test(message)) {
+    return (await repoFlag(t, config, entry, baseRef, { ...rules, mergeQueue: true })) ?? { next: 'done', what: 'merge queue' }
+  }
+  if (pull.mergeableState === 'behind' || /out of date|up to date|behind/i.test(message)) {
+    // Behind at this very head once already: its update found nothing to merge in, and GitHub still refuses.
+    if (entry.wait?.reason === 'behind' && entry.wait.sha === entry.prSha) return null
+    await note(t, config, entry, 'behind', opText(message))
+    return { next: 'wake', afterMs: BEHIND_RETRY_MS, what: `behind its base (405: ${message}): updating it next` }
+  }
+  if (pull.mergeableState === 'blocked' || /review/i.test(message)) return waitForReview(t, config, entry, rules, null)
+  return null
+}
+
+/** The base is under GitHub's merge queue: flag the repo (once) and the entry, and wait; else clear a flag left from before. */
+async function repoFlag(t: Tenure, config: RepoConfig, entry: QueueEntry, baseRef: string, rules: BranchRules): Promise<Verdict | null> {
+  const flag = await t.reads.flag(config.tenant, config.repo, 'tip')
+  if (!rules.mergeQueue) {
+    if (flag !== null) await t.append(repoNote(config, null, null))
+    return null
+  }
+  if (flag === null) {
+    await t.append(repoNote(config, 'merge-queue', `${baseRef} requires GitHub's merge queue: merge through it, or remove the rule; autolease merges nothing here`))
+    t.logger.warn({ tenant: config.tenant, repo: config.repo, branch: baseRef, epoch: t.epoch }, "the base branch uses GitHub's merge queue: not merging")
+  }
+  await note(t, config, entry, 'merge-queue', `${baseRef} uses GitHub's merge queue`)
+  show(t, config, entry, { kind: 'waiting', detail: `${baseRef} uses GitHub's merge queue`, position: null })
+  return { next: 'wake', afterMs: t.settings.blockedPollMs, what: "the base uses GitHub's merge queue: not merging" }
+}
+
+/** Blocked by branch protection (a required review, most often): waits, looked at again every blockedPollMs, never timed out. */
+async function waitForReview(t: Tenure, config: RepoConfig, entry: QueueEntry, rules: BranchRules, position: Position): Promise<Verdict> {
+  const detail = rules.reviews !== null && rules.reviews > 0 ? `${rules.reviews} approving review${rules.reviews === 1 ? '' : 's'} required` : 'blocked by branch protection (a required review?)'
+  await note(t, config, entry, 'review', detail)
+  show(t, config, entry, { kind: 'waiting', detail: `a review: ${detail}`, position })
+  return { next: 'wake', afterMs: t.settings.blockedPollMs, what: `waiting for a review (${detail})` }
+}
+
+/**
+ * The head of the queue is behind its base: update-branch with the
+ * expected head SHA, announced by a confirmed attempt and fenced at the
+ * send, like every mutation. The new head arrives as a `synchronize`
+ * (apply clears the gate); the same head again within UPDATE_SETTLE_MS
+ * waits for it rather than updating twice.
+ */
+async function updateBranch(t: Tenure, config: RepoConfig, entry: QueueEntry, position: Position): Promise<Verdict> {
+  const { repo } = config
+  const pr = entry.prNumber
+  const sent = entry.wait?.reason === 'updating' && entry.wait.sha === entry.prSha ? entry.wait.since : null
+  if (sent !== null && t.wall() - sent < UPDATE_SETTLE_MS) return { next: 'wake', afterMs: UPDATE_SETTLE_MS - (t.wall() - sent), what: 'updating branch: waiting for the new head' }
+  if (t.settings.dryRun) return { next: 'done', what: 'behind its base (dry run: not updated)' }
+  const before = await stillOpen(t, config)
+  if (before !== null) return before
+  const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo, pr, sha: entry.prSha, action: 'update-branch' })
+  if (!announced.ok) return { next: 'done', what: `update not attempted: ${announced.reason ?? 'refused'}` }
+  const late = await stillOpen(t, config)
+  if (late !== null) return late
+  show(t, config, entry, { kind: 'updating', detail: null, position })
+  let outcome
+  try {
+    outcome = await t.call((f) => f.updateBranch(repo, pr, { expectedHeadSha: entry.prSha, ...t.mutation(config.tenant, repo, announced.op) }))
+  } catch (err) {
+    if (isForgeError(err, 'fenced')) return { next: 'done', what: t.fencedWhy() }
+    forget(t, announced.op)
+    await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'failed', detail: opText((err as Error).message) })
+    throw err
+  }
+  forget(t, announced.op)
+  const end = (o: 'done' | 'head-moved' | 'not-mergeable', detail: string): Promise<string> =>
+    t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: o, detail: opText(detail) })
+  switch (outcome.result) {
+    case 'updating':
+      await end('done', 'update-branch accepted')
+      await note(t, config, entry, 'updating', null)
+      t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant }, 'updating branch')
+      return { next: 'wake', afterMs: UPDATE_SETTLE_MS, what: 'updating branch' }
+    case 'head-moved': {
+      await end('head-moved', outcome.message)
+      const pull = await t.call((f) => f.getPull(repo, pr))
+      await t.append(syncOp(config, pr, pull, entry.prSha, null))
+      return { next: 'done', what: 'head moved before the update: re-evaluating the new head' }
+    }
+    case 'up-to-date':
+      await end('done', outcome.message)
+      return { next: 'wake', afterMs: BEHIND_RETRY_MS, what: 'already up to date: merging next' }
+    case 'conflict':
+      await end('not-mergeable', outcome.message)
+      return bounceShown(t, config, entry, `the base branch cannot be merged into this branch: ${outcome.message}`)
+  }
+}
+
+/** A bounce, then (once apply accepted it) the queue's status says so. */
+async function bounceShown(t: Tenure, config: RepoConfig, entry: QueueEntry, reason: string): Promise<Verdict> {
+  const verdict = await bounce(t, config, entry, reason)
+  if (verdict.what.startsWith('bounced')) show(t, config, entry, { kind: 'bounced', detail: opText(reason).slice(0, 120), position: null })
+  return verdict
+}
+
+type Position = { at: number; of: number } | null
+
+/**
+ * The entries in line (queue order, set-aside and bounced ones skipped):
+ * the head of the queue and this entry's place in it.
+ */
+async function line(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<{ head: number | null; position: Position }> {
+  const inLine = (await t.reads.queue(config.tenant, config.repo, 'tip')).filter(
+    (e) => e.status !== 'bounced' && !(e.wait !== undefined && e.wait.sha === e.prSha && ASIDE.has(e.wait.reason) && e.prNumber !== entry.prNumber)
+  )
+  const at = inLine.findIndex((e) => e.prNumber === entry.prNumber)
+  return { head: inLine[0]?.prNumber ?? null, position: at < 0 ? null : { at: at + 1, of: inLine.length } }
+}
+
+/** The holder's note on why the entry waits (null: it does not), appended only when it changes. */
+async function note(t: Tenure, config: RepoConfig, entry: QueueEntry, wait: WaitReason | null, detail: string | null): Promise<void> {
+  const now = entry.wait !== undefined && entry.wait.sha === entry.prSha ? entry.wait : null
+  if (now === null && wait === null) return
+  if (now !== null && now.reason === wait && now.detail === detail) return
+  await t.append({ type: 'queue-note', tenant: config.tenant, repo: config.repo, pr: entry.prNumber, sha: entry.prSha, wait, detail: detail === null ? null : opText(detail) })
+}
+
+function repoNote(config: RepoConfig, wait: 'merge-queue' | null, detail: string | null) {
+  return { type: 'queue-note' as const, tenant: config.tenant, repo: config.repo, pr: null, sha: null, wait, detail: detail === null ? null : opText(detail) }
+}
+
+/** The queue's status on the PR, when statuses are on (never awaited: it never delays the evaluation). */
+function show(t: Tenure, config: RepoConfig, entry: QueueEntry, state: QueueStatusState): void {
+  if (!t.settings.statuses || t.settings.dryRun) return
+  t.statuses.show(config.tenant, config.repo, entry.prSha, state, t.fence(config.tenant, config.repo))
+}
+
+/** The counted checks not finished yet, by name (for the status). */
+function unfinished(facts: readonly CheckFact[], config: RepoConfig): string[] {
+  const required = config.requiredChecks
+  const counted = required.length === 0 ? facts : facts.filter((f) => required.includes(f.name))
+  const names = new Set(counted.filter((f) => conclusionRank(f.conclusion) === 1).map((f) => f.name))
+  for (const r of required) if (!counted.some((f) => f.name === r)) names.add(r)
+  return [...names].slice(0, 5)
+}

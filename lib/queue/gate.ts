@@ -24,6 +24,8 @@
  *   gate into a passing one (a pending fact dropped could: "every reported
  *   check passed").
  *
+ * - The queue's own status (QUEUE_STATUS_PREFIX) is no fact of its gate.
+ *
  * The verdict over the facts is queue-state's evaluateGate: a name fails if
  * any of its results failed; a required check must be reported and pass in
  * every source that reports it.
@@ -41,6 +43,18 @@ import { conclusionRank, evaluateGate, type GateResult } from './queue-state.js'
 
 /** The source of every commit status (GitHub keeps the latest per context, whoever posted it). */
 export const STATUS_SOURCE = 'status'
+
+/**
+ * The queue's own commit statuses (queue-status.ts: `autolease/<tenant>`)
+ * are never part of its gate: a `pending` one would hold every PR pending
+ * for good, a `failure` one would bounce it again after a retry.
+ */
+export const QUEUE_STATUS_PREFIX = 'autolease/'
+
+/** A commit status the queue wrote itself (by its context). */
+export function isQueueStatus(source: string | undefined, name: string): boolean {
+  return source === STATUS_SOURCE && name.startsWith(QUEUE_STATUS_PREFIX)
+}
 
 /** What a payload or the REST API says about a GitHub App (any field may be absent). */
 export interface AppRef {
@@ -130,7 +144,10 @@ export function gateFacts(reading: GateReading): CheckFact[] {
   const word = (s: string): string => (WORD.test(s) ? s : 'pending')
   const facts: CheckFact[] = []
   for (const c of reading.checks) facts.push(withId({ name: checkName(c.name), conclusion: word(c.conclusion ?? c.status), source: runSource(c.app, c.suiteId) }, c.id))
-  for (const s of reading.statuses) facts.push(withId({ name: checkName(s.context), conclusion: word(s.state), source: STATUS_SOURCE }, s.id))
+  for (const s of reading.statuses) {
+    if (s.context.startsWith(QUEUE_STATUS_PREFIX)) continue // the queue's own status: never its gate
+    facts.push(withId({ name: checkName(s.context), conclusion: word(s.state), source: STATUS_SOURCE }, s.id))
+  }
   return ranked(latest(facts))
 }
 

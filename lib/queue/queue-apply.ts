@@ -28,13 +28,45 @@
  *   applied, not than the largest ts ever seen: one device with a fast
  *   clock once aged out every other delivery for good; now it ages out at
  *   most a few per op of its own, and only while its clock is wrong.
+ *
+ * Apply version 5 (a group at 1-4 keeps its rules byte for byte; the new
+ * fields and keys are written only at 5):
+ * - an entry carries its priority: from its priority labels (every
+ *   pull_request event and forge-sync that lists the labels), or set by an
+ *   operator (queue-priority), which labels no longer override; it keeps
+ *   it across new heads and an operator's retry;
+ * - a freeze (queue-freeze) refuses every merge attempt below hotfix
+ *   priority (`repo-frozen`), as pause refuses all: a holder that missed
+ *   the freeze cannot merge around it;
+ * - the queue's own commit status (gate.ts isQueueStatus) is no part of
+ *   the gate judged here, as in the holder's: its webhook is recorded as
+ *   an event that touches no PR and sets no fact;
+ * - the holder's notes (queue-note) say why an entry waits, at its head
+ *   only; a new head or a bounce clears them. A repo-level note flags a
+ *   base under GitHub's own merge queue.
  */
 import type { ViewTx } from '../log/view-tx.js'
-import { SIGNER_LEASE, type AttemptEndOp, type AttemptOp, type CheckFact, type EventOp, type ForgeSyncOp, type QueueControlOp, type QueueDecideOp, type ReconcileRequestOp, type ReconcileResultOp, type RepoAddOp, type RepoRemoveOp } from '../log/ops.js'
+import {
+  SIGNER_LEASE,
+  type AttemptEndOp,
+  type AttemptOp,
+  type CheckFact,
+  type EventOp,
+  type ForgeSyncOp,
+  type QueueControlOp,
+  type QueueDecideOp,
+  type QueueFreezeOp,
+  type QueueNoteOp,
+  type QueuePriorityOp,
+  type ReconcileRequestOp,
+  type ReconcileResultOp,
+  type RepoAddOp,
+  type RepoRemoveOp
+} from '../log/ops.js'
 import { leaseKey, type RejectionReason } from '../log/view-layout.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
-import { evaluateGate, foldLabel, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
-import { latest, ranked } from './gate.js'
+import { evaluateGate, foldLabel, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
+import { isQueueStatus, latest, ranked } from './gate.js'
 import {
   CHECKS_PER_SHA,
   DEDUP_MAX,
@@ -44,6 +76,10 @@ import {
   mergedKey,
   mergedSeqKey,
   mergedStateKey,
+  freezeKey,
+  repoFlagKey,
+  type FreezeEntry,
+  type RepoFlag,
   type MergedEntry,
   SHA_MAX,
   attemptKey,
@@ -79,8 +115,9 @@ type Count = (reason: RejectionReason) => Promise<void>
 
 /** Evictions per op and index: more than the one entry each op adds, so the caps hold. */
 const EVICT_PER_OP = 4
-/** The apply version whose rules are described in the header. */
+/** The apply versions whose rules are described in the header. */
 const V4 = 4
+const V5 = 5
 
 export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: string): Promise<void> {
   const key = repoKey(op.tenant, op.repo)
@@ -179,6 +216,12 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
     if (op.pr !== null && op.sha !== null) await indexSha(tx, scope, op.sha, op.pr, null)
     const fact = pullRequestFact(op, config, version)
     if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts, version) })
+    if (version >= V5 && op.pr !== null && op.labels !== null && (await labelPriority(scope, op.pr, op.labels, op.ts))) {
+      results.push({ pr: op.pr, result: 'reprioritized' })
+    }
+  } else if (version >= V5 && op.event === 'status' && op.check !== null && isQueueStatus(op.check.source ?? 'status', op.check.name)) {
+    // The queue's own status on the PR (version 5): recorded as an event, no fact of any gate, and it wakes no PR
+    // (each write would otherwise bring an evaluation of its PR back).
   } else if (op.sha !== null && op.check !== null && (op.event === 'status' || op.action === 'completed')) {
     const sha = await indexSha(tx, scope, op.sha, null, version >= V4 ? withFacts([op.check], 'merge') : withNameCheck(op.check))
     const prs = new Set(op.prs)
@@ -244,6 +287,8 @@ async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: 
   const out = queueTransition(pr, before, fact, ts)
   if (version >= V4 && fact.kind === 'leave' && fact.merged) await rememberMerged(tx, scope, pr, before?.prSha ?? null, ts)
   let entry = out.entry
+  // Version 5: a note is about one head; a new head (or a fresh join) waits for nothing yet.
+  if (version >= V5 && entry !== null && entry.wait !== undefined && (out.result === 'reevaluated' || out.result === 'joined')) entry = withoutWait(entry)
   if (out.audit !== null) scope.audit(ts, out.audit, pr, entry?.prSha ?? before?.prSha ?? null, fact.kind === 'decide' ? fact.epoch : null, auditDetail(fact, out.result))
   if (entry !== null && (out.result === 'joined' || out.result === 'reevaluated')) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, entry.prSha))
@@ -255,6 +300,26 @@ async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: 
   }
   scope.setEntry(pr, before, entry)
   return out.result
+}
+
+function withoutWait(entry: QueueEntry): QueueEntry {
+  const rest = { ...entry }
+  delete rest.wait
+  return rest
+}
+
+/**
+ * Version 5: an entry's priority from its labels, unless an operator set
+ * it. True when it changed (audited).
+ */
+async function labelPriority(scope: RepoScope, pr: number, labels: readonly string[], ts: number): Promise<boolean> {
+  const entry = await scope.entry(pr)
+  if (entry === null || entry.priorityBy === 'command') return false
+  const priority = priorityOfLabels(labels)
+  if ((entry.priority ?? 'normal') === priority) return false
+  scope.setEntry(pr, entry, { ...entry, priority, priorityBy: 'label' })
+  scope.audit(ts, 'priority', pr, entry.prSha, null, `${priority} (label)`)
+  return true
 }
 
 function auditDetail(fact: QueueFact, result: QueueResult): string | null {
@@ -337,8 +402,10 @@ function shaFacts(entry: ShaEntry, version: number): ShaFact[] {
 
 function shaGate(entry: ShaEntry | null, config: RepoConfig, version: number): ReturnType<typeof evaluateGate> {
   if (version < V4) return evaluateGate(entry?.checks ?? [], config.requiredChecks)
+  // Version 5: the queue's own status on the PR is no part of its gate (gate.ts).
+  const facts = entry === null ? [] : shaFacts(entry, version).filter(([source, name]) => version < V5 || !isQueueStatus(source, name))
   return evaluateGate(
-    (entry === null ? [] : shaFacts(entry, version)).map(([, name, conclusion]) => [name, conclusion] as const),
+    facts.map(([, name, conclusion]) => [name, conclusion] as const),
     config.requiredChecks
   )
 }
@@ -376,7 +443,7 @@ async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | 
   return entry
 }
 
-export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp
+export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp | QueueNoteOp
 
 /**
  * The holder's fenced ops (DESIGN §1.6): accepted only from the device that
@@ -410,13 +477,17 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       const out = queueTransition(op.pr, before, { kind: 'decide', sha: op.sha, status: op.status, reason: op.reason, epoch: op.epoch }, op.ts)
       if (out.result !== 'decided') return refuse('stale-decision', `${op.status} at ${op.sha.slice(0, 12)}: ${out.result}`)
       if (out.audit !== null) scope.audit(op.ts, out.audit, op.pr, op.sha, op.epoch, op.reason)
-      scope.setEntry(op.pr, before, out.entry)
+      const decided = version >= V5 && op.status === 'bounced' && out.entry !== null && out.entry.wait !== undefined ? withoutWait(out.entry) : out.entry
+      scope.setEntry(op.pr, before, decided)
       break
     }
     case 'attempt': {
       if (version >= V4 && op.action === 'merge' && config.paused) return refuse('repo-paused', `merge at ${op.sha.slice(0, 12)}: the repo is paused`)
       const entry = await scope.entry(op.pr)
       if (entry === null || entry.prSha !== op.sha) return refuse('stale-decision', `${op.action} at ${op.sha.slice(0, 12)}: the entry is not at that head`)
+      if (version >= V5 && op.action === 'merge' && entry.priority !== 'hotfix' && (await tx.get<FreezeEntry>(freezeKey(op.tenant, op.repo))) !== null) {
+        return refuse('repo-frozen', `merge at ${op.sha.slice(0, 12)}: the repo is frozen (hotfix priority only)`)
+      }
       const key = attemptKey(op.tenant, op.repo, op.pr)
       const open = await tx.get<OpenAttempt>(key)
       if (open !== null) return refuse('attempt-mismatch', `${op.action}: attempt ${open.op} is still open`)
@@ -433,7 +504,7 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       // A bounce's follow-up is owed no more once it ended in any way but `abandoned` (= known never to
       // have reached the forge): a comment that may have been posted is not posted again.
       const entry = await scope.entry(op.pr)
-      if (open.action !== 'merge' && op.outcome !== 'abandoned' && entry !== null && entry.followUps.includes(open.action)) {
+      if ((open.action === 'comment' || open.action === 'remove-label') && op.outcome !== 'abandoned' && entry !== null && entry.followUps.includes(open.action)) {
         scope.setEntry(op.pr, entry, { ...entry, followUps: entry.followUps.filter((f) => f !== open.action) })
       }
       scope.audit(op.ts, 'attempt', op.pr, open.sha, op.epoch, `${open.action} ${op.outcome}${op.detail !== null ? `: ${op.detail}` : ''}`)
@@ -442,6 +513,20 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
     case 'forge-sync':
       await applyForgeSync(tx, scope, config, op, version)
       break
+    case 'queue-note':
+      if (op.pr === null || op.sha === null) {
+        if (op.wait === null) tx.del(repoFlagKey(op.tenant, op.repo))
+        else tx.put(repoFlagKey(op.tenant, op.repo), { flag: 'merge-queue', detail: op.detail, ts: op.ts, epoch: op.epoch, op: id } satisfies RepoFlag)
+        scope.audit(op.ts, 'wait', null, null, op.epoch, op.wait === null ? 'repo flag cleared' : `repo: ${op.wait}${op.detail !== null ? `: ${op.detail}` : ''}`)
+        break
+      } else {
+        const entry = await scope.entry(op.pr)
+        if (entry === null || entry.prSha !== op.sha) return refuse('stale-decision', `note at ${op.sha.slice(0, 12)}: the entry is not at that head`)
+        const next = op.wait === null ? withoutWait(entry) : { ...entry, wait: { reason: op.wait, detail: op.detail, sha: op.sha, since: op.ts, epoch: op.epoch } }
+        scope.setEntry(op.pr, entry, next)
+        scope.audit(op.ts, 'wait', op.pr, op.sha, op.epoch, op.wait === null ? 'no longer waiting' : `${op.wait}${op.detail !== null ? `: ${op.detail}` : ''}`)
+        break
+      }
     case 'reconcile-result': {
       const result: ReconcileResult = { fixed: op.fixed, staleLeases: op.staleLeases, queueLength: op.queueLength, eventCount: op.eventCount, epoch: op.epoch, ts: op.ts, op: id }
       tx.put(lastReconcileKey(op.tenant, op.repo), result)
@@ -493,6 +578,7 @@ async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, 
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, op.sha))
     await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, version) }, op.ts, version)
   }
+  if (version >= V5) await labelPriority(scope, op.pr, op.labels, op.ts)
 }
 
 /** An operator's control from any writer: pause/resume a repo, remove an entry, retry a bounced PR now. */
@@ -514,8 +600,39 @@ export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: stri
     } else {
       // Retry: back in the queue at its head, gate re-read from the checks reported so far.
       await transition(tx, scope, config, op.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, version)
+      // Version 5: with the priority it had.
+      const after = await scope.entry(op.pr)
+      if (version >= V5 && after !== null && before.priority !== undefined && after.priority === undefined) {
+        scope.setEntry(op.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })
+      }
     }
   }
+  scope.save()
+}
+
+/** An operator's priority for a queued PR (version 5): labels no longer override it. */
+export async function applyQueuePriority(tx: ViewTx, op: QueuePriorityOp, id: string, count: Count): Promise<void> {
+  const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
+  if (config === null) return count('unmanaged-repo')
+  const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
+  const before = await scope.entry(op.pr)
+  if (before === null) return count('stale-decision')
+  scope.setEntry(op.pr, before, { ...before, priority: op.priority, priorityBy: 'command' })
+  scope.audit(op.ts, 'priority', op.pr, before.prSha, null, `${op.priority} (set)`)
+  scope.save()
+}
+
+/** Freeze or unfreeze a repo (version 5): while frozen, only hotfix priority merges (the attempt rule above). */
+export async function applyQueueFreeze(tx: ViewTx, op: QueueFreezeOp, id: string, count: Count): Promise<void> {
+  const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
+  if (config === null) return count('unmanaged-repo')
+  const key = freezeKey(op.tenant, op.repo)
+  const frozen = (await tx.get<FreezeEntry>(key)) !== null
+  if (frozen === op.frozen) return
+  const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
+  if (op.frozen) tx.put(key, { ts: op.ts, op: id } satisfies FreezeEntry)
+  else tx.del(key)
+  scope.audit(op.ts, op.frozen ? 'freeze' : 'unfreeze', null, null, null, null)
   scope.save()
 }
 

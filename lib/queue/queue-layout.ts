@@ -13,7 +13,7 @@
  * FIFOs with a count cap per repo, evicted in op order.
  */
 import type { AuditAction, GateResult, JoinVia, QueueEntry, QueueResult } from './queue-state.js'
-import type { MergeMethod, WebhookEventType } from '../log/ops.js'
+import type { ForgeAction, MergeMethod, WebhookEventType } from '../log/ops.js'
 
 export const EVENTS_RING = 100
 export const AUDIT_RING = 200
@@ -133,6 +133,24 @@ export const shaSeqKey = (tenant: string, repo: string, seq: number): string => 
 export const mergedKey = (tenant: string, repo: string, pr: number): string => `merged/${scope(tenant, repo)}/${pad(pr, 10)}`
 export const mergedSeqKey = (tenant: string, repo: string, seq: number): string => `mergedseq/${scope(tenant, repo)}/${pad(seq, 15)}`
 export const mergedStateKey = (tenant: string, repo: string): string => `mstate/${scope(tenant, repo)}`
+/** Apply version 5: a frozen repo's freeze (absent: not frozen), and the repo's flag (GitHub's merge queue on its base). */
+export const freezeKey = (tenant: string, repo: string): string => `freeze/${scope(tenant, repo)}`
+export const repoFlagKey = (tenant: string, repo: string): string => `rflag/${scope(tenant, repo)}`
+
+/** A repo frozen by an operator (apply version 5): only hotfix priority merges. */
+export interface FreezeEntry {
+  ts: number
+  op: string
+}
+
+/** What the holder found about a repo that stops the whole queue (apply version 5). */
+export interface RepoFlag {
+  flag: 'merge-queue'
+  detail: string | null
+  ts: number
+  epoch: number
+  op: string
+}
 
 /** A PR apply saw leave as merged (apply version 4). */
 export interface MergedEntry {
@@ -147,7 +165,7 @@ export interface OpenAttempt {
   op: string
   pr: number
   sha: string
-  action: 'merge' | 'comment' | 'remove-label'
+  action: ForgeAction
   epoch: number
   ts: number
 }

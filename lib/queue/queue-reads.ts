@@ -17,6 +17,10 @@ import {
   repoKey,
   repoStateKey,
   EMPTY_REPO_STATE,
+  freezeKey,
+  repoFlagKey,
+  type FreezeEntry,
+  type RepoFlag,
   type AuditEntry,
   type EventEntry,
   type OpenAttempt,
@@ -26,6 +30,7 @@ import {
   type RepoConfig,
   type RepoState
 } from './queue-layout.js'
+import { queueOrder } from './queue-state.js'
 
 export class QueueReads {
   private readonly log: IntentLog
@@ -50,10 +55,20 @@ export class QueueReads {
     return all.filter((r) => r.repo === wanted || `${r.tenant}:${r.repo}` === filter)
   }
 
-  /** Entries in queue order (joined first). */
+  /** Entries in queue order (queue-state's queueOrder: priority, then joined first; before apply version 5 every entry is `normal`). */
   async queue(tenant: string, repo: string, mode: ReadMode): Promise<QueueEntry[]> {
     const entries = await this.log.values<QueueEntry>(queuePrefix(tenant, repo), mode)
-    return entries.sort((a, b) => a.queuedAt - b.queuedAt || a.prNumber - b.prNumber)
+    return entries.sort(queueOrder)
+  }
+
+  /** The repo's freeze (apply version 5), null when not frozen. */
+  freeze(tenant: string, repo: string, mode: ReadMode): Promise<FreezeEntry | null> {
+    return this.log.value<FreezeEntry>(freezeKey(tenant, repo), mode)
+  }
+
+  /** The repo's flag (apply version 5: its base is under GitHub's merge queue), null when none. */
+  flag(tenant: string, repo: string, mode: ReadMode): Promise<RepoFlag | null> {
+    return this.log.value<RepoFlag>(repoFlagKey(tenant, repo), mode)
   }
 
   /** Every entry of every managed repo (the worker's scan). */

@@ -16,6 +16,8 @@
  *   new head.
  */
 
+import type { Priority, WaitReason } from '../log/ops.js'
+
 export type QueueStatus = 'queued' | 'evaluating' | 'gate_passed' | 'bounced'
 export type GateResult = 'success' | 'failure' | 'pending'
 export type JoinVia = 'label' | 'auto-merge'
@@ -39,6 +41,24 @@ export interface QueueEntry {
    * to have reached the forge): a comment is posted at most once.
    */
   followUps: FollowUp[]
+  /**
+   * Apply version 5 (absent before, and absent = `normal`): the PR's place
+   * in line, from a priority label or set by an operator (`command`), which
+   * a label no longer overrides.
+   */
+  priority?: Priority
+  priorityBy?: 'label' | 'command'
+  /** Apply version 5: why the holder found it waiting (a queue-note op), at `sha`; absent: it does not wait. */
+  wait?: EntryWait
+}
+
+/** A queued PR's waiting reason as the holder recorded it (see ops.ts WaitReason). */
+export interface EntryWait {
+  reason: WaitReason
+  detail: string | null
+  sha: string
+  since: number
+  epoch: number
 }
 
 export type FollowUp = 'comment' | 'remove-label'
@@ -60,6 +80,11 @@ export type AuditAction =
   | 'pause'
   | 'resume'
   | 'reconcile'
+  /** Apply version 5: a priority set (by a label or an operator), a freeze, the holder's note on why a PR waits. */
+  | 'priority'
+  | 'freeze'
+  | 'unfreeze'
+  | 'wait'
 
 export type QueueFact =
   /** Labelled with the queue label, auto-merge enabled, or opened/reopened/ready while so. */
@@ -88,6 +113,8 @@ export type QueueResult =
   | 'bad-transition'
   /** Apply version 4: a join or head event for a PR recorded as merged (a late delivery): ignored, a merged PR never re-joins. */
   | 'already-merged'
+  /** Apply version 5: the event changed the entry's priority (a priority label). */
+  | 'reprioritized'
 
 export interface QueueOutcome {
   result: QueueResult
@@ -208,4 +235,43 @@ export function evaluateGate(checks: ReadonlyArray<readonly [string, string]>, r
  */
 export function foldLabel(label: string): string {
   return label.replace(/[A-Z]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 32))
+}
+
+/**
+ * Priority labels (apply version 5), compared after foldLabel:
+ * `priority:hotfix` (or `hotfix`), `priority:high`, `priority:low`. Of
+ * several, the highest counts; none: `normal`.
+ */
+export const PRIORITY_LABELS: ReadonlyArray<readonly [string, Priority]> = [
+  ['hotfix', 'hotfix'],
+  ['priority:hotfix', 'hotfix'],
+  ['priority:high', 'high'],
+  ['priority:normal', 'normal'],
+  ['priority:low', 'low']
+]
+
+export function priorityOfLabels(labels: readonly string[]): Priority {
+  const folded = new Set(labels.map(foldLabel))
+  let best: Priority = 'normal'
+  let any = false
+  for (const [label, p] of PRIORITY_LABELS) {
+    if (!folded.has(label)) continue
+    if (!any || priorityRank(p) < priorityRank(best)) best = p
+    any = true
+  }
+  return best
+}
+
+/** 0 (hotfix) to 3 (low): what goes first sorts first. */
+export function priorityRank(p: Priority | undefined): number {
+  return p === 'hotfix' ? 0 : p === 'high' ? 1 : p === 'low' ? 3 : 2
+}
+
+/**
+ * The queue's order: priority (hotfix, high, normal, low), then time
+ * queued, then PR number. A pure function of replicated entries, so every
+ * device lists the same order and the holder acts on it.
+ */
+export function queueOrder(a: QueueEntry, b: QueueEntry): number {
+  return priorityRank(a.priority) - priorityRank(b.priority) || a.queuedAt - b.queuedAt || a.prNumber - b.prNumber
 }

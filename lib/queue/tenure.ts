@@ -30,6 +30,8 @@ import { isForgeError } from './forge/forge.js'
 import type { FencedWriter } from './fenced-writer.js'
 import type { FencedOutcome } from './queue-layout.js'
 import type { QueueReads } from './queue-reads.js'
+import type { BranchRulesCache } from './branch-rules.js'
+import type { QueueStatusWriter } from './queue-status.js'
 
 export interface WorkerMetrics {
   merged(repo: string): void
@@ -52,6 +54,12 @@ export interface WorkerSettings {
   dryRun: boolean
   /** A gate still pending this long after the entry (re)joined bounces. */
   gateTimeoutMs: number
+  /** Apply version 5: no check started on the head this long after it (re)joined is a stall (reported, not a failure). */
+  stallMs: number
+  /** Apply version 5: how often a PR that waits for a review (mergeable_state blocked) or for GitHub's merge queue is looked at again; it never times out. */
+  blockedPollMs: number
+  /** Apply version 5: write the queue's commit status on each entry's head. */
+  statuses: boolean
   /** Bound on waiting for a fenced op to be confirmed. */
   confirmTimeoutMs: number
   /** Test-only: a named point where the process stops itself (see worker.ts). */
@@ -82,6 +90,8 @@ export class Tenure {
   readonly settings: WorkerSettings
   readonly wall: () => number
   readonly attempts: AttemptMemory
+  readonly rules: BranchRulesCache
+  readonly statuses: QueueStatusWriter
   private readonly forge: Forge
   private readonly currentEpoch: () => number | null
   private readonly repoOpen: (tenant: string, repo: string) => boolean
@@ -100,6 +110,8 @@ export class Tenure {
     settings: WorkerSettings
     wall: () => number
     attempts: AttemptMemory
+    rules: BranchRulesCache
+    statuses: QueueStatusWriter
   }) {
     this.epoch = opts.epoch
     this.currentEpoch = opts.currentEpoch
@@ -113,6 +125,8 @@ export class Tenure {
     this.settings = opts.settings
     this.wall = opts.wall
     this.attempts = opts.attempts
+    this.rules = opts.rules
+    this.statuses = opts.statuses
   }
 
   /** This device holds the signer lease at this tenure's epoch right now. */
@@ -135,6 +149,17 @@ export class Tenure {
         return true
       }
     }
+  }
+
+  /**
+   * The fence of a mutation that needs no attempt op (the queue's commit
+   * status: idempotent, the latest per context stands): open only while
+   * this tenure holds and the repo is open, asked as every fence is.
+   */
+  fence(tenant: string, repo: string): MutationContext {
+    // No test pause point here: `before-send` stops the process at a merge's, comment's or update's send
+    // (the e2e tests' failover), and a status written first would be stopped instead.
+    return { epoch: this.epoch, fence: () => this.holding() && this.repoOpen(tenant, repo) }
   }
 
   /** Why a closed fence closed, for the verdict: the tenure ended, or the repo was paused (or removed). */

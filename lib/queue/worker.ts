@@ -50,6 +50,8 @@ import type { QueueEntry, RepoConfig } from './queue-layout.js'
 import { evaluatePr, type Verdict } from './evaluation.js'
 import { reconcileRepo } from './reconciler.js'
 import { Tenure, type AttemptMemory, type WorkerMetrics, type WorkerSettings } from './tenure.js'
+import { BranchRulesCache } from './branch-rules.js'
+import { QueueStatusWriter } from './queue-status.js'
 
 export interface WorkerElector {
   epoch(): number | null
@@ -69,6 +71,12 @@ export interface WorkerOptions {
   reconcileMs?: number
   /** Default 30 min. */
   gateTimeoutMs?: number
+  /** Apply version 5: no check started this long is a stall (default 10 min). */
+  stallMs?: number
+  /** Apply version 5: a PR waiting for a review or under GitHub's merge queue is looked at again this often (default 60 s). */
+  blockedPollMs?: number
+  /** Apply version 5: the queue's commit status on each PR (default true). */
+  statuses?: boolean
   /** Evaluations in parallel (different PRs); default 8. */
   parallel?: number
   /** Default 30 s. */
@@ -109,12 +117,16 @@ export class HolderWorker extends EventEmitter {
   /** Per repo: the events-ring sequence read up to. */
   private readonly eventSeq = new Map<string, number>()
   private readonly paused = new Map<string, boolean>()
+  /** Per repo (apply version 5): frozen at the last scan. */
+  private readonly frozen = new Map<string, boolean>()
   /** Per tenant/repo scope: managed and not paused, at the last read of the tip (null: not read yet in this tenure). The fences read it. */
   private repoOpen: Map<string, boolean> | null = null
   private refreshing = false
   private refreshAgain = false
   private readonly served = new Set<string>()
   private readonly attempts: AttemptMemory = { announced: new Set(), called: new Set() }
+  private readonly rules: BranchRulesCache
+  private readonly statuses: QueueStatusWriter
   private scanning = false
   private rescan = false
   private wakeTimer: NodeJS.Timeout | null = null
@@ -135,10 +147,15 @@ export class HolderWorker extends EventEmitter {
     this.settings = {
       dryRun: opts.dryRun ?? false,
       gateTimeoutMs: opts.gateTimeoutMs ?? 30 * 60_000,
+      stallMs: opts.stallMs ?? 10 * 60_000,
+      blockedPollMs: opts.blockedPollMs ?? 60_000,
+      statuses: opts.statuses ?? true,
       confirmTimeoutMs: opts.confirmTimeoutMs ?? 30_000,
       pause: opts.pause ?? (() => {})
     }
     this.metrics = opts.metrics ?? { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: () => {} }
+    this.rules = new BranchRulesCache(this.now)
+    this.statuses = new QueueStatusWriter(opts.forge, opts.logger)
     // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
     this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
   }
@@ -171,7 +188,7 @@ export class HolderWorker extends EventEmitter {
     this.endTenure()
     let timer: NodeJS.Timeout | null = null
     const idle = await Promise.race([
-      Promise.all([this.lock.idle(), this.reconciling]).then(() => true),
+      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle()]).then(() => true),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))
     ])
     if (timer) clearTimeout(timer)
@@ -209,7 +226,9 @@ export class HolderWorker extends EventEmitter {
       metrics: this.metrics,
       settings: this.settings,
       wall: this.wall,
-      attempts: this.attempts
+      attempts: this.attempts,
+      rules: this.rules,
+      statuses: this.statuses
     })
     this.tenure = tenure
     this.refreshRepos()
@@ -243,6 +262,7 @@ export class HolderWorker extends EventEmitter {
     this.failures.clear()
     this.mergeableReads.clear()
     this.eventSeq.clear()
+    this.frozen.clear()
     this.served.clear()
     if (this.wakeTimer) clearTimeout(this.wakeTimer)
     if (this.reconcileTimer) clearInterval(this.reconcileTimer)
@@ -315,7 +335,17 @@ export class HolderWorker extends EventEmitter {
         this.submit(t, config, a.pr, wake?.why ?? 'open attempt')
       }
       if (config.paused) continue
-      for (const entry of await reads.queue(config.tenant, config.repo, 'tip')) {
+      // Unfrozen (apply version 5): every entry is looked at again, as after a resume (a freeze changes no entry's facts).
+      const frozen = (await reads.freeze(config.tenant, config.repo, 'tip')) !== null
+      if ((this.frozen.get(s) ?? false) && !frozen) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)
+      this.frozen.set(s, frozen)
+      const entries = await reads.queue(config.tenant, config.repo, 'tip')
+      // The head of the queue waiting its turn (apply version 5): the entry before it left, so its turn came.
+      const head = headOfQueue(entries)
+      if (head !== null && head.wait?.reason === 'turn' && head.wait.sha === head.prSha && !touched.has(head.prNumber) && !this.lock.busy(lockKey(config, head.prNumber)) && !this.backingOff(prKey(config, head.prNumber))) {
+        this.submit(t, config, head.prNumber, 'head of the queue')
+      }
+      for (const entry of entries) {
         const key = prKey(config, entry.prNumber)
         // A running evaluation sees its own decisions land; only events (above) make it run again.
         if ((entry.status === 'bounced' && entry.followUps.length === 0) || touched.has(entry.prNumber) || this.lock.busy(lockKey(config, entry.prNumber))) continue
@@ -482,6 +512,14 @@ function prKey(config: { tenant: string; repo: string }, pr: number): string {
 /** The GitHub PR itself, whatever tenant's entry is evaluated: the PrLock key (GitHub names are case-insensitive). */
 function lockKey(config: { repo: string }, pr: number): string {
   return `${config.repo.toLowerCase()}#${pr}`
+}
+
+/** Waits that take an entry out of line for the head of the queue (evaluation.ts ASIDE). */
+const ASIDE = new Set(['review', 'frozen', 'merge-queue', 'stalled'])
+
+/** The first entry in line: queue order (reads.queue), bounced and set-aside entries skipped. */
+function headOfQueue(entries: QueueEntry[]): QueueEntry | null {
+  return entries.find((e) => e.status !== 'bounced' && !(e.wait !== undefined && e.wait.sha === e.prSha && ASIDE.has(e.wait.reason))) ?? null
 }
 
 /** The facts events and syncs set on an entry (not the statuses our own decisions set). */

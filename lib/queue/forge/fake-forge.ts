@@ -49,9 +49,26 @@
  *   GitHub. The counters are reported, never enforced: `rateLimitNext`
  *   refuses a request (its headers win over the counters').
  *
+ * - Branch protection (`protect`), as rulesets (`/rules/branches/{b}`) and
+ *   classic protection (`/branches/{b}/protection`, 403 unless
+ *   `classicReadable`): branches that must be up to date, required
+ *   approving reviews (`approve`), GitHub's merge queue. A PR records the
+ *   base commit its head contains (`baseSha`): after another merge it is
+ *   behind (`mergeable_state: behind` where up to date is required), its
+ *   merge answers 405, and `PUT .../update-branch` (expected_head_sha;
+ *   422 when the head moved, on a conflict, or with nothing to update)
+ *   answers 202 and then pushes a new head that contains the base
+ *   (`synchronize`). Missing reviews: `blocked`, 405; a merge queue:
+ *   `blocked`, 405. `setCi` runs a check `ci` on every new head (created,
+ *   pushed, updated), so a test sees the new head's checks run.
+ *   `mergeLog()` says, per merge, the head merged, whether it contained
+ *   the base it landed on, and whether its checks had all passed.
+ * - `POST /statuses/{sha}` creates a commit status (and its webhook), as
+ *   the queue's own status on the PR.
+ *
  * Not modelled: branches and git objects (a commit is known once some PR
- * head, check or status used its SHA), issues that are not PRs, reviews,
- * branch protection, GraphQL. `/_fake/*` is an unauthenticated control API
+ * head, check or status used its SHA), issues that are not PRs, reviews
+ * beyond a count of approvals, GraphQL. `/_fake/*` is an unauthenticated control API
  * (for `autolease forge` in another process): bind to loopback only.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
@@ -69,6 +86,8 @@ export interface FakeForgeOptions {
   now?: () => number
   /** A webhook receiver gets this long to answer (GitHub: 10 s). */
   deliveryTimeoutMs?: number
+  /** How long `setCi`'s check runs before it completes (default 50 ms). */
+  ciMs?: number
 }
 
 export type MergeBehaviour = 'ok' | 'base-modified' | 'conflict'
@@ -111,6 +130,38 @@ export interface FakePull {
   fork: boolean
   author: string
   behaviour: MergeBehaviour
+  /** The base commit the head contains (the base's head when the PR was created or last updated). */
+  baseSha: string
+  /** Approving reviews (`approve`). */
+  approvals: number
+}
+
+/** A base branch's protection (`protect`). */
+export interface BranchProtection {
+  /** Branches must be up to date before merging. */
+  upToDate?: boolean
+  /** Approving reviews required. */
+  reviews?: number
+  /** GitHub's merge queue is required. */
+  mergeQueue?: boolean
+  /** Where the rules live: rulesets (default), classic protection, or both. */
+  via?: 'rules' | 'classic' | 'both'
+  /** The credential may read classic protection (Administration read); default false: 403. */
+  classicReadable?: boolean
+}
+
+/** One merge as the fake landed it. */
+export interface MergeRecord {
+  pr: number
+  /** The head merged. */
+  sha: string
+  /** The base's head before the merge. */
+  base: string
+  /** The head contained that base (it was up to date). */
+  upToDate: boolean
+  /** Every check run and status on the head had passed (success, neutral, skipped), and at least one existed; the queue's own status (`autolease/...`) is not counted. */
+  checksPassed: boolean
+  by: string
 }
 
 export interface FakeRequestInfo {
@@ -224,6 +275,7 @@ interface StatusState {
   id: number
   context: string
   state: 'success' | 'failure' | 'error' | 'pending'
+  description: string | null
   createdAt: number
   updatedAt: number
 }
@@ -260,6 +312,9 @@ interface RepoState {
   comments: Map<number, CommentState[]>
   knownShas: Set<string>
   suiteIds: Map<string, number>
+  protection: Map<string, BranchProtection>
+  ci: ((sha: string, pr: number) => string | null) | null
+  merges: MergeRecord[]
 }
 
 interface HookState extends HookInit {
@@ -348,6 +403,8 @@ export class FakeForge extends ReadyResource {
   private seq = 0
   private rateWindow: { limit: number; used: number; reset: number } | null = null
   private nextId = 1000
+  private readonly timers = new Set<NodeJS.Timeout>()
+  private readonly ciMs: number
 
   constructor(opts: FakeForgeOptions = {}) {
     super()
@@ -355,6 +412,7 @@ export class FakeForge extends ReadyResource {
     this.port = opts.port ?? 0
     this.now = opts.now ?? Date.now
     this.deliveryTimeoutMs = opts.deliveryTimeoutMs ?? 10_000
+    this.ciMs = opts.ciMs ?? 50
     this.server = createServer((req, res) => {
       this.onrequest(req, res).catch((err: unknown) => {
         if (req.destroyed) return // the client went away mid-request: nothing to answer
@@ -386,6 +444,8 @@ export class FakeForge extends ReadyResource {
   }
 
   override async _close(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer)
+    this.timers.clear()
     for (const h of this.holds) h.doRelease()
     this.holds.clear()
     for (const a of this.deliveryAborts) a.abort()
@@ -427,6 +487,8 @@ export class FakeForge extends ReadyResource {
       fork: init.fork ?? false,
       author,
       behaviour: 'ok',
+      baseSha: r.baseSha,
+      approvals: 0,
       createdAt: t,
       updatedAt: t,
       closedAt: null,
@@ -438,7 +500,58 @@ export class FakeForge extends ReadyResource {
     this.prEvent(r, pr, 'opened', author)
     for (const l of init.labels ?? []) this.label(repo, number, l)
     if (init.autoMerge) this.setAutoMerge(repo, number, true)
+    this.runCi(r, pr)
     return this.pull(repo, number)
+  }
+
+  /** Protects base branch `branch` of `repo` (replaces what was set; `{}` removes it). */
+  protect(repo: string, branch: string, protection: BranchProtection): void {
+    const r = this.repoState(repo)
+    if (Object.keys(protection).length === 0) r.protection.delete(branch)
+    else r.protection.set(branch, { ...protection })
+  }
+
+  /** An approving review (no webhook: the queue does not read reviews). */
+  approve(repo: string, number: number): void {
+    const { pr } = this.pullState(repo, number)
+    pr.approvals++
+    pr.updatedAt = this.now()
+  }
+
+  /** A check `ci` on every new head of the repo's PRs: `fn` says its conclusion (null: none is run). Replaces an earlier one. */
+  setCi(repo: string, fn: ((sha: string, pr: number) => string | null) | null): void {
+    this.repoState(repo).ci = fn
+  }
+
+  /** Every merge the fake landed, in order. */
+  mergeLog(repo: string): MergeRecord[] {
+    return this.repoState(repo).merges.map((m) => ({ ...m }))
+  }
+
+  /** The commit statuses of `sha` (latest per context). */
+  statuses(repo: string, sha: string): Array<{ context: string; state: string; description: string | null }> {
+    return [...(this.repoState(repo).statuses.get(sha)?.values() ?? [])].map((x) => ({ context: x.context, state: x.state, description: x.description }))
+  }
+
+  /** The base branch's head. */
+  baseHead(repo: string): string {
+    return this.repoState(repo).baseSha
+  }
+
+  private runCi(r: RepoState, pr: PullState): void {
+    const conclusion = r.ci?.(pr.headSha, pr.number) ?? null
+    if (conclusion === null) return
+    const sha = pr.headSha
+    this.setCheck(r.fullName, sha, 'ci', null)
+    this.later(this.ciMs, () => this.setCheck(r.fullName, sha, 'ci', conclusion))
+  }
+
+  private later(ms: number, fn: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer)
+      if (this.closing === null) fn()
+    }, ms)
+    this.timers.add(timer)
   }
 
   /** Moves the head (a push to the PR branch): `synchronize`. */
@@ -450,6 +563,7 @@ export class FakeForge extends ReadyResource {
     pr.updatedAt = this.now()
     r.knownShas.add(newSha)
     this.prEvent(r, pr, 'synchronize', pr.author, { before, after: newSha })
+    this.runCi(r, pr)
   }
 
   label(repo: string, number: number, name: string, sender = ACTOR): void {
@@ -556,7 +670,7 @@ export class FakeForge extends ReadyResource {
   }
 
   /** A commit status (latest per context): `status`. */
-  setStatus(repo: string, sha: string, context: string, state: StatusState['state']): void {
+  setStatus(repo: string, sha: string, context: string, state: StatusState['state'], description: string | null = null): void {
     const r = this.repoState(repo)
     checkSha(sha)
     if (!['success', 'failure', 'error', 'pending'].includes(state)) throw new Error(`setStatus: bad state ${String(state)}`)
@@ -565,7 +679,7 @@ export class FakeForge extends ReadyResource {
     if (!ctxs) r.statuses.set(sha, (ctxs = new Map()))
     const t = this.now()
     const prev = ctxs.get(context)
-    const s: StatusState = { id: this.newId(), context, state, createdAt: prev?.createdAt ?? t, updatedAt: t }
+    const s: StatusState = { id: this.newId(), context, state, description, createdAt: prev?.createdAt ?? t, updatedAt: t }
     ctxs.set(context, s)
     this.emitHook(r, 'status', {
       id: s.id,
@@ -573,7 +687,7 @@ export class FakeForge extends ReadyResource {
       name: r.fullName,
       target_url: null,
       context,
-      description: null,
+      description,
       state,
       commit: this.commitJson(r, sha),
       branches: this.branchesOf(r, sha),
@@ -961,7 +1075,21 @@ export class FakeForge extends ReadyResource {
       if (!pr) return notFound()
       if (rest.length === 2 && method === 'GET') return { status: 200, body: this.pullJson(r, pr, true) }
       if (rest.length === 3 && rest[2] === 'merge' && method === 'PUT') return this.mergePull(r, pr, parseJson(raw), login)
+      if (rest.length === 3 && rest[2] === 'update-branch' && method === 'PUT') return this.updateBranch(r, pr, parseJson(raw), base)
       return notFound()
+    }
+    if (rest[0] === 'rules' && rest[1] === 'branches' && rest.length === 3 && method === 'GET') return this.branchRules(r, rest[2]!, query, base, path)
+    if (rest[0] === 'branches' && rest.length === 3 && rest[2] === 'protection' && method === 'GET') return this.classicProtection(r, rest[1]!)
+    if (rest[0] === 'statuses' && rest.length === 2 && method === 'POST') {
+      const sha = rest[1]!
+      if (!/^[0-9a-f]{40}$/.test(sha) || !r.knownShas.has(sha)) return { status: 422, body: { message: 'No commit found for SHA: ' + sha, documentation_url: DOCS } }
+      const b = (parseJson(raw) ?? {}) as { state?: unknown; context?: unknown; description?: unknown }
+      if (b.state !== 'pending' && b.state !== 'success' && b.state !== 'failure' && b.state !== 'error') return invalid('state', 'invalid')
+      const context = typeof b.context === 'string' && b.context !== '' ? b.context : 'default'
+      if (typeof b.description === 'string' && b.description.length > 140) return invalid('description', 'too_long')
+      this.setStatus(r.fullName, sha, context, b.state, typeof b.description === 'string' ? b.description : null)
+      const st = r.statuses.get(sha)!.get(context)!
+      return { status: 201, body: { id: st.id, state: st.state, context, description: st.description, created_at: iso(st.createdAt), updated_at: iso(st.updatedAt) } }
     }
     if (rest[0] === 'issues' && n !== null) {
       const pr = r.pulls.get(n)
@@ -1014,6 +1142,12 @@ export class FakeForge extends ReadyResource {
     if (pr.draft) return { status: 405, body: { message: 'Pull Request is still a draft', documentation_url: DOCS } }
     if (pr.behaviour === 'base-modified') return { status: 405, body: { message: 'Base branch was modified. Review and try the merge again.', documentation_url: DOCS } }
     if (pr.behaviour === 'conflict' || pr.mergeable === false) return { status: 405, body: { message: 'Pull Request is not mergeable', documentation_url: DOCS } }
+    const rules = r.protection.get(pr.baseRef)
+    if (rules?.mergeQueue === true) return { status: 405, body: { message: 'Changes must be made through the merge queue', documentation_url: DOCS } }
+    if ((rules?.reviews ?? 0) > pr.approvals) {
+      return { status: 405, body: { message: `At least ${rules!.reviews} approving review is required by reviewers with write access.`, documentation_url: DOCS } }
+    }
+    if (rules?.upToDate === true && this.behind(r, pr)) return { status: 405, body: { message: 'Head branch is out of date. Review and try the merge again.', documentation_url: DOCS } }
     const sha = this.landMerge(r, pr, login)
     return { status: 200, body: { sha, merged: true, message: 'Pull Request successfully merged' } }
   }
@@ -1021,6 +1155,18 @@ export class FakeForge extends ReadyResource {
   private landMerge(r: RepoState, pr: PullState, login: string): string {
     const sha = randomBytes(20).toString('hex')
     const t = this.now()
+    const runs = [...(r.checks.get(pr.headSha)?.values() ?? [])]
+    // The queue's own status (autolease/...) is no check of the PR.
+    const statuses = [...(r.statuses.get(pr.headSha)?.values() ?? [])].filter((x) => !x.context.startsWith('autolease/'))
+    const passing = (c: string | null): boolean => c === 'success' || c === 'neutral' || c === 'skipped'
+    r.merges.push({
+      pr: pr.number,
+      sha: pr.headSha,
+      base: r.baseSha,
+      upToDate: pr.baseSha === r.baseSha,
+      checksPassed: runs.length + statuses.length > 0 && runs.every((c) => passing(c.conclusion)) && statuses.every((x) => x.state === 'success'),
+      by: login
+    })
     pr.state = 'closed'
     pr.merged = true
     pr.mergeCommitSha = sha
@@ -1030,6 +1176,59 @@ export class FakeForge extends ReadyResource {
     r.knownShas.add(sha)
     this.prEvent(r, pr, 'closed', login)
     return sha
+  }
+
+  /** PUT .../update-branch: 202 and, a moment later, a new head that contains the base (`synchronize`), as GitHub does. */
+  private updateBranch(r: RepoState, pr: PullState, body: unknown, base: string): Reply {
+    const b = (typeof body === 'object' && body !== null ? body : {}) as { expected_head_sha?: unknown }
+    if (b.expected_head_sha !== undefined && b.expected_head_sha !== pr.headSha) {
+      return { status: 422, body: { message: 'expected head sha didn\u2019t match current head ref.', documentation_url: DOCS } }
+    }
+    if (pr.state !== 'open') return { status: 422, body: { message: 'Pull request is closed', documentation_url: DOCS } }
+    if (pr.behaviour === 'conflict' || pr.mergeable === false) return { status: 422, body: { message: 'merge conflict between base and head', documentation_url: DOCS } }
+    if (!this.behind(r, pr)) return { status: 422, body: { message: 'There are no new commits on the base branch.', documentation_url: DOCS } }
+    const from = pr.headSha
+    this.later(0, () => {
+      if (pr.state !== 'open' || pr.headSha !== from) return
+      pr.baseSha = r.baseSha
+      this.push(r.fullName, pr.number, createHash('sha1').update(`update:${from}:${r.baseSha}`).digest('hex'))
+    })
+    return { status: 202, body: { message: 'Updating pull request branch.', url: `${base}/repos/${r.fullName}/pulls/${pr.number}` } }
+  }
+
+  private branchRules(r: RepoState, branch: string, query: URLSearchParams, base: string, path: string): Reply {
+    const p = r.protection.get(branch)
+    const rules: Array<Record<string, unknown>> = []
+    if (p !== undefined && (p.via ?? 'rules') !== 'classic') {
+      const source = { ruleset_source_type: 'Repository', ruleset_source: r.fullName, ruleset_id: this.stableId(`ruleset:${r.fullName}:${branch}`) }
+      rules.push({ type: 'deletion', ...source })
+      if (p.upToDate !== undefined) {
+        rules.push({ type: 'required_status_checks', parameters: { strict_required_status_checks_policy: p.upToDate, do_not_enforce_on_create: false, required_status_checks: [{ context: 'ci' }] }, ...source })
+      }
+      if (p.reviews !== undefined) {
+        rules.push({ type: 'pull_request', parameters: { required_approving_review_count: p.reviews, dismiss_stale_reviews_on_push: false, require_code_owner_review: false, require_last_push_approval: false, required_review_thread_resolution: false }, ...source })
+      }
+      if (p.mergeQueue === true) {
+        rules.push({ type: 'merge_queue', parameters: { check_response_timeout_minutes: 60, grouping_strategy: 'ALLGREEN', max_entries_to_build: 5, max_entries_to_merge: 5, merge_method: 'MERGE', min_entries_to_merge: 1, min_entries_to_merge_wait_minutes: 5 }, ...source })
+      }
+    }
+    return this.page(rules, query, base, path, (items) => items)
+  }
+
+  private classicProtection(r: RepoState, branch: string): Reply {
+    const p = r.protection.get(branch)
+    if (p !== undefined && p.classicReadable !== true) return { status: 403, body: { message: 'Resource not accessible by integration', documentation_url: DOCS } }
+    if (p === undefined || (p.via ?? 'rules') === 'rules') return { status: 404, body: { message: 'Branch not protected', documentation_url: DOCS } }
+    const url = `${this.api()}/repos/${r.fullName}/branches/${branch}/protection`
+    return {
+      status: 200,
+      body: {
+        url,
+        required_status_checks: p.upToDate === undefined ? null : { url: `${url}/required_status_checks`, strict: p.upToDate, contexts: ['ci'], checks: [{ context: 'ci', app_id: null }] },
+        required_pull_request_reviews: p.reviews === undefined ? null : { url: `${url}/required_pull_request_reviews`, dismiss_stale_reviews: false, require_code_owner_reviews: false, required_approving_review_count: p.reviews },
+        enforce_admins: { url: `${url}/enforce_admins`, enabled: false }
+      }
+    }
   }
 
   private listPulls(r: RepoState, query: URLSearchParams, base: string, path: string): Reply {
@@ -1056,7 +1255,7 @@ export class FakeForge extends ReadyResource {
         id: s.id,
         node_id: nodeId('StatusContext', s.id),
         state: s.state,
-        description: null,
+        description: s.description,
         target_url: null,
         context: s.context,
         created_at: iso(s.createdAt),
@@ -1112,6 +1311,7 @@ export class FakeForge extends ReadyResource {
       requests: () => this.requests(),
       'rate-limit': () => this.rateLimit()
     }
+    if (method === 'GET' && name.startsWith('merge-log/')) return { status: 200, body: this.mergeLog(name.slice('merge-log/'.length).replace(':', '/')) }
     if (method === 'GET' && reads[name]) return { status: 200, body: reads[name]() }
     const calls: Record<string, (...args: never[]) => unknown> = {
       createPull: this.createPull,
@@ -1128,6 +1328,8 @@ export class FakeForge extends ReadyResource {
       setCheck: this.setCheck,
       setStatus: this.setStatus,
       setRateLimit: this.setRateLimit,
+      protect: this.protect,
+      approve: this.approve,
       pull: this.pull,
       pulls: this.pulls,
       comments: this.comments,
@@ -1253,7 +1455,10 @@ export class FakeForge extends ReadyResource {
         statuses: new Map(),
         comments: new Map(),
         knownShas: new Set([baseSha]),
-        suiteIds: new Map()
+        suiteIds: new Map(),
+        protection: new Map(),
+        ci: null,
+        merges: []
       }
       this.repoMap.set(key, r)
     }
@@ -1413,12 +1618,20 @@ export class FakeForge extends ReadyResource {
     }
   }
 
+  /** The PR's head does not contain the base's head (only PRs on the default branch have a base that moves here). */
+  private behind(r: RepoState, pr: PullState): boolean {
+    return pr.baseRef === r.defaultBranch && pr.baseSha !== r.baseSha
+  }
+
   private mergeableStateOf(r: RepoState, pr: PullState): string {
     if (pr.mergeableState !== null) return pr.mergeableState
     if (pr.state !== 'open') return 'unknown'
     if (pr.draft) return 'draft'
     if (pr.mergeable === null) return 'unknown'
     if (pr.mergeable === false) return 'dirty'
+    const rules = r.protection.get(pr.baseRef)
+    if (rules?.mergeQueue === true || (rules?.reviews ?? 0) > pr.approvals) return 'blocked'
+    if (this.behind(r, pr)) return rules?.upToDate === true ? 'behind' : 'clean'
     const runs = [...(r.checks.get(pr.headSha)?.values() ?? [])]
     const statuses = [...(r.statuses.get(pr.headSha)?.values() ?? [])]
     const failed = runs.some((c) => c.conclusion !== null && FAILURE_CONCLUSIONS.includes(c.conclusion)) || statuses.some((s) => s.state === 'failure' || s.state === 'error')
@@ -1843,7 +2056,9 @@ function publicPull(pr: PullState): FakePull {
     mergeableState: pr.mergeableState,
     fork: pr.fork,
     author: pr.author,
-    behaviour: pr.behaviour
+    behaviour: pr.behaviour,
+    baseSha: pr.baseSha,
+    approvals: pr.approvals
   }
 }
 

@@ -125,6 +125,47 @@ export interface MergeOptions extends MutationContext {
 
 export type RemoveLabelOutcome = 'removed' | 'absent'
 
+/**
+ * A base branch's rules as far as the credential may read them: the
+ * branch's rules (rulesets: `GET /rules/branches/{b}`, any credential that
+ * can read the repo) merged with its classic protection (needs the
+ * Administration read permission; a 403 there is `classic: false`, not an
+ * error). A rule that could not be read is null: the PR's
+ * `mergeable_state` is then what says it.
+ */
+export interface BranchRules {
+  /** Branches must be up to date before merging (strict required status checks). */
+  upToDate: boolean | null
+  /** Approving reviews required (0: none). */
+  reviews: number | null
+  /** GitHub's own merge queue is required on the branch (a ruleset's `merge_queue` rule). */
+  mergeQueue: boolean
+  read: { rules: boolean; classic: boolean }
+}
+
+export type UpdateBranchOutcome =
+  /** 202: GitHub merges the base into the head; the new head comes with a `synchronize`. */
+  | { result: 'updating' }
+  /** 422: the head is no longer the expected SHA. */
+  | { result: 'head-moved'; message: string }
+  /** 422 "There are no new commits on the base branch": nothing to update. */
+  | { result: 'up-to-date'; message: string }
+  /** 422 (or 405/409): the base cannot be merged into the head (a conflict), or the update is refused. */
+  | { result: 'conflict'; message: string }
+
+export interface UpdateBranchOptions extends MutationContext {
+  /** The head SHA the queue judged: GitHub refuses the update when the head moved. */
+  expectedHeadSha: string
+}
+
+/** A commit status as the queue writes it on a PR's head (its own context; never part of its gate). */
+export interface CommitStatusWrite {
+  context: string
+  state: 'pending' | 'success' | 'failure' | 'error'
+  /** At most 140 characters (GitHub's bound). */
+  description: string
+}
+
 /** The forge's primary rate limit as its last answer told it (GitHub's x-ratelimit-* headers). */
 export interface RateLimitReading {
   limit: number
@@ -147,6 +188,12 @@ export interface Forge {
   removeLabel(repo: Repo, number: number, label: string, ctx: MutationContext): Promise<RemoveLabelOutcome>
   /** Open PRs that carry `label` (case-insensitive, as GitHub's label names) or have auto-merge enabled; drafts included (the queue decides); by number. */
   listCandidates(repo: Repo, label: string): Promise<PullRequest[]>
+  /** The rules of base branch `branch` (see BranchRules); never throws for what the credential may not read. */
+  getBranchRules(repo: Repo, branch: string): Promise<BranchRules>
+  /** Merge the base into the PR's head (GitHub's update-branch), only if the head is still `expectedHeadSha`. */
+  updateBranch(repo: Repo, number: number, opts: UpdateBranchOptions): Promise<UpdateBranchOutcome>
+  /** Write a commit status on `sha` (the queue's own, shown on the PR). */
+  setCommitStatus(repo: Repo, sha: string, status: CommitStatusWrite, ctx: MutationContext): Promise<void>
   /** The rate limit as the newest window's lowest count seen; null before any answer said (or a forge without one). Optional: a forge may not know. */
   rateLimit?(): RateLimitReading | null
 }

@@ -5,7 +5,8 @@
  *
  * Invariants enforced here alone:
  * - THE FENCE IS THE LAST STEP BEFORE A MUTATION LEAVES THE PROCESS. Every
- *   HTTP request of a merge, comment or label removal goes to fetch through
+ *   HTTP request of a merge, comment, label removal, update-branch or
+ *   commit status goes to fetch through
  *   fencedFetch (octokit's per-request `request.fetch`), which asks
  *   `MutationContext.fence()` and, if it answers true, calls fetch in the
  *   same synchronous step. So the check comes after the per-repo spacing
@@ -43,6 +44,8 @@
  *   plugin-throttling's own write limiter is replaced by this: it is
  *   process-wide (one write per second, one notifying write per 3 s, across
  *   every repo), which would let one busy repo stall every other.
+ *   Commit statuses (the queue's own, on the PR) have a lane of their own
+ *   with the same spacing: a status written before a merge never delays it.
  * - Mutating requests carry `X-Autolease-Epoch: <epoch>`.
  * - Lists are read to the last page, under the call's signal; a 409 on a
  *   list is an error (octokit.paginate would make it an empty list, and a
@@ -84,8 +87,12 @@ import {
   EPOCH_HEADER,
   ForgeError,
   splitRepo,
+  type BranchRules,
   type CheckReading,
+  type CommitStatusWrite,
   type Forge,
+  type UpdateBranchOptions,
+  type UpdateBranchOutcome,
   type GateReading,
   type MergeOptions,
   type MergeOutcome,
@@ -188,6 +195,8 @@ export class GitHubForge implements Forge {
   private readonly settings: Settings
   private readonly octokit: ForgeOctokitInstance
   private readonly spacer: RepoSpacer
+  /** Commit statuses are spaced among themselves, never in the merges' lane: a status never delays a merge. */
+  private readonly statusSpacer: RepoSpacer
   private readonly etags = new EtagCache()
   private rate: RateLimitReading | null = null
 
@@ -195,6 +204,7 @@ export class GitHubForge implements Forge {
     this.settings = resolveConfig(config, deps.env ?? process.env)
     this.baseUrl = this.settings.baseUrl
     this.spacer = new RepoSpacer(this.settings.mutationSpacingMs)
+    this.statusSpacer = new RepoSpacer(this.settings.mutationSpacingMs)
     const warn = deps.log ? (m: string) => deps.log!.warn(m) : () => {}
     const noop = (): void => {}
     const onLimit = (retryAfterS: number, options: { request?: Record<string, unknown> }, _octokit: unknown, retryCount: number): boolean => {
@@ -347,6 +357,96 @@ export class GitHubForge implements Forge {
     })
   }
 
+  /**
+   * The branch's rules (rulesets) and classic protection, each read on its
+   * own: a 403 or 404 on one leaves its fields unknown (classic protection
+   * needs the Administration read permission; a branch without protection
+   * answers 404). Strict status checks or a merge-queue rule in either is
+   * enough; the largest review count of either counts.
+   */
+  async getBranchRules(repo: Repo, branch: string): Promise<BranchRules> {
+    const { owner, name } = splitRepo(repo)
+    if (typeof branch !== 'string' || branch.length === 0 || branch.length > 255) throw new ForgeError('invalid', `not a branch: ${JSON.stringify(branch)}`)
+    const unreadable = (err: unknown): null => {
+      if (err instanceof ForgeError && (err.kind === 'auth' || err.kind === 'not-found')) return null
+      throw err
+    }
+    const rules = await this.call(`getBranchRules ${repo}@${branch}`, async (request) =>
+      allPages(async (page) => {
+        const res = await this.octokit.rest.repos.getBranchRules({ owner, repo: name, branch, per_page: this.settings.pageSize, page, request })
+        return { items: res.data as Array<{ type?: unknown; parameters?: unknown }>, link: res.headers.link }
+      })
+    ).catch(unreadable)
+    const classic = await this.call(`getBranchProtection ${repo}@${branch}`, async (request) => {
+      try {
+        const { data } = await this.octokit.rest.repos.getBranchProtection({ owner, repo: name, branch, request })
+        return data as { required_status_checks?: { strict?: unknown } | null; required_pull_request_reviews?: { required_approving_review_count?: unknown } | null }
+      } catch (err) {
+        // 404 "Branch not protected": readable, and nothing is required.
+        if (statusOf(err) === 404 && /not protected/i.test(messageOf(err))) return {}
+        throw err
+      }
+    }).catch(unreadable)
+    let upToDate: boolean | null = null
+    let reviews: number | null = null
+    let mergeQueue = false
+    if (rules !== null) {
+      upToDate = false
+      reviews = 0
+      for (const r of rules) {
+        const p = (typeof r.parameters === 'object' && r.parameters !== null ? r.parameters : {}) as Record<string, unknown>
+        if (r.type === 'required_status_checks' && p.strict_required_status_checks_policy === true) upToDate = true
+        if (r.type === 'pull_request' && typeof p.required_approving_review_count === 'number') reviews = Math.max(reviews, p.required_approving_review_count)
+        if (r.type === 'merge_queue') mergeQueue = true
+      }
+    }
+    if (classic !== null) {
+      if (classic.required_status_checks?.strict === true) upToDate = true
+      else upToDate ??= false
+      const n = classic.required_pull_request_reviews?.required_approving_review_count
+      reviews = Math.max(reviews ?? 0, typeof n === 'number' ? n : classic.required_pull_request_reviews ? 1 : 0)
+    }
+    return { upToDate, reviews, mergeQueue, read: { rules: rules !== null, classic: classic !== null } }
+  }
+
+  async updateBranch(repo: Repo, number: number, opts: UpdateBranchOptions): Promise<UpdateBranchOutcome> {
+    const { owner, name } = splitRepo(repo)
+    checkNumber(number)
+    checkSha(opts.expectedHeadSha)
+    const headers = mutationHeaders(opts)
+    return this.mutation(repo, `updateBranch ${repo}#${number}`, opts, async (request) => {
+      try {
+        await this.octokit.rest.pulls.updateBranch({ owner, repo: name, pull_number: number, expected_head_sha: opts.expectedHeadSha, headers, request: { ...request, retries: 0 } })
+        return { result: 'updating' }
+      } catch (err) {
+        const status = statusOf(err)
+        const message = messageOf(err)
+        if (status === 422 && /expected head sha/i.test(message)) return { result: 'head-moved', message }
+        if (status === 422 && /no new commits/i.test(message)) return { result: 'up-to-date', message }
+        if (status === 422 || status === 405 || status === 409) return { result: 'conflict', message }
+        throw err
+      }
+    })
+  }
+
+  async setCommitStatus(repo: Repo, sha: string, status: CommitStatusWrite, ctx: MutationContext): Promise<void> {
+    const { owner, name } = splitRepo(repo)
+    checkSha(sha)
+    if (!['pending', 'success', 'failure', 'error'].includes(status.state)) throw new ForgeError('invalid', `not a status state: ${String(status.state)}`)
+    if (typeof status.context !== 'string' || status.context.length === 0) throw new ForgeError('invalid', 'a status needs a context')
+    const headers = mutationHeaders(ctx)
+    const description = status.description.length > 140 ? `${status.description.slice(0, 139)}…` : status.description
+    await this.mutation(
+      repo,
+      `setCommitStatus ${repo}@${sha.slice(0, 12)}`,
+      ctx,
+      async (request) => {
+        await this.octokit.rest.repos.createCommitStatus({ owner, repo: name, sha, state: status.state, context: status.context, description, headers, request })
+      },
+      this.statusSpacer
+    )
+  }
+
   async listCandidates(repo: Repo, label: string): Promise<PullRequest[]> {
     const { owner, name } = splitRepo(repo)
     const wanted = label.toLowerCase() // GitHub label names are case-insensitive
@@ -368,9 +468,9 @@ export class GitHubForge implements Forge {
    * stopped before it sent anything frees the spacing at once (GitHub saw
    * nothing from it).
    */
-  private mutation<T>(repo: Repo, what: string, ctx: MutationContext, fn: (request: CallRequest) => Promise<T>): Promise<T> {
+  private mutation<T>(repo: Repo, what: string, ctx: MutationContext, fn: (request: CallRequest) => Promise<T>, spacer: RepoSpacer = this.spacer): Promise<T> {
     const gate: Gate = { fence: ctx.fence, sent: false, last: null }
-    return this.spacer.run(repo, () => this.call(what, fn, gate), () => gate.sent)
+    return spacer.run(repo, () => this.call(what, fn, gate), () => gate.sent)
   }
 
   /** Runs one forge call under its deadline and maps what escapes it to a ForgeError. */

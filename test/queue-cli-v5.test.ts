@@ -1,0 +1,84 @@
+/**
+ * The queue's version-5 commands on a real daemon through the CLI: a PR
+ * queued by a signed webhook, `queue priority`, `queue freeze` and
+ * `unfreeze`, and `queue` listing the order (priority first), each entry's
+ * priority, and the repo's freeze, in text and JSON. Bad input exits 2.
+ */
+import test from 'brittle'
+import tmp from 'test-tmp'
+import { chmodSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { sign } from '@octokit/webhooks-methods'
+import { Procs, cli, formGroup, status } from './cli-harness.js'
+import { waitFor } from './helpers/cluster.js'
+import { example, withHeadSha, withLabel, withRepo } from './webhook-helpers.js'
+
+const SECRET = 'cli-v5-secret'
+const REPO = 'acme/app'
+const LABEL = 'autolease:queue'
+
+interface Listing {
+  tenant: string
+  repo: string
+  frozen?: boolean
+  entries: Array<{ prNumber: number; priority?: string }>
+}
+
+async function listing(dir: string): Promise<Listing | null> {
+  const r = await cli(['queue', '--storage', dir, '--repo', REPO, '--json'], 10_000)
+  return r.code === 0 ? ((JSON.parse(r.stdout) as Listing[])[0] ?? null) : null
+}
+
+async function post(port: number, delivery: string, body: string): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${port}/webhook/acme`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-github-event': 'pull_request', 'x-github-delivery': delivery, 'x-hub-signature-256': await sign(SECRET, body) },
+    body
+  })
+  await res.arrayBuffer()
+  return res.status
+}
+
+test('queue priority, freeze and unfreeze through the CLI; the list is in queue order and says so', { timeout: 180_000 }, async (t) => {
+  const procs = new Procs(t)
+  const dir = await tmp(t)
+  const secrets = join(await tmp(t), 'secrets.json')
+  writeFileSync(secrets, JSON.stringify({ acme: [SECRET] }))
+  chmodSync(secrets, 0o600)
+  const bootstrap = await procs.testnet()
+  await formGroup(procs, [dir], bootstrap, 2000, () => ['--webhook-port', '0', '--webhook-secrets-file', secrets])
+  const port = ((await status(dir)) as unknown as { webhookPort: number }).webhookPort
+  t.is((await cli(['repo', 'add', REPO, '--tenant', 'acme', '--storage', dir], 60_000)).code, 0, 'repo added')
+
+  const labeled = (n: number, sha: string): string => {
+    const body = JSON.parse(JSON.stringify(withHeadSha(withLabel(withRepo(example('pull_request', 8, 'labeled'), REPO), 'bug', LABEL), sha))) as { number: number; pull_request: { number: number } }
+    body.number = n
+    body.pull_request.number = n
+    return JSON.stringify(body)
+  }
+  t.is(await post(port, 'cli-v5-1', labeled(11, 'a1'.repeat(20))), 202)
+  t.is(await post(port, 'cli-v5-2', labeled(12, 'b2'.repeat(20))), 202)
+  await waitFor(async () => (await listing(dir))?.entries.length === 2, 20_000, 'two PRs queued')
+  t.alike((await listing(dir))!.entries.map((e) => e.prNumber), [11, 12], 'by time queued')
+
+  const set = await cli(['queue', 'priority', '12', 'hotfix', '--repo', REPO, '--storage', dir])
+  t.is(set.code, 0, `queue priority exits 0 (${set.stderr.trim()})`)
+  await waitFor(async () => (await listing(dir))?.entries[0]?.prNumber === 12, 20_000, 'the hotfix first')
+  t.is((await listing(dir))!.entries[0]!.priority, 'hotfix')
+
+  const freeze = await cli(['queue', 'freeze', '--repo', REPO, '--storage', dir])
+  t.is(freeze.code, 0, `queue freeze exits 0 (${freeze.stderr.trim()})`)
+  await waitFor(async () => (await listing(dir))?.frozen === true, 20_000, 'frozen in the listing')
+  const text = await cli(['queue', '--storage', dir, '--repo', REPO])
+  t.ok(text.stdout.includes('frozen: only hotfix priority merges'), text.stdout)
+  t.ok(/ 1\. #12 .* hotfix /.test(text.stdout), 'the hotfix listed first, with its priority')
+  t.ok(/ 2\. #11 .* normal /.test(text.stdout), 'then the other')
+
+  t.is((await cli(['queue', 'unfreeze', '--repo', REPO, '--storage', dir])).code, 0)
+  await waitFor(async () => (await listing(dir))?.frozen === false, 20_000, 'unfrozen')
+
+  const bad = await cli(['queue', 'priority', '12', 'urgent', '--repo', REPO, '--storage', dir])
+  t.is(bad.code, 2, `an unknown level exits 2 (${bad.stderr.trim()})`)
+  const absent = await cli(['queue', 'priority', '99', 'high', '--repo', REPO, '--storage', dir])
+  t.not(absent.code, 0, `a PR not in the queue is refused (${absent.stderr.trim()})`)
+})
