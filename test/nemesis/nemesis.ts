@@ -57,6 +57,9 @@ import { CLOCK_KINDS, Deck, MAJOR_KINDS, MINOR_KINDS, NETWORK_KINDS, Rng, type F
 
 export { THIS_DIST } from './rig.js'
 
+/** How far past its duration a --full-round run may go to deal its last kinds (a kind that cannot be made is then missing from the counts). */
+const FULL_ROUND_EXTRA_MS = 120_000
+
 export interface NemesisOptions {
   durationS: number
   devices: number
@@ -74,6 +77,8 @@ export interface NemesisOptions {
   loopback: boolean
   /** Grace after a confirmed pause before a merge counts as merge-while-paused (checker option). */
   pauseGraceMs: number
+  /** Keep going past the duration until every chosen kind has been dealt once (a short run that promises its kinds). */
+  fullRound: boolean
   print: (line: string) => void
 }
 
@@ -199,7 +204,9 @@ class Nemesis {
       liveness,
       harnessErrors: this.harnessErrors,
       prsOpened: this.drivers.reduce((s, d) => s + d.opened, 0),
-      wallSeconds: Math.round((hostNow() - rig.startedAt) / 1000)
+      cpuSeconds: rig.cpuSeconds(),
+      wallSeconds: Math.round((hostNow() - rig.startedAt) / 1000),
+      tempRoot: rig.root
     }
     writeFileSync(join(o.outDir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
     writeFileSync(join(o.outDir, 'report.txt'), `${formatReport(report)}\n`)
@@ -218,7 +225,7 @@ class Nemesis {
   private async majorTrack(deck: Deck<MajorKind>, deadline: HostMs): Promise<void> {
     if (deck.empty) return
     await sleep(this.rng.range(500, 1500))
-    while (hostNow() < deadline) {
+    while (hostNow() < deadline || (this.o.fullRound && deck.left.length > 0 && hostNow() < deadline + FULL_ROUND_EXTRA_MS)) {
       const kind = deck.next()
       try {
         const done = await this.major(kind)
@@ -234,7 +241,7 @@ class Nemesis {
   private async minorTrack(deck: Deck<MinorKind>, deadline: HostMs): Promise<void> {
     if (deck.empty) return
     await sleep(this.rng.range(300, 1200))
-    while (hostNow() < deadline) {
+    while (hostNow() < deadline || (this.o.fullRound && deck.left.length > 0 && hostNow() < deadline + FULL_ROUND_EXTRA_MS)) {
       const kind = deck.next()
       try {
         const done = await this.minor(kind)
@@ -302,8 +309,10 @@ class Nemesis {
       (async () => {
         const until = at + 60_000
         while (hostNow() < until && !this.stopping) {
+          // Connected, an indexer again, and its confirmed view has reached the group's epoch at the restart.
+          // (Not lease.confirmed: with a renew every leaseMs/2 the tip is often one renew ahead.)
           const s = await d.status(2_000)
-          if (s !== null && s.peers >= 1 && s.lease.confirmed && s.lease.epoch >= epochNow) {
+          if (s !== null && s.peers >= 1 && s.indexer && s.lease.epoch >= epochNow) {
             sample.rejoinMs = hostNow() - at
             return
           }

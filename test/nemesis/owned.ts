@@ -56,6 +56,19 @@ export function procStat(pid: number): { ppid: number; pgrp: number; session: nu
   return { state: fields[0] ?? '?', ppid: Number(fields[1]), pgrp: Number(fields[2]), session: Number(fields[3]) }
 }
 
+/** CPU time (user + system, ms) a live process has used so far, from /proc; null when gone. */
+export function cpuMs(pid: number): number | null {
+  let text: string
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return null
+  }
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  // utime and stime are fields 14 and 15 (1-based), in clock ticks (USER_HZ 100).
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100
+}
+
 function signalAll(pids: number[], signal: NodeJS.Signals): void {
   for (const pid of pids) {
     try {

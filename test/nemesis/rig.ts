@@ -20,7 +20,7 @@ import { HISTORY_FORMAT, hostNow, mergesFromMutations, parseSignerFile, type Del
 import { LABEL, WebhookProxy } from './load.js'
 import { readFinalViews } from './final-view.js'
 import { Net } from './net.js'
-import { crashSessions, type Owned } from './owned.js'
+import { cpuMs, crashSessions, type Owned } from './owned.js'
 import type { Rng } from './schedule.js'
 
 export const TENANT = 'acme'
@@ -73,6 +73,10 @@ export class Rig {
   cluster!: Cluster
   proxy!: WebhookProxy
   private signerFile = ''
+  /** CPU ms per sampled process (the last reading while it lived), by role. */
+  private readonly cpu = new Map<number, { role: string; ms: number }>()
+  private cpuTimer: NodeJS.Timeout | null = null
+  private testnetPid = -1
 
   private constructor(
     readonly o: RigOptions,
@@ -147,11 +151,13 @@ export class Rig {
     for (const g of o.repos) this.forge.addHook({ url: `${proxyUrl}/hook`, secret: SECRET, repos: [g.repo] })
     if (o.writer) await cluster.startWriter()
     if (o.runs) cluster.supervise()
+    this.cpuTimer = setInterval(() => this.sampleCpu(), 2_000)
     this.say('group formed')
   }
 
   private async testnet(bin: string): Promise<string> {
     const p = this.owned.spawn(process.execPath, [bin, 'testnet', '--host', this.net.hostIp])
+    this.testnetPid = p.pid ?? -1
     p.stderr!.on('data', () => {})
     const rl = createInterface({ input: p.stdout! })
     const line = await new Promise<string>((resolve, reject) => {
@@ -160,6 +166,31 @@ export class Rig {
     })
     rl.close()
     return line.trim()
+  }
+
+  private sampleCpu(): void {
+    const c = this.cluster
+    const take = (pid: number | undefined, role: string): void => {
+      if (pid === undefined || pid <= 0) return
+      const ms = cpuMs(pid)
+      if (ms !== null) this.cpu.set(pid, { role, ms })
+    }
+    for (const d of c.devices) {
+      take(d.daemon?.record.pid, 'daemons')
+      take(d.run?.proc.pid, 'runs')
+    }
+    take(c.writer?.pid, 'writer')
+    take(this.testnetPid, 'testnet')
+  }
+
+  /** CPU seconds by role (sampled every 2 s: a process's last 2 s before it died are missing), and this process's. */
+  cpuSeconds(): Record<string, number> {
+    const out: Record<string, number> = {}
+    for (const { role, ms } of this.cpu.values()) out[role] = (out[role] ?? 0) + ms / 1000
+    const self = process.cpuUsage()
+    out.harness = (self.user + self.system) / 1e6
+    for (const k of Object.keys(out)) out[k] = Math.round(out[k]! * 10) / 10
+    return out
   }
 
   /** Until every delivery is answered and every device has indexed everything appended before now. */
@@ -192,6 +223,8 @@ export class Rig {
     const c = this.cluster
     await this.settle()
     const endedAt = hostNow()
+    this.sampleCpu()
+    if (this.cpuTimer !== null) clearInterval(this.cpuTimer)
     for (const d of c.devices) d.runsPaused = true
     c.stopSupervising()
     crashSessions([...c.devices.flatMap((d) => [d.daemon?.record.pid, d.run?.proc.pid]), c.writer?.pid].filter((p): p is number => p !== undefined && p > 0))
@@ -232,6 +265,7 @@ export class Rig {
   async close(): Promise<void> {
     // Fields are unset when open() failed part way.
     const self = this as Partial<Rig>
+    if (this.cpuTimer !== null) clearInterval(this.cpuTimer)
     self.cluster?.stopSupervising()
     await self.proxy?.close()
     await self.forge?.close()

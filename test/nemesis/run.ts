@@ -1,6 +1,6 @@
 /**
  * `npm run nemesis -- --duration S [--devices N] [--seed X] [--out DIR]
- * [--kinds a,b,...] [--out-of-bound] [--loopback] [--lease-ms N]
+ * [--kinds a,b,...] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N]
  * [--pause-grace-ms N] [--dist DIR]`: one nemesis run (nemesis.ts). Prints
  * what it does, then the counts (holder intervals, failovers, events
  * applied, faults by kind, violations), liveness per fault kind, and every
@@ -17,7 +17,7 @@ import { runNemesis, THIS_DIST } from './nemesis.js'
 import { isFaultKind, type FaultKind } from './schedule.js'
 
 function usage(why: string): never {
-  console.error(`nemesis: ${why}\nusage: run.js --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR]`)
+  console.error(`nemesis: ${why}\nusage: run.js --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR]`)
   process.exit(2)
 }
 
@@ -37,6 +37,7 @@ async function main(): Promise<number> {
       out: { type: 'string' },
       kinds: { type: 'string' },
       'out-of-bound': { type: 'boolean' },
+      'full-round': { type: 'boolean' },
       loopback: { type: 'boolean' },
       'lease-ms': { type: 'string' },
       'pause-grace-ms': { type: 'string' },
@@ -68,6 +69,7 @@ async function main(): Promise<number> {
     distDir: values.dist === undefined ? THIS_DIST : resolve(values.dist),
     loopback: values.loopback === true,
     pauseGraceMs: int(values['pause-grace-ms'], 'pause-grace-ms', 500, 0),
+    fullRound: values['full-round'] === true,
     print: (line) => console.log(line)
   })
   const s = result.report.summary
