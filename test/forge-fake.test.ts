@@ -3,13 +3,13 @@
  * real GitHub payloads (@octokit/webhooks-examples), fork PRs without a PR
  * list in check payloads, redelivery with the same delivery id, missed
  * (suppressed) deliveries, per-repo hooks, held answers, latency, the HTTP
- * control API and runFakeForge.
+ * control API and runFakeForge; ETags, 304s and the x-ratelimit-* counters.
  */
 import test, { type Assertion } from 'brittle'
 import { verify } from '@octokit/webhooks-methods'
 import definitions from '@octokit/webhooks-examples' with { type: 'json' }
 import { runFakeForge, type FakeForge } from '../lib/queue/forge/fake-forge.js'
-import { REPO, forgeError, forgeOn, sha, startFake, startReceiver, waitFor, type Receiver } from './forge-helpers.js'
+import { REPO, forgeError, forgeOn, sha, startFake, startReceiver, waitFor, type Receiver, unfenced } from './forge-helpers.js'
 
 const SECRET = "It's a Secret to Everybody"
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -88,7 +88,7 @@ test('webhooks: every change is delivered in order, signed like GitHub, with the
   fake.setStatus(REPO, next, 'ci/legacy', 'success')
   fake.closePull(REPO, 1)
   fake.reopen(REPO, 1)
-  t.is((await forge.merge(REPO, 1, { sha: next, method: 'merge', epoch: 1 })).result, 'merged')
+  t.is((await forge.merge(REPO, 1, { sha: next, method: 'merge', ...unfenced(1) })).result, 'merged')
 
   const expected = [
     'pull_request opened',
@@ -292,7 +292,7 @@ test('hold in response mode: processed at once, the answer withheld; delay adds 
   fake.createPull(REPO, { headSha: sha(1) })
   const release = fake.hold((r) => r.method === 'PUT', { mode: 'response' })
   t.teardown(release)
-  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 }), 'timeout')
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(1) }), 'timeout')
   t.ok(fake.pull(REPO, 1).merged, 'merged on the forge although the caller saw a timeout')
   release()
 
@@ -323,13 +323,66 @@ test('the /_fake control API drives the fake over HTTP', async (t) => {
 
   const forge = forgeOn(fake)
   t.is((await forge.getGate(REPO, sha(1))).checks[0]?.conclusion, 'success')
-  t.is((await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 6 })).result, 'not-mergeable')
+  t.is((await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(6) })).result, 'not-mergeable')
   const log = (await (await fetch(`${fake.url}/_fake/mutations`)).json()) as Array<{ epoch: number; status: number }>
   t.alike(
     log.map((m) => [m.epoch, m.status]),
     [[6, 405]]
   )
   t.is(fake.requests().filter((r) => r.path.startsWith('/_fake')).length, 0, 'control calls are not GitHub requests')
+})
+
+test('staleMutations: every mutation that arrived with an epoch older than one an earlier mutation carried, held ones at arrival; also over /_fake/stale-mutations', async (t) => {
+  const fake = await startFake(t)
+  fake.createPull(REPO, { headSha: sha(1), labels: ['a', 'b', 'c', 'd', 'e'] })
+  // Two holders' processes: each its own forge client (its own per-repo spacing).
+  const forges = [forgeOn(fake), forgeOn(fake)]
+  const unlabel = (label: string, epoch: number): Promise<unknown> => forges[epoch % 2]!.removeLabel(REPO, 1, label, unfenced(epoch))
+  t.alike(fake.staleMutations(), [], 'none before any mutation')
+  await unlabel('a', 3)
+  await unlabel('b', 3)
+  t.alike(fake.staleMutations(), [], 'one epoch: none')
+  // A mutation whose answer is held still counts from its arrival.
+  const release = fake.hold((r) => r.method === 'DELETE' && r.path.endsWith('/labels/c'), { mode: 'response' })
+  const held = unlabel('c', 4)
+  await release.reached()
+  await unlabel('d', 3) // stale: epoch 4's first arrived before it
+  const noEpoch = await fetch(`${fake.url}/repos/${REPO}/issues/1/comments`, { method: 'POST', body: JSON.stringify({ body: 'no epoch header' }) })
+  t.is(noEpoch.status, 201, 'a mutation without an epoch header')
+  release()
+  await held
+  await unlabel('e', 5)
+  await unlabel('nothing', 4) // stale again, answered 404 (an answer that changed nothing counts too)
+  const stale = fake.staleMutations()
+  t.alike(
+    stale.map((m) => [m.path.split('/').pop(), m.epoch, m.newerEpoch]),
+    [
+      ['d', 3, 4],
+      ['nothing', 4, 5]
+    ],
+    'the two late ones, each with the newer epoch it came after'
+  )
+  const all = fake.mutations()
+  t.is(stale[0]!.newerSeq, all.find((m) => m.epoch === 4)!.seq, 'newerSeq names the first mutation of the newer epoch')
+  t.ok(stale.every((m) => typeof m.seq === 'number' && typeof m.time === 'number' && m.method === 'DELETE'), 'each is the whole mutation record')
+  const res = await fetch(`${fake.url}/_fake/stale-mutations`)
+  t.is(res.status, 200)
+  t.alike(await res.json(), JSON.parse(JSON.stringify(stale)), 'the control API gives the same list as JSON')
+})
+
+test('mergeBy: a PR merged by someone else (closed webhook, merged true); a merge call after it answers 405', async (t) => {
+  const fake = await startFake(t)
+  const hook = await startReceiver(t)
+  fake.addHook({ url: hook.url, secret: 's' })
+  fake.createPull(REPO, { headSha: sha(1), mergeable: false })
+  const commit = fake.mergeBy(REPO, 1, 'someone')
+  await fake.settled()
+  const pull = fake.pull(REPO, 1)
+  t.ok(pull.merged && pull.state === 'closed' && pull.mergeCommitSha === commit, 'merged at the fake, whatever its mergeability')
+  const closed = hook.received.map((r) => JSON.parse(r.body) as Json).find((p) => get(p, 'action') === 'closed')
+  t.is(closed === undefined ? undefined : get(closed, 'pull_request.merged'), true, 'the closed webhook says merged')
+  t.is((await forgeOn(fake).merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(1) })).result, 'not-mergeable', 'a later merge call: 405')
+  t.exception(() => fake.mergeBy(REPO, 1), /not open/, 'only an open PR')
 })
 
 test('runFakeForge prints its URL, serves until stopped, then closes', async (t) => {
@@ -358,4 +411,58 @@ test('runFakeForge prints its URL, serves until stopped, then closes', async (t)
     (err: unknown) => String(err)
   )
   t.ok(/fetch failed/.test(after), `closed: ${after}`)
+})
+
+test('GETs carry an ETag that changes with what was answered; If-None-Match naming it is a 304 with no body, which the x-ratelimit-* counters do not count', async (t) => {
+  const fake = await startFake(t)
+  const head = sha('fake-etag')
+  fake.createPull(REPO, { headSha: head, labels: ['queue'] })
+  fake.setCheck(REPO, head, 'ci', null)
+  const get = (path: string, headers: Record<string, string> = {}) => fetch(`${fake.url}/repos/${REPO}${path}`, { headers })
+  const limit = (res: Response) => ['limit', 'remaining', 'used', 'reset', 'resource'].map((k) => res.headers.get(`x-ratelimit-${k}`))
+
+  for (const path of ['/pulls/1', '/pulls?state=open', `/commits/${head}/check-runs`, `/commits/${head}/status`]) {
+    const first = await get(path)
+    const etag = first.headers.get('etag')
+    t.ok(first.status === 200 && etag !== null && /^"[0-9a-f]{40}"$/.test(etag), `${path}: 200 with an ETag (${etag})`)
+    const body = await first.text()
+    const again = await get(path)
+    t.is(again.headers.get('etag'), etag, `${path}: the same answer, the same ETag (no clock in the body)`)
+    t.is(await again.text(), body)
+    for (const inm of [etag!, `W/${etag!}`, `"other", ${etag!}`, '*']) {
+      const cond = await get(path, { 'if-none-match': inm })
+      t.is(cond.status, 304, `${path} If-None-Match ${inm}: 304`)
+      t.is(await cond.text(), '', 'no body')
+      t.is(cond.headers.get('etag'), etag, 'with the ETag')
+    }
+    t.is((await get(path, { 'if-none-match': '"stale"' })).status, 200, `${path}: another ETag is a full answer`)
+  }
+
+  const before = await get(`/commits/${head}/check-runs`)
+  const etag = before.headers.get('etag')!
+  fake.setCheck(REPO, head, 'ci', 'success')
+  const changed = await get(`/commits/${head}/check-runs`, { 'if-none-match': etag })
+  t.is(changed.status, 200, 'a changed check: a full answer to the old ETag')
+  t.not(changed.headers.get('etag'), etag, 'with a new ETag')
+  t.is(((await changed.json()) as { check_runs: Array<{ conclusion: string }> }).check_runs[0]?.conclusion, 'success')
+
+  const reset = Math.floor(Date.now() / 1000) + 600
+  fake.setRateLimit({ limit: 100, remaining: 50, reset })
+  const counted = await get('/pulls/1')
+  t.alike(limit(counted), ['100', '49', '51', String(reset), 'core'], 'a 200 counts')
+  const free = await get('/pulls/1', { 'if-none-match': counted.headers.get('etag')! })
+  t.alike([free.status, ...limit(free)], [304, '100', '49', '51', String(reset), 'core'], 'a 304 does not')
+  t.alike(fake.rateLimit(), { limit: 100, remaining: 49, used: 51, reset })
+  t.alike(
+    fake.requests().slice(-2).map((r) => [r.conditional, r.status]),
+    [[false, 200], [true, 304]],
+    'requests() records which were conditional and what they got'
+  )
+  t.is((await get('/pulls/99')).headers.get('x-ratelimit-remaining'), '48', 'an error answer counts too')
+  const limited = fake.rateLimitNext(/\/pulls\/1$/, { kind: 'primary', retryAfterS: 5 })
+  const refused = await get('/pulls/1')
+  t.alike([refused.status, refused.headers.get('x-ratelimit-remaining')], [403, '0'], 'an injected rate limit says 0, whatever the counters')
+  limited()
+  const control = (await (await fetch(`${fake.url}/_fake/rate-limit`)).json()) as { remaining: number }
+  t.is(control.remaining, fake.rateLimit().remaining, 'GET /_fake/rate-limit')
 })

@@ -6,19 +6,20 @@
  */
 import test from 'brittle'
 import { generateKeyPairSync } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createGitHubForge, GitHubForge } from '../lib/queue/forge/github.js'
 import { isAutoleaseError } from '../lib/errors.js'
 import type { FakeRequestInfo } from '../lib/queue/forge/fake-forge.js'
-import { REPO, TOKEN, deadPort, forgeError, forgeOn, sha, startFake, waitFor } from './forge-helpers.js'
+import type { MergeOptions } from '../lib/queue/forge/forge.js'
+import { REPO, TOKEN, deadPort, forgeError, forgeOn, sha, startFake, waitFor, unfenced } from './forge-helpers.js'
 
 const isPull = (n: number) => (r: FakeRequestInfo) => r.method === 'GET' && r.path === `/repos/${REPO}/pulls/${n}`
 const isMerge = (r: FakeRequestInfo) => r.method === 'PUT' && r.path.endsWith('/merge')
 
 test('getPull reads a PR as GitHub returns it; a missing PR or repo is null', async (t) => {
-  const fake = await startFake(t)
+  const fake = await startFake(t, { now: () => 1_700_000_000_000 })
   const forge = forgeOn(fake)
   fake.createPull(REPO, { headSha: sha(1), title: 'Add the thing', labels: ['queue', 'area: core'], autoMerge: true })
   fake.setMergeable(REPO, 1, false)
@@ -35,7 +36,8 @@ test('getPull reads a PR as GitHub returns it; a missing PR or repo is null', as
     labels: ['queue', 'area: core'],
     autoMerge: true,
     mergeable: false,
-    mergeableState: 'dirty'
+    mergeableState: 'dirty',
+    updatedAt: '2023-11-14T22:13:20Z'
   })
 
   fake.setMergeable(REPO, 1, null)
@@ -127,7 +129,7 @@ test('merge with the expected SHA: 200, the epoch header recorded, the PR closed
   const forge = forgeOn(fake)
   fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
 
-  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'squash', epoch: 7 })
+  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'squash', ...unfenced(7) })
   const pr = fake.pull(REPO, 1)
   t.alike(outcome, { result: 'merged', sha: pr.mergeCommitSha })
   t.is(pr.state, 'closed')
@@ -154,7 +156,7 @@ test('a moved head: 409 is head-moved, sent exactly once', async (t) => {
   fake.createPull(REPO, { headSha: sha(1) })
   fake.push(REPO, 1, sha(2))
 
-  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 3 })
+  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(3) })
   t.is(outcome.result, 'head-moved')
   t.ok(/head branch was modified/i.test('message' in outcome ? outcome.message : ''), 'GitHub message kept')
   t.alike(
@@ -174,12 +176,12 @@ test('405 base-modified and 405 not-mergeable are told apart, each sent once', a
   fake.setMergeable(REPO, 3, false)
   fake.setDraft(REPO, 4, true)
 
-  const base = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 })
+  const base = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(1) })
   t.is(base.result, 'base-modified')
-  const conflict = await forge.merge(REPO, 2, { sha: sha(2), method: 'merge', epoch: 1 })
+  const conflict = await forge.merge(REPO, 2, { sha: sha(2), method: 'merge', ...unfenced(1) })
   t.alike(conflict, { result: 'not-mergeable', message: 'Pull Request is not mergeable' })
-  t.is((await forge.merge(REPO, 3, { sha: sha(3), method: 'merge', epoch: 1 })).result, 'not-mergeable', 'mergeable false')
-  t.is((await forge.merge(REPO, 4, { sha: sha(4), method: 'merge', epoch: 1 })).result, 'not-mergeable', 'a draft')
+  t.is((await forge.merge(REPO, 3, { sha: sha(3), method: 'merge', ...unfenced(1) })).result, 'not-mergeable', 'mergeable false')
+  t.is((await forge.merge(REPO, 4, { sha: sha(4), method: 'merge', ...unfenced(1) })).result, 'not-mergeable', 'a draft')
   t.alike(
     fake.mutations().map((m) => [m.pr, m.status]),
     [
@@ -192,17 +194,18 @@ test('405 base-modified and 405 not-mergeable are told apart, each sent once', a
   )
 
   fake.setMergeBehaviour(REPO, 1, 'ok')
-  t.is((await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 })).result, 'merged', 'merges once the base settles')
+  t.is((await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(1) })).result, 'merged', 'merges once the base settles')
 })
 
-test('a merge without a well-formed SHA or epoch is refused before any request', async (t) => {
+test('a merge without a well-formed SHA, epoch or fence is refused before any request', async (t) => {
   const fake = await startFake(t)
   const forge = forgeOn(fake)
   fake.createPull(REPO, { headSha: sha(1) })
-  await forgeError(t, forge.merge(REPO, 1, { sha: '', method: 'merge', epoch: 1 }), 'invalid')
-  await forgeError(t, forge.merge(REPO, 1, { sha: 'HEAD', method: 'merge', epoch: 1 }), 'invalid')
-  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge' } as unknown as { sha: string; method: 'merge'; epoch: number }), 'invalid')
-  await forgeError(t, forge.comment(REPO, 1, 'hi', { epoch: -1 }), 'invalid')
+  await forgeError(t, forge.merge(REPO, 1, { sha: '', method: 'merge', ...unfenced(1) }), 'invalid')
+  await forgeError(t, forge.merge(REPO, 1, { sha: 'HEAD', method: 'merge', ...unfenced(1) }), 'invalid')
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', fence: () => true } as unknown as MergeOptions), 'invalid')
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 } as unknown as MergeOptions), 'invalid')
+  await forgeError(t, forge.comment(REPO, 1, 'hi', { epoch: -1, fence: () => true }), 'invalid')
   t.is(fake.mutations().length, 0, 'nothing sent')
   t.is(fake.pull(REPO, 1).state, 'open')
 })
@@ -212,12 +215,12 @@ test('comment (201) and removeLabel (removed, then absent) carry the epoch', asy
   const forge = forgeOn(fake)
   fake.createPull(REPO, { headSha: sha(1), labels: ['queue: merge', 'keep'] })
 
-  await forge.comment(REPO, 1, 'Bounced: conflicts with main', { epoch: 4 })
+  await forge.comment(REPO, 1, 'Bounced: conflicts with main', unfenced(4))
   t.alike(fake.comments(REPO, 1), [{ body: 'Bounced: conflicts with main', user: 'autolease-bot' }])
-  t.is(await forge.removeLabel(REPO, 1, 'queue: merge', { epoch: 4 }), 'removed', 'a label with a colon and a space')
+  t.is(await forge.removeLabel(REPO, 1, 'queue: merge', unfenced(4)), 'removed', 'a label with a colon and a space')
   t.alike(fake.pull(REPO, 1).labels, ['keep'])
-  t.is(await forge.removeLabel(REPO, 1, 'queue: merge', { epoch: 5 }), 'absent', 'gone already: absent, not an error')
-  await forgeError(t, forge.removeLabel(REPO, 42, 'keep', { epoch: 5 }), 'not-found')
+  t.is(await forge.removeLabel(REPO, 1, 'queue: merge', unfenced(5)), 'absent', 'gone already: absent, not an error')
+  await forgeError(t, forge.removeLabel(REPO, 42, 'keep', unfenced(5)), 'not-found')
 
   t.alike(
     fake.mutations().map((m) => [m.method, m.status, m.epoch]),
@@ -257,7 +260,7 @@ test('a primary rate limit (429, x-ratelimit-remaining 0) is waited out until th
   const earliestReset = (Math.floor(Date.now() / 1000) + 1) * 1000
   fake.rateLimitNext(isMerge, { kind: 'primary', status: 429, retryAfterS: 1 })
 
-  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 2 })
+  const outcome = await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(2) })
   t.is(outcome.result, 'merged', 'a rate-limited merge did not run: retried after the wait')
   const [limited, retried] = fake.mutations()
   t.alike([limited?.status, retried?.status], [429, 200])
@@ -301,7 +304,7 @@ test('5xx is retried, then the call succeeds', async (t) => {
   )
 
   fake.failNext((r) => r.method === 'DELETE', 503)
-  t.is(await forge.removeLabel(REPO, 1, 'queue', { epoch: 1 }), 'removed', 'label removal is idempotent: retried')
+  t.is(await forge.removeLabel(REPO, 1, 'queue', unfenced(1)), 'removed', 'label removal is idempotent: retried')
   t.alike(
     fake.mutations().map((m) => m.status),
     [503, 200]
@@ -319,9 +322,9 @@ test('5xx that persists is server after the retries; a merge or comment meeting 
   undo()
 
   fake.failNext(isMerge, 502)
-  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 }), 'server')
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(1) }), 'server')
   fake.failNext((r) => r.method === 'POST', 500)
-  await forgeError(t, forge.comment(REPO, 1, 'hello', { epoch: 1 }), 'server')
+  await forgeError(t, forge.comment(REPO, 1, 'hello', unfenced(1)), 'server')
   t.alike(
     fake.mutations().map((m) => [m.method, m.status]),
     [
@@ -340,7 +343,7 @@ test('405, 409, 422 and a bare 429 are answers: never retried, even on calls tha
 
   for (const status of [405, 409, 422]) {
     fake.failNext(isDelete, status, { message: `injected ${status}` })
-    const err = await forgeError(t, forge.removeLabel(REPO, 1, 'queue', { epoch: 1 }), 'invalid')
+    const err = await forgeError(t, forge.removeLabel(REPO, 1, 'queue', unfenced(1)), 'invalid')
     t.is(err.status, status)
   }
   fake.failNext(isPull(1), 409, { message: 'injected 409' })
@@ -374,7 +377,7 @@ test('bad credentials are auth (401, not retried); so is a 403 that is no rate l
   const right = forgeOn(fake, { token: 'the-right-one' })
   t.is((await right.getPull(REPO, 1))?.number, 1, 'the right token passes')
   fake.failNext(isMerge, 403, { message: 'Resource not accessible by integration' })
-  const denied = await forgeError(t, right.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1 }), 'auth')
+  const denied = await forgeError(t, right.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(1) }), 'auth')
   t.is(denied.status, 403)
 })
 
@@ -430,7 +433,7 @@ test('a merge whose answer never comes is a timeout; it may still land, so the c
   const release = fake.hold(isMerge) // the request is processed only when released
   t.teardown(release)
 
-  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 9 }), 'timeout')
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...unfenced(9) }), 'timeout')
   t.is(fake.mutations().length, 1, 'sent once, not retried after the timeout')
   release()
   await waitFor(() => fake.mutations()[0]?.status === 200, 5000, 'the held merge to be processed')
@@ -448,11 +451,11 @@ test('per repo, each mutation starts mutationSpacingMs after the previous one en
 
   const started = Date.now()
   await Promise.all([
-    forge.comment(A, 1, 'first', { epoch: 1 }),
-    forge.removeLabel(A, 1, 'queue', { epoch: 1 }),
-    forge.comment(A, 1, 'third', { epoch: 1 }),
-    forge.comment(B, 1, 'first', { epoch: 1 }),
-    forge.removeLabel(B, 1, 'queue', { epoch: 1 })
+    forge.comment(A, 1, 'first', unfenced(1)),
+    forge.removeLabel(A, 1, 'queue', unfenced(1)),
+    forge.comment(A, 1, 'third', unfenced(1)),
+    forge.comment(B, 1, 'first', unfenced(1)),
+    forge.removeLabel(B, 1, 'queue', unfenced(1))
   ])
   const elapsed = Date.now() - started
   const times = (repo: string) => fake.mutations().filter((m) => m.repo === repo).map((m) => m.time)
@@ -473,14 +476,112 @@ test('per repo, each mutation starts mutationSpacingMs after the previous one en
 
   // One at a time: a held mutation on A keeps the next A mutation waiting, not B's.
   const release = fake.hold((r) => r.repo === A && r.method === 'POST')
-  const heldA = forge.comment(A, 1, 'held', { epoch: 2 })
+  const heldA = forge.comment(A, 1, 'held', unfenced(2))
   await release.reached()
-  const nextA = forge.removeLabel(A, 1, 'nothing', { epoch: 2 })
-  await forge.comment(B, 1, 'B is not blocked', { epoch: 2 })
+  const nextA = forge.removeLabel(A, 1, 'nothing', unfenced(2))
+  await forge.comment(B, 1, 'B is not blocked', unfenced(2))
   t.is(fake.mutations().filter((m) => m.repo === A).length, 4, 'the second A mutation has not been sent while the first is held')
   release()
   await heldA
   t.is(await nextA, 'absent')
+})
+
+test('the fence is asked right before the request: closed, nothing is sent and the call ends fenced (merge, comment, label)', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+  let asked = 0
+  const closed = { epoch: 3, fence: () => (asked++, false) }
+  await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', ...closed }), 'fenced')
+  await forgeError(t, forge.comment(REPO, 1, 'hello', closed), 'fenced')
+  await forgeError(t, forge.removeLabel(REPO, 1, 'queue', closed), 'fenced')
+  t.is(asked, 3, 'asked once per call')
+  t.is(fake.requests().length, 0, 'nothing reached the forge')
+  t.absent(fake.pull(REPO, 1).merged)
+
+  // A fence that throws (a programmer error) sends nothing and passes the error unchanged.
+  const boom = new Error('fence bug')
+  try {
+    await forge.comment(REPO, 1, 'hello', {
+      epoch: 3,
+      fence: () => {
+        throw boom
+      }
+    })
+    t.fail('resolved')
+  } catch (err) {
+    t.is(err, boom, 'the fence error itself')
+  }
+  t.is(fake.requests().length, 0, 'still nothing sent')
+})
+
+test('the fence comes after the spacing wait: a mutation queued behind a held one is fenced when its turn comes, and adds no gap', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { mutationSpacingMs: 1000 })
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+  const release = fake.hold((r) => r.method === 'POST', { mode: 'response' })
+  t.teardown(release)
+  const first = forge.comment(REPO, 1, 'first', unfenced(1))
+  await release.reached()
+  let open = true
+  const askedAt: number[] = []
+  const queued = forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 1, fence: () => (askedAt.push(Date.now()), open) })
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.is(askedAt.length, 0, 'the queued merge has not asked its fence while it waits its turn')
+  open = false // e.g. the tenure ended while it waited
+  release()
+  await first
+  const firstEnded = Date.now()
+  await forgeError(t, queued, 'fenced')
+  t.is(askedAt.length, 1)
+  t.ok(askedAt[0]! - firstEnded >= 990, `asked after the spacing wait (${askedAt[0]! - firstEnded} ms after the previous mutation ended)`)
+  t.alike(
+    fake.mutations().map((m) => m.method),
+    ['POST'],
+    'the fenced merge never reached the forge'
+  )
+  t.absent(fake.pull(REPO, 1).merged)
+
+  // The fenced turn sent nothing, so it adds no gap: the next mutation goes at once.
+  const fencedAt = askedAt[0]!
+  await forge.removeLabel(REPO, 1, 'queue', unfenced(1))
+  const label = fake.mutations()[1]!
+  t.ok(label.time - fencedAt < 900, `the next mutation did not wait another spacing (${label.time - fencedAt} ms after the fenced one)`)
+})
+
+test('a re-send is fenced again: after a rate limit (merge) or a 5xx (label removal), a fence closed meanwhile sends nothing more', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { retries: 2 })
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+
+  // The first request goes out and is rate-limited; plugin-throttling re-sends it after Retry-After: the fence is asked again.
+  fake.rateLimitNext(isMerge, { kind: 'secondary', retryAfterS: 1 })
+  let asked = 0
+  const err = await forgeError(t, forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 2, fence: () => ++asked === 1 }), 'rate-limited')
+  t.is(asked, 2, 'asked before the first send and before the re-send')
+  t.is(err.status, 403, 'the last answer: something was sent, so not `fenced`')
+  t.is(fake.mutations().length, 1, 'the re-send never reached the forge')
+  t.absent(fake.pull(REPO, 1).merged)
+
+  fake.failNext((r) => r.method === 'DELETE', 503)
+  let labelAsked = 0
+  await forgeError(t, forge.removeLabel(REPO, 1, 'queue', { epoch: 2, fence: () => ++labelAsked === 1 }), 'server')
+  t.is(labelAsked, 2, 'plugin-retry re-sends through the fence too')
+  t.alike(
+    fake.mutations().map((m) => [m.method, m.status]),
+    [
+      ['PUT', 403],
+      ['DELETE', 503]
+    ],
+    'one request each'
+  )
+  t.ok(fake.pull(REPO, 1).labels.includes('queue'), 'the label stays')
+
+  // An open fence lets the re-send through (and is asked again for it).
+  fake.rateLimitNext(isMerge, { kind: 'secondary', retryAfterS: 1 })
+  let openAsked = 0
+  t.is((await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 2, fence: () => (openAsked++, true) })).result, 'merged')
+  t.is(openAsked, 2)
 })
 
 test('GitHub App: a JWT signed with the app key mints an installation token, which the API calls use', async (t) => {
@@ -496,7 +597,7 @@ test('GitHub App: a JWT signed with the app key mints an installation token, whi
 
   const forge = forgeOn(fake, { app: { appId: 4242, privateKey, installationId: 77 } })
   t.is((await forge.getPull(REPO, 1))?.number, 1)
-  t.is(await forge.removeLabel(REPO, 1, 'queue', { epoch: 1 }), 'removed')
+  t.is(await forge.removeLabel(REPO, 1, 'queue', unfenced(1)), 'removed')
   const tokenCalls = fake.requests().filter((r) => r.path === '/app/installations/77/access_tokens')
   t.is(tokenCalls.length, 1, 'one token, cached for both calls')
   t.is(tokenCalls[0]?.status, 201)
@@ -509,7 +610,7 @@ test('GitHub App: a JWT signed with the app key mints an installation token, whi
   // From a key file, too.
   const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'app.pem'), privateKey)
+  writeFileSync(join(dir, 'app.pem'), privateKey, { mode: 0o600 })
   const fromFile = forgeOn(fake, { app: { appId: '4242', privateKeyFile: join(dir, 'app.pem'), installationId: 77 } })
   t.is((await fromFile.getPull(REPO, 1))?.headSha, sha(1))
 
@@ -544,7 +645,7 @@ test('config: exactly one credential source; tokenFile and tokenEnv are read; Gi
 
   const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'token'), 'from-file\n')
+  writeFileSync(join(dir, 'token'), 'from-file\n', { mode: 0o600 })
   const fromFile = createGitHubForge({ baseUrl: fake.url, tokenFile: join(dir, 'token') })
   t.is((await fromFile.getPull(REPO, 1))?.number, 1, 'token file read (newline trimmed)')
   const fromEnv = createGitHubForge({ baseUrl: fake.url, tokenEnv: 'FORGE_TOKEN' }, { env: { FORGE_TOKEN: 'from-env' } })
@@ -557,4 +658,120 @@ test('config: exactly one credential source; tokenFile and tokenEnv are read; Gi
     [1, 2, 3, 4, 5],
     'a /api/v3 base URL, pagination links included'
   )
+})
+
+test('a tokenFile or app.privateKeyFile that group or others may read is refused for library callers too (the private-file rule)', async (t) => {
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } })
+  const dir = mkdtempSync(join(tmpdir(), 'autolease-forge-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const token = join(dir, 'token')
+  const key = join(dir, 'app.pem')
+  for (const mode of [0o644, 0o640, 0o604, 0o660]) {
+    writeFileSync(token, 'ghp_x\n', { mode })
+    chmodSync(token, mode)
+    writeFileSync(key, privateKey, { mode })
+    chmodSync(key, mode)
+    for (const [what, make] of [
+      ['tokenFile', () => createGitHubForge({ tokenFile: token })],
+      ['app.privateKeyFile', () => createGitHubForge({ app: { appId: 1, installationId: 2, privateKeyFile: key } })]
+    ] as const) {
+      try {
+        make()
+        t.fail(`${what} at ${mode.toString(8)}: accepted`)
+      } catch (err) {
+        t.ok(isAutoleaseError(err, 'INVALID_CONFIG') && (err as Error).message.includes(`mode 0${mode.toString(8)} lets group or others`), `${what} at ${mode.toString(8)}: ${(err as Error).message}`)
+      }
+    }
+  }
+  chmodSync(token, 0o400)
+  chmodSync(key, 0o600)
+  t.ok(createGitHubForge({ tokenFile: token }) instanceof GitHubForge, 'a 0400 token file is read')
+  t.ok(createGitHubForge({ app: { appId: 1, installationId: 2, privateKeyFile: key } }) instanceof GitHubForge, 'a 0600 key file is read')
+})
+
+const gets = (fake: Awaited<ReturnType<typeof startFake>>, from: number) =>
+  fake
+    .requests()
+    .slice(from)
+    .filter((r) => r.method === 'GET')
+    .map((r) => `${r.path.replace(`/repos/${REPO}`, '')}${r.query.includes('page=') ? `?page=${new URLSearchParams(r.query).get('page')}` : ''} ${r.conditional ? 'if-none-match' : 'plain'} ${r.status}`)
+
+test('every GET is conditional once answered: a 304 returns the cached data, a changed resource (new ETag) the new data', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake, { pageSize: 2 })
+  const head = sha('etag')
+  fake.createPull(REPO, { headSha: head, labels: ['queue'] })
+  for (let n = 2; n <= 3; n++) fake.createPull(REPO, { headSha: sha(n), labels: ['queue'] })
+  fake.setCheck(REPO, head, 'ci', null)
+  fake.setStatus(REPO, head, 'lint', 'success')
+
+  let from = fake.requests().length
+  const first = await forge.getPull(REPO, 1)
+  const again = await forge.getPull(REPO, 1)
+  t.alike(gets(fake, from), ['/pulls/1 plain 200', '/pulls/1 if-none-match 304'], 'the second read asks If-None-Match and is answered 304')
+  t.alike(again, first, 'a 304 returns the data of the answer it revalidated')
+
+  fake.label(REPO, 1, 'other')
+  from = fake.requests().length
+  const changed = await forge.getPull(REPO, 1)
+  t.alike(gets(fake, from), ['/pulls/1 if-none-match 200'], 'a changed PR: a new ETag, a full answer')
+  t.alike(changed?.labels, ['queue', 'other'], 'the new data, not the cached')
+  t.alike(await forge.getPull(REPO, 1), changed, 'and that answer is what the next 304 returns')
+
+  const gate = await forge.getGate(REPO, head)
+  from = fake.requests().length
+  t.alike(await forge.getGate(REPO, head), gate, 'an unchanged gate read from two 304s')
+  t.alike(gets(fake, from).sort(), [`/commits/${head}/check-runs?page=1 if-none-match 304`, `/commits/${head}/status?page=1 if-none-match 304`])
+  fake.setCheck(REPO, head, 'ci', 'success')
+  from = fake.requests().length
+  const after = await forge.getGate(REPO, head)
+  t.alike(gets(fake, from).sort(), [`/commits/${head}/check-runs?page=1 if-none-match 200`, `/commits/${head}/status?page=1 if-none-match 304`], 'a changed check: only its list is read in full')
+  t.alike(after.checks.map((c) => [c.name, c.conclusion]), [['ci', 'success']], 'the new conclusion')
+  t.alike(after.statuses, gate.statuses, 'the statuses from the 304')
+
+  const listed = await forge.listCandidates(REPO, 'queue')
+  from = fake.requests().length
+  t.alike(await forge.listCandidates(REPO, 'queue'), listed, 'every page from a 304, Link headers included (all pages followed)')
+  t.alike(gets(fake, from), ['/pulls?page=1 if-none-match 304', '/pulls?page=2 if-none-match 304'])
+  t.is(listed.length, 3)
+
+  const stats = forge.cacheStats()
+  t.ok(stats.hits >= 7 && stats.hits <= stats.conditional, `hits counted (${JSON.stringify(stats)})`)
+  const other = forgeOn(fake, { token: 'ghp_someone_else' })
+  from = fake.requests().length
+  await other.getPull(REPO, 1)
+  t.alike(gets(fake, from), ['/pulls/1 plain 200'], 'another forge (other credentials) has a cache of its own')
+})
+
+test('rateLimit(): null before any answer, then the x-ratelimit-* of the newest window, its lowest remaining whatever order the answers come in', async (t) => {
+  const fake = await startFake(t)
+  const forge = forgeOn(fake)
+  fake.createPull(REPO, { headSha: sha(1) })
+  fake.createPull(REPO, { headSha: sha(2) })
+  t.is(forge.rateLimit(), null, 'no answer yet')
+  const reset = Math.floor(Date.now() / 1000) + 1800
+  fake.setRateLimit({ limit: 5000, remaining: 4000, reset })
+  await forge.getPull(REPO, 1)
+  t.alike(forge.rateLimit(), { limit: 5000, remaining: 3999, used: 1001, resetAt: reset * 1000, resource: 'core' })
+  await forge.getPull(REPO, 1)
+  t.is(forge.rateLimit()?.remaining, 3999, 'a 304 costs nothing')
+
+  // An answer processed first but delivered last must not raise what is left.
+  const held = fake.hold((r) => r.path === `/repos/${REPO}/pulls/2`, { mode: 'response' })
+  const slow = forge.getPull(REPO, 2)
+  await held.reached()
+  fake.label(REPO, 1, 'x')
+  await forge.getPull(REPO, 1)
+  t.is(forge.rateLimit()?.remaining, 3997, 'the later request said 3997')
+  held()
+  await slow
+  t.is(forge.rateLimit()?.remaining, 3997, 'the held answer (3998) arrived last and changed nothing')
+
+  fake.setRateLimit({ remaining: 5000, reset: reset + 3600 })
+  await forge.getPull(REPO, 2)
+  t.alike(forge.rateLimit(), { limit: 5000, remaining: 5000, used: 0, resetAt: (reset + 3600) * 1000, resource: 'core' }, 'a new window replaces the old (its first answer a free 304)')
+
+  fake.failNext((r) => r.path === `/repos/${REPO}/pulls/1`, 404, undefined, { headers: { 'x-ratelimit-remaining': '4000' } })
+  t.is(await forge.getPull(REPO, 1), null)
+  t.is(forge.rateLimit()?.remaining, 4000, 'an error answer counts too')
 })

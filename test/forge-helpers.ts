@@ -13,6 +13,11 @@ import { ForgeError, type ForgeErrorKind } from '../lib/queue/forge/forge.js'
 export const REPO = 'acme/app'
 export const TOKEN = 'ghp_test_token'
 
+/** A mutation context whose fence is always open (forge tests that are not about the fence). */
+export function unfenced(epoch: number): { epoch: number; fence: () => boolean } {
+  return { epoch, fence: () => true }
+}
+
 /** A deterministic 40-hex commit SHA. */
 export function sha(seed: string | number): string {
   return createHash('sha1').update(String(seed)).digest('hex')

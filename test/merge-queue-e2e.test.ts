@@ -2,10 +2,12 @@
  * The merge queue with three real daemons (`start --forge-config`), the fake
  * forge (HTTP) in this process sending signed webhooks to every device:
  * - failover mid-actuation: the holder stops itself (SIGSTOP, the
- *   AUTOLEASE_TEST_PAUSE point) after its merge attempt is confirmed and
- *   before its last holding() check; a standby takes over and merges; once
- *   SIGCONTed the old holder calls nothing; the forge saw exactly one
- *   successful merge, with the new epoch;
+ *   AUTOLEASE_TEST_PAUSE point `before-send`) inside its merge's fence,
+ *   after the spacing wait, the instant before the fence is judged and the
+ *   request handed to fetch; a standby takes over and merges; once
+ *   SIGCONTed the old holder's fence closes and it sends nothing; the forge
+ *   saw exactly one successful merge, with the new epoch, and no mutation
+ *   of an older epoch after a newer one's (staleMutations);
  * - seed SubmissionLock's regression, 20 times: the merge answer is held
  *   open while a second, different delivery for the same PR reaches the
  *   devices -> one merge call, one merge audit entry, and exactly one
@@ -45,11 +47,13 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   writeFileSync(secrets, JSON.stringify({ acme: [SECRET] }))
   chmodSync(secrets, 0o600)
   const forgeConfig = join(conf, 'forge.json')
-  writeFileSync(forgeConfig, JSON.stringify({ baseUrl: fake.url, token: 'ghp_e2e', mutationSpacingMs: 0, retryBaseMs: 50, timeoutMs: 5000 }))
+  // The default mutation spacing (1 s): the paused merge has waited its turn in the spacer, as in production.
+  writeFileSync(forgeConfig, JSON.stringify({ baseUrl: fake.url, token: 'ghp_e2e', retryBaseMs: 50, timeoutMs: 5000 }))
   chmodSync(forgeConfig, 0o600)
   const pauseFile = join(conf, 'paused')
   // Every daemon gets the pause point; the first to reach it (the holder) creates the file and stops, no other does.
-  process.env.AUTOLEASE_TEST_PAUSE = 'before-merge'
+  // `before-send` is past every check but the fence itself: only the fence can stop the resumed holder.
+  process.env.AUTOLEASE_TEST_PAUSE = 'before-send'
   process.env.AUTOLEASE_TEST_PAUSE_ONCE = pauseFile
   t.teardown(() => {
     delete process.env.AUTOLEASE_TEST_PAUSE
@@ -87,7 +91,7 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   const oldEpoch = (await status(dirs[first]!))!.lease.epoch
   const pr = fake.createPull(REPO, { headSha: sha('failover'), labels: [LABEL] })
   fake.setCheck(REPO, sha('failover'), 'ci', 'success')
-  await waitFor(() => existsSync(pauseFile) && state(old.proc.pid!) === 'T', 30_000, 'the holder stopped itself after its confirmed attempt')
+  await waitFor(() => existsSync(pauseFile) && state(old.proc.pid!) === 'T', 60_000, 'the holder stopped itself at the send of its merge')
   t.ok(old.lines.some((l) => l.msg === 'evaluate' && l.pr === pr.number), 'it was evaluating the PR')
   t.is(merges(pr.number).length, 0, 'no merge call yet')
 
@@ -96,9 +100,16 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   t.is(ok.length, 1, 'exactly one successful merge')
   t.ok(ok[0]!.epoch !== null && ok[0]!.epoch > oldEpoch, `with the new epoch (${String(ok[0]!.epoch)} > ${oldEpoch})`)
 
+  const stoppedAt = old.lines.length
   old.proc.kill('SIGCONT')
-  await waitFor(() => old.lines.some((l) => l.msg === 'evaluated' && l.pr === pr.number && l.verdict === 'lease lost before the merge call'), 30_000, 'the old holder, resumed, to give up at its holding() check')
-  t.is(fake.mutations().filter((m) => m.epoch === oldEpoch).length, 0, 'the old holder called nothing at the forge')
+  const resumed = (): Array<Record<string, unknown>> => old.lines.slice(stoppedAt)
+  // Its evaluation ends with a verdict, or with an error (a call it sent that then timed out: the clock ran while it was stopped).
+  const ended = (l: Record<string, unknown>): boolean => (l.msg === 'evaluated' && l.pr === pr.number) || (l.msg === 'queue work failed; retrying' && String(l.pr).endsWith(`#${pr.number}`))
+  await waitFor(() => resumed().some(ended), 60_000, 'the old holder, resumed, to end its evaluation')
+  const end = resumed().find(ended)!
+  t.is(end.verdict, 'lease lost before the call', `stopped by its fence (${String(end.msg)}: ${String(end.verdict ?? end.err)})`)
+  t.is(fake.mutations().filter((m) => m.epoch === oldEpoch).length, 0, 'the old holder sent nothing to the forge')
+  t.alike(fake.staleMutations(), [], 'no mutation of an older epoch arrived after a newer one')
   const audit = JSON.parse((await cli(['audit', '--storage', dirs[(first + 1) % 3]!, '--repo', REPO, '--json'])).stdout) as Array<{ entries: Array<{ action: string; prNumber: number | null; epoch: number | null; detail: string | null }> }>
   const trail = audit[0]!.entries.filter((a) => a.prNumber === pr.number)
   t.ok(
@@ -189,4 +200,5 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
     "the stopping holder's attempt end, accepted at its epoch (so appended before its release)"
   )
   t.is(merges(p.number).filter((m) => m.status === 200).length, 1, 'merged once')
+  t.alike(fake.staleMutations(), [], 'over the whole run (failover, 20 rounds, shutdown): no mutation of an older epoch after a newer one')
 })

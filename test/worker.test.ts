@@ -1,7 +1,8 @@
 /**
  * The holder's worker on three in-process devices, a real fake forge (HTTP)
  * and real webhook intake: merges, bounces, the 405 and 409 answers, missed
- * webhooks repaired by reconciliation, forge errors that lose nothing, and
+ * webhooks repaired by reconciliation (a PR converted to draft included),
+ * forge errors that lose nothing, and
  * per-PR serialization with unrelated PRs in parallel.
  */
 import test from 'brittle'
@@ -104,11 +105,77 @@ test('missed webhooks: a reconciliation queues and merges a PR nobody told us ab
   await g.fake.settled()
   t.absent((await g.queue()).some((e) => e.prNumber === silent.number), 'no webhook: not queued')
 
-  await g.cluster.devices[(h + 1) % 3]!.log.append({ type: 'reconcile-request', tenant: TENANT, repo: REPO, ts: Date.now() })
+  const request = await g.cluster.devices[(h + 1) % 3]!.log.append({ type: 'reconcile-request', tenant: TENANT, repo: REPO, ts: Date.now() })
   await waitFor(() => g.fake.pull(REPO, silent.number).merged, 30_000, 'the silent PR merged after the reconciliation')
   await waitFor(async () => !(await g.queue()).some((e) => e.prNumber === stays.number), 10_000, 'the closed PR left')
-  const last = await g.reads[0]!.lastReconcile(TENANT, REPO, 'tip')
-  t.ok(last !== null && last.fixed.some((f) => f.includes(`#${silent.number} joined`)), `the result says so (${last?.fixed.join('; ')})`)
+  await waitFor(async () => ((await g.reads[0]!.reconcileRequest(request, 'tip'))?.results.length ?? 0) > 0, 20_000, 'the reconcile request answered')
+  // Said by a reconciliation's result: the request's own, or, when a holder flapped under load, the new
+  // tenure's reconciliation on election, which may have found it first (the repo's last one can be later still).
+  const reconciles = (await audit(g)).filter((a) => a.action === 'reconcile').map((a) => a.detail ?? '')
+  t.ok(reconciles.some((d) => d.includes(`#${silent.number} joined`)), `a reconciliation result says so (${reconciles.join(' | ')})`)
+})
+
+/** A reconcile request from a device other than the holder, and its confirmed result. */
+async function reconcileNow(g: QueueGroup, h: number): Promise<{ fixed: string[] }> {
+  const request = await g.cluster.devices[(h + 1) % g.cluster.devices.length]!.log.append({ type: 'reconcile-request', tenant: TENANT, repo: REPO, ts: Date.now() })
+  await waitFor(async () => ((await g.reads[0]!.reconcileRequest(request, 'tip'))?.results.length ?? 0) > 0, 20_000, 'the reconcile request served')
+  return (await g.reads[0]!.reconcileRequest(request, 'tip'))!.results[0]!
+}
+
+/**
+ * A labelled PR no webhook announced (hooks off from the start), joined by a
+ * resync and evaluated once with its check running, the worker then idle:
+ * no evaluation can be in flight (and make the next resync skip it) when
+ * the test changes it at the forge.
+ */
+async function pendingSilently(g: QueueGroup, h: number, head: string): Promise<number> {
+  g.fake.hooksEnabled = false
+  const pr = g.fake.createPull(REPO, { headSha: head, labels: [LABEL] })
+  g.fake.setCheck(REPO, head, 'ci', null)
+  await reconcileNow(g, h)
+  await waitFor(async () => (await g.queue()).some((e) => e.prNumber === pr.number && e.status === 'evaluating'), 20_000, `#${pr.number} joined and evaluated`)
+  await waitFor(() => g.lines.some((l) => l.msg === 'evaluated' && l.pr === pr.number && l.verdict === 'gate pending') && g.workers[h]!.inFlight === 0, 20_000, 'the worker idle')
+  return pr.number
+}
+
+// Issue 17.10: the resync skipped drafts before it looked at the queue, and counted them as listed,
+// so a queued PR converted to draft with its webhook lost stayed queued for good.
+test('a queued PR converted to draft while its webhook is lost leaves the queue at the next resync, silently', { timeout: 90_000 }, async (t) => {
+  const g = await queueGroup(t)
+  const h = await g.holder()
+  const pr = await pendingSilently(g, h, sha('to-draft'))
+  const other = await pendingSilently(g, h, sha('stays'))
+  g.fake.setDraft(REPO, pr, true)
+  await g.fake.settled()
+  t.ok(g.fake.deliveries().some((d) => d.suppressed && d.action === 'converted_to_draft'), 'the converted_to_draft delivery was lost')
+  t.ok((await g.queue()).some((e) => e.prNumber === pr), 'no webhook: still queued')
+
+  const result = await reconcileNow(g, h)
+  t.alike(result.fixed, [`#${pr} left: a draft`], 'the resync says so')
+  await waitFor(async () => (await g.queue(1)).every((e) => e.prNumber !== pr), 10_000, 'out of the queue on another device')
+  t.ok((await g.queue()).some((e) => e.prNumber === other), 'the other PR stays')
+  t.ok((await audit(g)).some((a) => a.action === 'leave' && a.prNumber === pr), 'its leave audited')
+  t.is(g.fake.comments(REPO, pr).length, 0, 'no comment: a draft is not a bounce')
+  t.ok(g.fake.pull(REPO, pr).labels.includes(LABEL), 'its label kept (ready for review re-queues it)')
+  t.is(merges(g, pr).length, 0, 'never merged')
+})
+
+// Issue 17.10: a gate the resync re-read (its check webhook lost) reached the view, but the worker left
+// the entry to the wake of its pending verdict: the merge waited for the gate timeout (30 min).
+test('a pending gate that passes with its webhook lost is merged right after the resync re-reads it, not at the gate timeout', { timeout: 90_000 }, async (t) => {
+  const g = await queueGroup(t)
+  const h = await g.holder()
+  const pr = await pendingSilently(g, h, sha('repaired'))
+  g.fake.setCheck(REPO, sha('repaired'), 'ci', 'success')
+  const result = await reconcileNow(g, h)
+  t.alike(result.fixed, [`#${pr} gate re-read: success`], 'the resync found the passed check')
+  // Bounded, as an assertion (the old worker waits out the 30 min gate timeout).
+  const merged = await waitFor(() => g.fake.pull(REPO, pr).merged, 20_000, 'merged').then(
+    () => true,
+    () => false
+  )
+  t.ok(merged, 'merged after the resync, without any webhook')
+  t.is(merges(g, pr).length, 1, 'one merge call')
 })
 
 test('forge errors (bad token, hung call, reset, 5xx) lose nothing: one log line and a metric each, and the work is retried until it succeeds', { timeout: 120_000 }, async (t) => {

@@ -27,7 +27,7 @@
  * claiming nothing further, and `fatal` tells the CLI to exit with its own
  * code: this device would otherwise read a frozen view and act on it.
  */
-import Corestore from 'corestore'
+import type Corestore from 'corestore'
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
 import { IntentLog } from '../log/intent-log.js'
@@ -55,6 +55,7 @@ import { HolderWorker } from '../queue/worker.js'
 import { createGitHubForge, type GitHubForgeConfig } from '../queue/forge/github.js'
 import type { Forge } from '../queue/forge/forge.js'
 import { testPause } from './test-pause.js'
+import { openStore } from './store.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
 
@@ -126,6 +127,12 @@ export type DaemonStatus = {
   /** null without a forge; epoch null while not holding. */
   worker: { epoch: number | null; inFlight: number } | null
   /**
+   * null without a forge. `rateLimit`: the forge's primary rate limit as
+   * its latest answers said it (x-ratelimit-*; `resetAt` in ms since the
+   * Unix epoch), null before any answer carried it.
+   */
+  forge: { rateLimit: { limit: number; remaining: number; used: number | null; resetAt: number; resource: string | null } | null } | null
+  /**
    * Whether this device can do the holder's work (capability.ts): `forge`
    * (a forge was given and loaded), `capable` (it has one, or the group
    * manages no repos), `reason` (why not), `announced` (the group's apply
@@ -151,6 +158,7 @@ export class Daemon extends ReadyResource {
   private secrets: WebhookSecrets | null = null
   private queue: QueueReads | null = null
   private worker: HolderWorker | null = null
+  private forge: Forge | null = null
   private forgeTimeoutMs = 0
   private capabilities: Capabilities | null = null
   private fatalError: Error | null = null
@@ -190,7 +198,7 @@ export class Daemon extends ReadyResource {
     const group = readGroupFile(paths)
     if (group === null) throw new AutoleaseError('INVALID_CONFIG', `${paths.dir} holds no group: run \`autolease init\` or \`autolease join\` first`)
 
-    this.store = new Corestore(paths.corestore)
+    this.store = openStore(paths.corestore)
     await this.store.ready()
     const log = new IntentLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
     this.log = log
@@ -220,6 +228,7 @@ export class Daemon extends ReadyResource {
         forgeError = `the forge config failed to load: ${(err as Error).message}`
       }
     }
+    this.forge = forge
     const queue = this.queue
     const capabilities = new Capabilities({
       log,
@@ -314,6 +323,7 @@ export class Daemon extends ReadyResource {
           capable: () => capabilities.state().capable,
           epoch: () => elector.status().confirmed?.epoch ?? 0,
           peers: () => swarm.peers,
+          forgeRateLimit: () => this.forge?.rateLimit?.() ?? null,
           rejected: () => log.rejected('confirmed'),
           queues: async () => {
             const out = []
@@ -484,6 +494,12 @@ export class Daemon extends ReadyResource {
     return result
   }
 
+  private forgeStatus(): DaemonStatus['forge'] {
+    if (this.forge === null) return null
+    const r = this.forge.rateLimit?.() ?? null
+    return { rateLimit: r === null ? null : { limit: r.limit, remaining: r.remaining, used: r.used, resetAt: r.resetAt, resource: r.resource } }
+  }
+
   private async statusJson(): Promise<DaemonStatus> {
     const log = this.log!
     const elector = this.elector!
@@ -522,6 +538,7 @@ export class Daemon extends ReadyResource {
       forcedAcks: log.forcedAcks,
       log: { length: log.base.length, indexed: log.base.indexedLength, signed: log.base.signedLength },
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
+      forge: this.forgeStatus(),
       capability: this.capabilities!.state(),
       pid: process.pid
     }

@@ -17,6 +17,8 @@ export interface MetricsSource {
   peers(): number
   /** This device can do the holder's work (capability.ts); absent: always 1. */
   capable?(): boolean
+  /** The forge's primary rate limit as its answers said it; null (or absent) before any: no sample. */
+  forgeRateLimit?(): { remaining: number; resource: string | null } | null
   rejected(): Promise<Record<string, number>>
   /** Per managed repo (tip view): queue length and events recorded so far. */
   queues(): Promise<Array<{ tenant: string; repo: string; queueLength: number; events: number }>>
@@ -62,6 +64,17 @@ export class Metrics extends ReadyResource {
       registers,
       collect() {
         this.set(source.capable === undefined || source.capable() ? 1 : 0)
+      }
+    })
+    new Gauge({
+      name: 'autolease_forge_rate_limit_remaining',
+      help: "Requests left in the forge's primary rate-limit window, as its latest answer said (no sample before one did)",
+      labelNames: ['resource'],
+      registers,
+      collect() {
+        this.reset()
+        const r = source.forgeRateLimit?.() ?? null
+        if (r !== null) this.set({ resource: r.resource ?? 'core' }, r.remaining)
       }
     })
     new Gauge({

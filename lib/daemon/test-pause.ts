@@ -1,16 +1,23 @@
 /**
  * Test-only pause points of the holder's worker, for the failover tests
- * that must stop a holder at one exact instant (after its merge attempt is
- * confirmed, before its last holding() check): with
- * AUTOLEASE_TEST_PAUSE=before-merge the process stops itself (SIGSTOP) when
- * it reaches that point; the test SIGCONTs it later. With
- * AUTOLEASE_TEST_PAUSE_ONCE=FILE only the first process to create FILE
+ * that must stop a holder at one exact instant: with
+ * AUTOLEASE_TEST_PAUSE=<point> the process stops itself (SIGSTOP) when it
+ * reaches that point; the test SIGCONTs it later. The points (PausePoint):
+ * - `before-send`: inside a mutation's fence, after every wait (the
+ *   per-repo spacing, rate limits, retries), immediately before the fence
+ *   is judged: a holder resumed past its lease must be stopped by the
+ *   fence itself, the last check before the request leaves;
+ * - `before-merge`: after the merge attempt is confirmed, before the
+ *   evaluation's own holding() check (an earlier, cheaper stop; it proves
+ *   that check only).
+ * With AUTOLEASE_TEST_PAUSE_ONCE=FILE only the first process to create FILE
  * stops, so every daemon of a group can share one environment and only the
  * first holder pauses. Unset (always, outside tests): a no-op.
  */
 import { openSync, closeSync } from 'node:fs'
+import type { PausePoint } from '../queue/tenure.js'
 
-export function testPause(env: NodeJS.ProcessEnv): (point: 'before-merge') => void {
+export function testPause(env: NodeJS.ProcessEnv): (point: PausePoint) => void {
   const wanted = env.AUTOLEASE_TEST_PAUSE
   if (wanted === undefined || wanted === '') return () => {}
   const once = env.AUTOLEASE_TEST_PAUSE_ONCE

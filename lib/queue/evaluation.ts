@@ -1,30 +1,47 @@
 /**
  * One evaluation of one PR by the holder (DESIGN §4, seed 000's evaluate):
  * read the forge, decide, and act, with fenced ops. Runs under the worker's
- * per-PR lock, so at most one per PR at a time.
+ * per-PR lock, so at most one per GitHub PR at a time (whatever tenants
+ * manage its repo).
  *
  * Invariants kept here:
  * - Every forge mutation is announced by an attempt op that is CONFIRMED
- *   before the call, and the tenure still holds right before the call; an
- *   attempt-end op records how it ended. An attempt left open (the holder
- *   died or lost the lease mid-call) is resolved by re-reading the forge
- *   before anything else is done for that PR: merged already -> recorded,
- *   never merged again; not merged -> abandoned, evaluated afresh.
+ *   before the call, and goes out through its fence (Tenure.mutation: the
+ *   tenure holds and the repo is not paused, asked by the forge right
+ *   before each request leaves); an attempt-end op records how it ended. A
+ *   fenced call (known not sent) appends nothing and ends the evaluation:
+ *   its attempt stays open for whoever resolves it next. An attempt left
+ *   open (the holder died, lost the lease mid-call, or was fenced) is
+ *   resolved by re-reading the forge before anything else is done for that
+ *   PR: merged already -> recorded, never merged again; not merged ->
+ *   abandoned, evaluated afresh.
+ * - Pause and removal stop an evaluation in flight: the repo config is
+ *   re-read at the tip after every forge read and before every mutation
+ *   (and the fence checks the worker's snapshot of it at the send).
  * - A merge names the head SHA the gate was judged on (409 if it moved).
  * - The forge is read before deciding (the PR's state, head, draft, labels;
  *   the gate for that head): a missed or late webhook cannot make us merge a
  *   closed PR, a draft, or a head nobody evaluated.
  * - 405 "Base branch was modified" is retried later without a comment; any
- *   other 405 bounces with ONE comment and the label removed.
- * - Forge errors are thrown to the worker, which retries later; nothing in
- *   the view is lost (the entry keeps its status).
+ *   other 405 re-reads the PR first: merged already (by another tenant's
+ *   entry for the same PR, a person, GitHub) is recorded as merged, never
+ *   bounced; otherwise it bounces with ONE comment and the label removed.
+ *   A 405 once bounced, with a comment, a PR merged a moment before.
+ * - A bounce is logged (`bounced`) and counted only once apply accepted the
+ *   decision (its confirmed outcome); a refused one is logged as refused.
+ *   A resumed old holder once logged and counted a bounce apply refused.
+ * - Every forge text that goes into an op passes opText (never refused).
+ * - Forge errors are thrown to the worker, which retries later with
+ *   backoff; so is a failure to record an outcome (the append throws):
+ *   never an immediate re-send. Nothing in the view is lost (the entry
+ *   keeps its status).
  */
-import type { PullRequest } from './forge/forge.js'
-import type { CheckFact } from '../log/ops.js'
-import { evaluateGate, type GateResult } from './queue-state.js'
-import { failing, gateFacts } from './gate.js'
-import type { OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
-import { detail, type Tenure } from './tenure.js'
+import { isForgeError, type PullRequest } from './forge/forge.js'
+import { isLabel, type CheckFact } from '../log/ops.js'
+import { foldLabel, type GateResult } from './queue-state.js'
+import { failing, gateFacts, gateOf } from './gate.js'
+import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
+import { opText, type Tenure } from './tenure.js'
 
 export type Verdict =
   /** Nothing more to do until something changes. */
@@ -47,23 +64,28 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
     const resolved = await resolveAttempt(t, config, attempt)
     if (resolved !== null) return resolved
   }
-  if (config.paused) return { next: 'done', what: 'repo paused' }
+  const open = await stillOpen(t, config)
+  if (open !== null) return open
 
   const entry = (await t.reads.queue(tenant, repo, 'tip')).find((e) => e.prNumber === pr)
   if (entry === undefined) return { next: 'done', what: 'not queued' }
   if (entry.status === 'bounced') return followUp(t, config, entry)
 
   const pull = await t.call((f) => f.getPull(repo, pr))
+  const afterPull = await stillOpen(t, config)
+  if (afterPull !== null) return afterPull
   if (pull === null || !wanted(pull, config) || pull.headSha !== entry.prSha) {
     // The forge disagrees with the view (a webhook was missed or is late): record what it says; the view decides.
     await t.append(syncOp(config, pr, pull, entry.prSha, null))
-    return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
+    return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.merged ? 'merged' : pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
   }
 
   if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
   const reading = await t.call((f) => f.getGate(repo, entry.prSha))
+  const afterGate = await stillOpen(t, config)
+  if (afterGate !== null) return afterGate
   const facts = gateFacts(reading)
-  const gate = evaluateGate(facts.map((c) => [c.name, c.conclusion] as const), config.requiredChecks)
+  const gate = gateOf(facts, config.requiredChecks)
   if (gate !== entry.gateResult) {
     // What the forge says now, for the view (a check webhook may have been missed).
     await t.append(syncOp(config, pr, pull, entry.prSha, facts))
@@ -88,67 +110,120 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   return merge(t, config, entry)
 }
 
+/**
+ * Whether the evaluation may go on: this tenure still holds, and the repo
+ * is still managed and not paused, read at the tip NOW (after a forge read
+ * that may have taken seconds, before a mutation). A pause confirmed while
+ * a read was in flight once let the merge after it through.
+ */
+async function stillOpen(t: Tenure, config: RepoConfig): Promise<Verdict | null> {
+  if (!t.holding()) return { next: 'done', what: 'not holding' }
+  const now = await t.reads.repo(config.tenant, config.repo, 'tip')
+  if (now === null) return { next: 'done', what: 'repo not managed' }
+  if (now.paused) return { next: 'done', what: 'repo paused' }
+  return null
+}
+
 async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<Verdict> {
   const { repo } = config
   const pr = entry.prNumber
+  const before = await stillOpen(t, config)
+  if (before !== null) return before
   const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo, pr, sha: entry.prSha, action: 'merge' })
   if (!announced.ok) return { next: 'done', what: `merge not attempted: ${announced.reason ?? 'refused'}` }
   t.settings.pause('before-merge')
-  // The last check before the call: a tenure that ended while the attempt was confirmed (or while this
-  // process was stopped) calls nothing; the attempt stays open for the next holder to resolve.
+  // A cheap early stop (the tenure ended or the repo was paused while the attempt was confirmed);
+  // the fence is the check that counts, at the send itself.
   if (!t.holding()) return { next: 'done', what: 'lease lost before the merge call' }
+  const late = await stillOpen(t, config)
+  if (late !== null) return late
 
-  t.attempts.called.add(announced.op)
   let outcome
   try {
-    outcome = await t.call((f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, epoch: t.epoch }))
-    forget(t, announced.op)
+    outcome = await t.call((f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, ...t.mutation(config.tenant, repo, announced.op) }))
   } catch (err) {
+    // Known not sent: nothing to record; the attempt stays open for whoever resolves it next.
+    if (isForgeError(err, 'fenced')) return { next: 'done', what: t.fencedWhy() }
     forget(t, announced.op)
     // It may or may not have happened: the next evaluation re-reads the PR first.
-    await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'failed', detail: detail((err as Error).message) })
+    await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'failed', detail: opText((err as Error).message) })
     throw err
   }
+  forget(t, announced.op)
   switch (outcome.result) {
     case 'merged':
-      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'merged', detail: outcome.sha })
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'merged', detail: opText(outcome.sha) })
       // Out of the queue now, whether or not the closed webhook ever arrives.
       await t.append({ type: 'forge-sync', tenant: config.tenant, repo, pr, sha: entry.prSha, state: 'merged', draft: false, labels: [], autoMerge: false, checks: null })
       t.metrics.merged(repo)
       t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant, commit: outcome.sha }, 'merged')
       return { next: 'done', what: 'merged' }
     case 'head-moved': {
-      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'head-moved', detail: detail(outcome.message) })
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'head-moved', detail: opText(outcome.message) })
       const pull = await t.call((f) => f.getPull(repo, pr))
       await t.append(syncOp(config, pr, pull, entry.prSha, null))
       return { next: 'done', what: 'head moved before the merge (409): re-evaluating the new head' }
     }
     case 'base-modified':
-      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'base-modified', detail: detail(outcome.message) })
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'base-modified', detail: opText(outcome.message) })
       return { next: 'wake', afterMs: BASE_MODIFIED_RETRY_MS, what: 'base branch was modified (405): retrying later' }
-    case 'not-mergeable':
-      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'not-mergeable', detail: detail(outcome.message) })
+    case 'not-mergeable': {
+      // Re-read before deciding: a PR merged a moment ago (the same PR's entry in another tenant, a
+      // person, GitHub's own queue) answers 405 too, and must never be bounced or commented on.
+      // A failed read leaves the attempt open: the next evaluation resolves it by reading again.
+      const pull = await t.call((f) => f.getPull(repo, pr))
+      if (pull !== null && pull.merged) {
+        await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'merged', detail: opText(`found merged at the forge after a 405: ${outcome.message}`) })
+        await t.append(syncOp(config, pr, pull, entry.prSha, null))
+        t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant, resolvedBy: t.epoch }, 'merge found done')
+        return { next: 'done', what: 'merged already (the 405 answered a merged PR)' }
+      }
+      await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'not-mergeable', detail: opText(outcome.message) })
       return bounce(t, config, entry, `GitHub refused the merge: ${outcome.message}`)
+    }
   }
 }
 
 /**
- * Bounce: the decision first (fenced), then ONE comment and the label
- * removed, each announced by a confirmed attempt. The label goes so that a
- * resync does not re-queue the PR; it re-joins when labelled again.
+ * Bounce: the decision first (fenced, and its confirmed outcome awaited),
+ * then ONE comment and the label removed, each announced by a confirmed
+ * attempt. The label goes so that a resync does not re-queue the PR; it
+ * re-joins when labelled again. `bounced` is logged and counted only for a
+ * decision apply accepted.
  */
 async function bounce(t: Tenure, config: RepoConfig, entry: QueueEntry, reason: string): Promise<Verdict> {
   const { repo } = config
   const pr = entry.prNumber
-  // The decision is not awaited: the follow-ups' attempt ops come after it in this writer, so they are
-  // confirmed only with it, and a holder taking over finishes them from the view.
-  await t.append(decide(config, entry, 'bounced', detail(reason)))
-  t.metrics.bounced(repo)
-  t.logger.info({ repo, pr, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant, reason }, 'bounced')
+  const text = opText(reason)
+  const id = await t.append(decide(config, entry, 'bounced', text))
+  const outcome = await t.fenced.outcome(id, t.settings.confirmTimeoutMs, () => t.holding())
+  if (!outcome.ok && outcome.reason?.startsWith('abandoned') === true) {
+    // Not known yet (the hold ended, or no confirmation in time): its verdict is logged when it is.
+    void t.fenced
+      .outcome(id, t.settings.confirmTimeoutMs, () => true)
+      .then((late) => reportBounce(t, config, entry, text, late))
+      .catch((err: unknown) => t.logger.warn({ repo, pr, err: (err as Error).message }, 'bounce outcome unknown'))
+    return { next: 'done', what: `bounce not confirmed: ${outcome.reason}` }
+  }
+  reportBounce(t, config, entry, text, outcome)
+  if (!outcome.ok) return { next: 'done', what: `bounce refused: ${outcome.reason ?? 'refused'}` }
   const bounced = (await t.reads.queue(config.tenant, repo, 'tip')).find((e) => e.prNumber === pr)
   if (bounced === undefined || bounced.status !== 'bounced') return { next: 'done', what: `bounced: ${reason}` }
   const after = await followUp(t, config, bounced)
   return { ...after, what: `bounced: ${reason}` }
+}
+
+/** The one log line (and the metric) for a bounce decision whose outcome is known. */
+function reportBounce(t: Tenure, config: RepoConfig, entry: QueueEntry, reason: string, outcome: FencedOutcome): void {
+  const line = { repo: config.repo, pr: entry.prNumber, sha: entry.prSha, epoch: t.epoch, tenant: config.tenant, reason }
+  if (outcome.ok) {
+    t.metrics.bounced(config.repo)
+    t.logger.info(line, 'bounced')
+  } else if (outcome.reason?.startsWith('abandoned') === true) {
+    t.logger.warn({ ...line, outcome: outcome.reason }, 'bounce not confirmed')
+  } else {
+    t.logger.info({ ...line, refused: outcome.reason }, 'bounce refused')
+  }
 }
 
 /**
@@ -166,28 +241,48 @@ async function followUp(t: Tenure, config: RepoConfig, entry: QueueEntry): Promi
     const body =
       `autolease took this PR out of the merge queue: ${entry.bounceReason ?? 'bounced'}.\n\n` +
       (entry.via === 'auto-merge' ? 'Push a new commit to try again.' : `Fix it and add the \`${config.label}\` label again to re-queue it.`)
-    await mutate(t, config, entry, 'comment', (f) => f.comment(repo, pr, body, { epoch: t.epoch }).then(() => 'done'))
+    const stopped = await mutate(t, config, entry, 'comment', (f, ctx) => f.comment(repo, pr, body, ctx).then(() => 'done'))
+    if (stopped !== null) return stopped
   }
-  if (entry.followUps.includes('remove-label')) await mutate(t, config, entry, 'remove-label', (f) => f.removeLabel(repo, pr, config.label, { epoch: t.epoch }).then((r) => r))
+  if (entry.followUps.includes('remove-label')) {
+    const stopped = await mutate(t, config, entry, 'remove-label', (f, ctx) => f.removeLabel(repo, pr, config.label, ctx))
+    if (stopped !== null) return stopped
+  }
   return { next: 'done', what: 'bounced, PR told' }
 }
 
-/** A comment or a label removal, between a confirmed attempt and its ending. */
-async function mutate(t: Tenure, config: RepoConfig, entry: QueueEntry, action: 'comment' | 'remove-label', call: Parameters<Tenure['call']>[0]): Promise<void> {
+/**
+ * A comment or a label removal, between a confirmed attempt and its ending.
+ * Returns a verdict when the follow-ups must stop here (not announced, the
+ * hold ended, the repo paused, the call fenced); the attempt then stays
+ * open, and whoever resolves it next knows (here) whether it ever ran.
+ */
+async function mutate(
+  t: Tenure,
+  config: RepoConfig,
+  entry: QueueEntry,
+  action: 'comment' | 'remove-label',
+  call: (forge: Parameters<Parameters<Tenure['call']>[0]>[0], ctx: ReturnType<Tenure['mutation']>) => Promise<string>
+): Promise<Verdict | null> {
   const pr = entry.prNumber
+  const before = await stillOpen(t, config)
+  if (before !== null) return before
   const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo: config.repo, pr, sha: entry.prSha, action })
-  // Not announced, or the hold ended: the attempt stays open; whoever resolves it next knows (here) it never ran.
-  if (!announced.ok || !t.holding()) return
-  t.attempts.called.add(announced.op)
+  if (!announced.ok) return { next: 'done', what: `${action} not attempted: ${announced.reason ?? 'refused'}` }
+  const late = await stillOpen(t, config)
+  if (late !== null) return late
+  let result: string
   try {
-    const result = await t.call(call)
-    await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'done', detail: typeof result === 'string' ? result : null })
+    result = await t.call((f) => call(f, t.mutation(config.tenant, config.repo, announced.op)))
   } catch (err) {
-    await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'failed', detail: detail((err as Error).message) })
-    throw err
-  } finally {
+    if (isForgeError(err, 'fenced')) return { next: 'done', what: t.fencedWhy() }
     forget(t, announced.op)
+    await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'failed', detail: opText((err as Error).message) })
+    throw err
   }
+  forget(t, announced.op)
+  await t.append({ type: 'attempt-end', tenant: config.tenant, repo: config.repo, pr, attempt: announced.op, outcome: 'done', detail: result })
+  return null
 }
 
 /**
@@ -228,15 +323,20 @@ function forget(t: Tenure, op: string): void {
 }
 
 function wanted(pull: PullRequest, config: RepoConfig): boolean {
-  const label = config.label.toLowerCase()
-  return pull.state === 'open' && !pull.draft && (pull.autoMerge || pull.labels.some((l) => l.toLowerCase() === label))
+  // Folded as apply folds them (ASCII only, the same on every runtime), so the worker wants what the view queues.
+  const label = foldLabel(config.label)
+  return pull.state === 'open' && !pull.draft && (pull.autoMerge || pull.labels.some((l) => foldLabel(l) === label))
 }
 
 function decide(config: RepoConfig, entry: QueueEntry, status: 'evaluating' | 'gate_passed' | 'bounced', reason: string | null) {
   return { type: 'queue-decide' as const, tenant: config.tenant, repo: config.repo, pr: entry.prNumber, sha: entry.prSha, status, reason }
 }
 
-/** A forge-sync op from what the forge says (null: the PR is gone, recorded as closed at `fallbackSha`). */
+/**
+ * A forge-sync op from what the forge says (null: the PR is gone, recorded
+ * as closed at `fallbackSha`). A label the codec cannot hold is left out:
+ * it cannot be the queue label (that one passed the codec in repo-add).
+ */
 export function syncOp(config: RepoConfig, pr: number, pull: PullRequest | null, fallbackSha: string, checks: CheckFact[] | null) {
   return {
     type: 'forge-sync' as const,
@@ -246,7 +346,7 @@ export function syncOp(config: RepoConfig, pr: number, pull: PullRequest | null,
     sha: pull?.headSha ?? fallbackSha,
     state: pull === null ? ('closed' as const) : pull.merged ? ('merged' as const) : pull.state,
     draft: pull?.draft ?? false,
-    labels: (pull?.labels ?? []).slice(0, 100),
+    labels: (pull?.labels ?? []).filter((l) => isLabel(l)).slice(0, 100),
     autoMerge: pull?.autoMerge ?? false,
     checks: checks === null ? null : checks.slice(0, 100)
   }

@@ -1,21 +1,35 @@
 /**
  * Per-PR serialization inside the holder (seed 002's SubmissionLock, done
- * where it cannot be left held): at most one job per key (tenant/repo#PR)
- * runs at a time; a submit for a key whose job runs marks it dirty, and the
- * job runs ONCE more after it finishes, never in parallel, however many
- * submits came meanwhile. Different keys run in parallel up to `limit`; the
- * rest wait in FIFO order, one slot per key.
+ * where it cannot be left held): at most one job per key runs at a time.
+ * The worker's key is the GitHub PR itself (`owner/name#pr`, lower-case),
+ * whatever tenants manage its repo; a job has a `part` (the tenant whose
+ * entry it evaluates), and one key runs its parts one after the other.
+ *
+ * - A submit for the part that runs marks it dirty: that part runs ONCE
+ *   more after it finishes, never in parallel, however many submits came
+ *   meanwhile (the latest job, the first reason).
+ * - A submit for another part of a busy key waits its turn in the same
+ *   slot (FIFO by part), never beside the running one: one repo managed in
+ *   two tenants once ran both tenants' evaluations of one PR side by side,
+ *   two merge calls, and the second 405 bounced a PR just merged.
+ * - Different keys run in parallel up to `limit`; the rest wait in FIFO
+ *   order, one slot per key.
  *
  * The lock is memory of this process only: a crashed holder leaves nothing
  * held, and a new holder starts clean from the log.
  */
 export type Job = (reason: string) => Promise<void>
 
-interface Slot {
+interface Pending {
   job: Job
   reason: string
-  /** A submit arrived while running: run once more after. */
-  dirty: string | null
+}
+
+interface Slot {
+  /** Parts to run, in order; the running part is not in it until a submit marks it dirty. */
+  pending: Map<string, Pending>
+  /** The part whose job runs now (null before the slot starts). */
+  current: string | null
 }
 
 export class PrLock {
@@ -35,20 +49,27 @@ export class PrLock {
     this.ondone = ondone
   }
 
-  /** Run `job` for `key` now or when a slot frees; if a job for `key` runs, mark it dirty instead. */
-  submit(key: string, reason: string, job: Job): 'started' | 'waiting' | 'dirty' {
+  /**
+   * Run `job` for (`key`, `part`) now or when its turn comes: 'started';
+   * 'dirty' when that very part runs (one rerun after); 'waiting' when the
+   * key waits for a slot or runs another part.
+   */
+  submit(key: string, reason: string, job: Job, part = ''): 'started' | 'waiting' | 'dirty' {
     const active = this.running.get(key)
     if (active !== undefined) {
-      active.dirty ??= reason
-      active.job = job
-      return 'dirty'
+      const queued = active.pending.get(part)
+      if (queued !== undefined) queued.job = job
+      else active.pending.set(part, { job, reason: active.current === part ? `again after ${reason}` : reason })
+      return active.current === part ? 'dirty' : 'waiting'
     }
-    const queued = this.waiting.get(key)
-    if (queued !== undefined) {
-      queued.job = job
+    const waiting = this.waiting.get(key)
+    if (waiting !== undefined) {
+      const queued = waiting.pending.get(part)
+      if (queued !== undefined) queued.job = job
+      else waiting.pending.set(part, { job, reason })
       return 'waiting'
     }
-    const slot: Slot = { job, reason, dirty: null }
+    const slot: Slot = { pending: new Map([[part, { job, reason }]]), current: null }
     if (this.running.size >= this.limit) {
       this.waiting.set(key, slot)
       return 'waiting'
@@ -65,10 +86,10 @@ export class PrLock {
     return this.running.size
   }
 
-  /** Forget jobs not started yet (the tenure ended); running ones finish, without their dirty rerun. */
+  /** Forget jobs not started yet (the tenure ended); running ones finish, without their reruns or the key's other parts. */
   clear(): void {
     this.waiting.clear()
-    for (const slot of this.running.values()) slot.dirty = null
+    for (const slot of this.running.values()) slot.pending.clear()
   }
 
   /** Resolves once nothing runs (jobs submitted meanwhile included). */
@@ -83,20 +104,21 @@ export class PrLock {
   }
 
   private async loop(key: string, slot: Slot): Promise<void> {
-    let reason = slot.reason
     for (;;) {
+      const next = slot.pending.entries().next()
+      if (next.done === true) break
+      const [part, { job, reason }] = next.value
+      slot.pending.delete(part)
+      slot.current = part
       try {
-        await slot.job(reason)
+        await job(reason)
       } catch (err) {
         this.onerror(key, err)
       }
-      if (slot.dirty === null) break
-      reason = `again after ${slot.dirty}`
-      slot.dirty = null
     }
     this.running.delete(key)
     const next = this.waiting.entries().next()
-    if (!next.done) {
+    if (next.done !== true) {
       const [nextKey, nextSlot] = next.value
       this.waiting.delete(nextKey)
       this.start(nextKey, nextSlot)

@@ -6,10 +6,34 @@
  * - Every open PR with the queue label or auto-merge that the queue misses
  *   joins (drafts never); a queued one whose head moved is re-evaluated at
  *   the new head; a gate result that differs from the forge's is re-read.
- * - Every entry the forge no longer lists (closed, merged, unlabelled,
- *   draft) leaves, bounced ones included: a bounced PR's label was removed,
- *   so it is not listed and is not re-queued. Under auto-merge a bounced PR
+ * - A queued PR that the forge lists as a draft leaves (a forge-sync with
+ *   draft true: apply drops an entry that is no longer wanted, at every
+ *   apply version). A resync that skipped drafts before looking at the
+ *   queue kept a PR converted to draft, its `converted_to_draft` webhook
+ *   lost, in the queue for good.
+ * - Every entry the forge no longer lists (closed, merged, unlabelled)
+ *   leaves, bounced ones included: a bounced PR's label was removed, so it
+ *   is not listed and is not re-queued. Under auto-merge a bounced PR
  *   stays out at its bounced head (apply keeps it so).
+ * - A gate is read only when reading it can change something: the entry
+ *   is new, its head moved, its gate is pending or unknown, or the facts
+ *   changed since this tenure last read it. "The facts" of a listed PR are
+ *   its head, its `updated_at` (any activity on the PR: a push, labels,
+ *   edits, reviews) and the entry's gate result in the view; when all
+ *   three are as this tenure's last read of that gate left them and that
+ *   result was final (success, failure), the read is skipped. A check that
+ *   changes on such a head moves none of them: its webhook tells us, and if
+ *   that webhook is lost nothing unsafe follows, since an evaluation reads
+ *   the gate itself before it merges (a passed entry merges within its
+ *   evaluation, a failed one is bounced and unlabelled). Every read that is
+ *   made is conditional at the forge (github.ts): unchanged, it costs a
+ *   304, which GitHub does not count against the rate limit. A resync that
+ *   re-read every gate cost two full requests per labelled PR every 300 s,
+ *   near a token's 5,000/h at ~200 labelled PRs.
+ * - What this tenure read is kept per tenure (a WeakMap on the Tenure: a
+ *   new holding reads every gate once again, and nothing outlives the
+ *   tenure), per repo only for the PRs the last list named: bounded by
+ *   the open labelled PRs.
  * - Duplicate entries cannot exist: the queue is keyed by PR number (apply
  *   makes a join idempotent), so there is nothing to remove for them.
  * - Named leases past their expiry are listed, not swept (seed 003: expiry
@@ -20,12 +44,18 @@
  *
  * Everything is recorded as fenced forge-sync ops, so the queue can be
  * rebuilt from the forge alone, and ends with one reconcile-result op.
+ *
+ * Not guaranteed: a forge whose PRs carry no `updated_at` has every final
+ * gate re-read (conditionally) each time; a check changed on a settled
+ * head with its webhook lost is found by the next evaluation of that PR,
+ * not by the resync.
  */
 import { SIGNER_LEASE } from '../log/ops.js'
-import { evaluateGate } from './queue-state.js'
-import type { RepoConfig } from './queue-layout.js'
+import type { PullRequest } from './forge/forge.js'
+import type { QueueEntry, RepoConfig } from './queue-layout.js'
+import type { GateResult } from './queue-state.js'
 import { syncOp } from './evaluation.js'
-import { gateFacts } from './gate.js'
+import { gateFacts, gateOf } from './gate.js'
 import type { Tenure } from './tenure.js'
 
 export interface ReconcileSummary {
@@ -35,7 +65,20 @@ export interface ReconcileSummary {
   staleLeases: string[]
   queueLength: number
   eventCount: number
+  /** Listed candidates whose gate this resync read / left unread (settled, unchanged). */
+  gateReads: number
+  gateSkips: number
 }
+
+/** What one tenure's last gate read of a listed PR saw. */
+interface GateSeen {
+  sha: string
+  updatedAt: string | null
+  gate: GateResult
+}
+
+/** Per tenure, per `tenant/repo`, per PR. Dies with the tenure. */
+const seenByTenure = new WeakMap<Tenure, Map<string, Map<number, GateSeen>>>()
 
 export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: number) => boolean, request: string | null): Promise<ReconcileSummary> {
   const { tenant, repo } = config
@@ -44,14 +87,37 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
   const entries = await t.reads.queue(tenant, repo, 'tip')
   const byPr = new Map(entries.map((e) => [e.prNumber, e]))
   const listed = new Set<number>()
+  let tenureSeen = seenByTenure.get(t)
+  if (tenureSeen === undefined) seenByTenure.set(t, (tenureSeen = new Map()))
+  const before = tenureSeen.get(`${tenant}/${repo}`) ?? new Map<number, GateSeen>()
+  // Only what this list names is kept: bounded by the open candidates.
+  const seen = new Map<number, GateSeen>()
+  tenureSeen.set(`${tenant}/${repo}`, seen)
+  let gateReads = 0
+  let gateSkips = 0
 
   for (const c of candidates) {
     listed.add(c.number)
-    if (c.draft || busy(c.number)) continue
+    if (busy(c.number)) continue
     const entry = byPr.get(c.number)
+    if (c.draft) {
+      // Drafts never join; a queued one leaves (apply: not wanted while a draft).
+      if (entry === undefined) continue
+      await t.append(syncOp(config, c.number, c, c.headSha, null))
+      fixed.push(`#${c.number}${entry.status === 'bounced' ? ' (bounced)' : ''} left: a draft`)
+      continue
+    }
     if (entry !== undefined && entry.status === 'bounced' && entry.prSha === c.headSha) continue
+    const last = before.get(c.number)
+    if (entry !== undefined && last !== undefined && settled(entry, c, last)) {
+      seen.set(c.number, last)
+      gateSkips++
+      continue
+    }
     const facts = gateFacts(await t.call((f) => f.getGate(repo, c.headSha)))
-    const gate = evaluateGate(facts.map((x) => [x.name, x.conclusion] as const), config.requiredChecks)
+    const gate = gateOf(facts, config.requiredChecks)
+    gateReads++
+    seen.set(c.number, { sha: c.headSha, updatedAt: c.updatedAt ?? null, gate })
     let what: string | null = null
     if (entry === undefined) what = `#${c.number} joined (missed webhook)`
     else if (entry.prSha !== c.headSha) what = `#${c.number} head moved to ${c.headSha.slice(0, 12)}`
@@ -76,8 +142,19 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
     .map((r) => r.name)
     .slice(0, 200)
   const state = await t.reads.state(tenant, repo, 'tip')
-  const summary: ReconcileSummary = { tenant, repo, fixed: fixed.slice(0, 200), staleLeases, queueLength: state.queueLength, eventCount: state.events }
+  const summary: ReconcileSummary = { tenant, repo, fixed: fixed.slice(0, 200), staleLeases, queueLength: state.queueLength, eventCount: state.events, gateReads, gateSkips }
   await t.append({ type: 'reconcile-result', tenant, repo, request, fixed: summary.fixed, staleLeases, queueLength: summary.queueLength, eventCount: summary.eventCount })
-  t.logger.info({ tenant, repo, epoch: t.epoch, fixed: summary.fixed, staleLeases, queueLength: summary.queueLength, request }, 'reconciled')
+  t.logger.info({ tenant, repo, epoch: t.epoch, fixed: summary.fixed, staleLeases, queueLength: summary.queueLength, gateReads, gateSkips, request }, 'reconciled')
   return summary
+}
+
+/**
+ * The entry's gate need not be read again: it is final, at the listed head,
+ * and neither the PR (`updated_at`) nor the view's result moved since this
+ * tenure's last read of it. An unknown `updated_at` is a change.
+ */
+function settled(entry: QueueEntry, c: PullRequest, last: GateSeen): boolean {
+  const final = entry.gateResult === 'success' || entry.gateResult === 'failure'
+  const updatedAt = c.updatedAt ?? null
+  return final && entry.prSha === c.headSha && last.sha === c.headSha && last.gate === entry.gateResult && updatedAt !== null && last.updatedAt === updatedAt
 }

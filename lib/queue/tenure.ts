@@ -1,13 +1,31 @@
 /**
  * What one tenure of the holder's worker acts with: its epoch, the check
- * that it still holds at that epoch, the fenced writer, the forge (every
- * call counted and timed out by the forge itself), reads of the view, the
- * log and the worker's settings. Evaluation and reconciliation take one;
- * neither keeps state of its own between calls.
+ * that it still holds at that epoch, the fence for each forge mutation,
+ * the fenced writer, the forge (every call counted and timed out by the
+ * forge itself), reads of the view, the log and the worker's settings.
+ * Evaluation and reconciliation take one; neither keeps state of its own
+ * between calls.
+ *
+ * Invariants enforced here alone:
+ * - A mutation's fence (`mutation()`) is open only while this tenure holds
+ *   (holding(): the signer lease at this tenure's epoch, against the clock
+ *   at the moment of asking) AND its repo is managed and not paused (the
+ *   worker's synchronous snapshot of the tip). The forge asks it right
+ *   before each request leaves (forge.ts); only an open fence records the
+ *   attempt as called, so an attempt whose fence closed is known never to
+ *   have reached the forge.
+ * - Every text from the forge that goes into an op passes `opText` (the
+ *   codec's bound, never refused): a multi-line refusal failed the codec,
+ *   left the attempt open and the merge was re-sent in a loop.
+ *
+ * Not guaranteed: the pause snapshot lags the tip by one read of the view
+ * (the worker refreshes it on every log update); evaluation re-reads the
+ * config before each mutation as well.
  */
 import type { Logger } from '../daemon/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
-import type { Forge } from './forge/forge.js'
+import { toOpText } from '../log/ops.js'
+import type { Forge, MutationContext } from './forge/forge.js'
 import { isForgeError } from './forge/forge.js'
 import type { FencedWriter } from './fenced-writer.js'
 import type { FencedOutcome } from './queue-layout.js'
@@ -21,6 +39,14 @@ export interface WorkerMetrics {
   inflight(delta: number): void
 }
 
+/**
+ * Test-only points where the process stops itself (lib/daemon/test-pause.ts):
+ * `before-merge` after a merge attempt is confirmed, before evaluation's own
+ * holding() check; `before-send` inside a mutation's fence, after every wait
+ * (spacing, rate limits, retries), right before the fence is judged.
+ */
+export type PausePoint = 'before-merge' | 'before-send'
+
 export interface WorkerSettings {
   /** Decide and log, never mutate the forge. */
   dryRun: boolean
@@ -29,18 +55,22 @@ export interface WorkerSettings {
   /** Bound on waiting for a fenced op to be confirmed. */
   confirmTimeoutMs: number
   /** Test-only: a named point where the process stops itself (see worker.ts). */
-  pause: (point: 'before-merge') => void
+  pause: (point: PausePoint) => void
 }
 
 /**
  * What this process knows about its own attempts, across tenures: which it
  * announced and which reached the forge call. An attempt announced here but
- * never called (the hold ended in between) is known not to have happened.
+ * never called (the hold ended in between, its fence closed) is known not
+ * to have happened.
  */
 export interface AttemptMemory {
   announced: Set<string>
   called: Set<string>
 }
+
+/** The codec's bound on an attempt-end `detail` and a decision's `reason` (ops.ts, DETAIL). */
+const OP_DETAIL_MAX = 500
 
 export class Tenure {
   readonly epoch: number
@@ -54,10 +84,13 @@ export class Tenure {
   readonly attempts: AttemptMemory
   private readonly forge: Forge
   private readonly currentEpoch: () => number | null
+  private readonly repoOpen: (tenant: string, repo: string) => boolean
 
   constructor(opts: {
     epoch: number
     currentEpoch: () => number | null
+    /** Synchronous: the repo is managed and not paused, as the worker last read the tip. */
+    repoOpen: (tenant: string, repo: string) => boolean
     log: IntentLog
     reads: QueueReads
     fenced: FencedWriter
@@ -70,6 +103,7 @@ export class Tenure {
   }) {
     this.epoch = opts.epoch
     this.currentEpoch = opts.currentEpoch
+    this.repoOpen = opts.repoOpen
     this.log = opts.log
     this.reads = opts.reads
     this.fenced = opts.fenced
@@ -81,18 +115,40 @@ export class Tenure {
     this.attempts = opts.attempts
   }
 
-  /** This device holds the signer lease at this tenure's epoch right now. Checked right before every forge mutation. */
+  /** This device holds the signer lease at this tenure's epoch right now. */
   holding(): boolean {
     return this.currentEpoch() === this.epoch
   }
 
-  /** A forge call, counted in flight; its ForgeError counted by kind and rethrown. */
+  /**
+   * The context of one forge mutation announced by attempt op `attempt`:
+   * its epoch and its fence (see the header). Passed to the forge, which
+   * asks the fence right before each request is sent.
+   */
+  mutation(tenant: string, repo: string, attempt: string): MutationContext {
+    return {
+      epoch: this.epoch,
+      fence: () => {
+        this.settings.pause('before-send')
+        if (!this.holding() || !this.repoOpen(tenant, repo)) return false
+        this.attempts.called.add(attempt)
+        return true
+      }
+    }
+  }
+
+  /** Why a closed fence closed, for the verdict: the tenure ended, or the repo was paused (or removed). */
+  fencedWhy(): 'lease lost before the call' | 'repo paused before the call' {
+    return this.holding() ? 'repo paused before the call' : 'lease lost before the call'
+  }
+
+  /** A forge call, counted in flight; its ForgeError counted by kind and rethrown (a fenced call is not the forge's error). */
   async call<T>(fn: (forge: Forge) => Promise<T>): Promise<T> {
     this.metrics.inflight(1)
     try {
       return await fn(this.forge)
     } catch (err) {
-      if (isForgeError(err)) this.metrics.forgeError(err.kind)
+      if (isForgeError(err) && err.kind !== 'fenced') this.metrics.forgeError(err.kind)
       throw err
     } finally {
       this.metrics.inflight(-1)
@@ -112,7 +168,7 @@ export class Tenure {
   }
 }
 
-/** A detail for an op or a log line, within the codec's bound. */
-export function detail(text: string): string {
-  return text.length <= 400 ? text : `${text.slice(0, 397)}...`
+/** Any text from the forge (or built around it) as an op's detail or reason: within the codec's bound, never refused. */
+export function opText(text: string): string {
+  return toOpText(text, OP_DETAIL_MAX)
 }

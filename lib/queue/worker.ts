@@ -12,16 +12,32 @@
  * Scheduling, on every log update:
  * - an event (webhook) that touched a PR -> evaluate it; if an evaluation of
  *   that PR runs, it is marked dirty and runs once more after (PrLock), so
- *   two deliveries for one PR never evaluate or merge in parallel;
- * - an entry whose facts changed (head, gate, re-joined) -> evaluate it;
- * - a PR left with an open attempt -> evaluate it (resolves the attempt);
+ *   two deliveries for one PR never evaluate or merge in parallel. The lock
+ *   is the GitHub PR (`owner/name#pr`), whatever tenants manage its repo:
+ *   each tenant's entry is evaluated, one after the other;
+ * - an entry whose facts changed (head, gate, re-joined) -> evaluate it,
+ *   whatever wake its last verdict set (unless a failure's backoff runs):
+ *   a resync's forge-sync is no event, and a gate it re-read once waited
+ *   for the pending verdict's wake, the gate timeout;
+ * - a PR left with an open attempt -> evaluate it (resolves the attempt),
+ *   unless it waits out a retry backoff;
  * - an unserved reconcile request -> reconcile its repos.
  * A verdict can ask to look again later (pending gate, 405 base modified);
- * a forge error retries with backoff (the forge's Retry-After when it gave
- * one). Unrelated PRs run in parallel up to `parallel`.
+ * a forge error, or a failure to record an outcome (an append that threw),
+ * retries with backoff (the forge's Retry-After when it gave one), with one
+ * log line each: never at once. An attempt whose ending could not be
+ * recorded stays open, and the open-attempt rule above once re-ran such an
+ * evaluation on the next update: 17 merge calls in 5 s. Unrelated PRs run
+ * in parallel up to `parallel`.
  *
- * Stop (a graceful release): no new work; in-flight calls finish (bounded by
- * the forge's timeout) and record their ending before the release.
+ * The fence's view of the repos: on every log update the worker re-reads
+ * the repo configs at the tip into a synchronous snapshot (managed, not
+ * paused) that every mutation's fence consults (Tenure.mutation).
+ *
+ * Stop (a graceful release): the tenure ends at once (drain), so every
+ * fence of it is closed from then on: a mutation still waiting (spacing,
+ * rate limit) is never sent. Calls already sent finish (bounded by the
+ * forge's timeout) and record their ending before the release.
  */
 import { EventEmitter } from 'node:events'
 import type { Logger } from '../daemon/logger.js'
@@ -93,6 +109,10 @@ export class HolderWorker extends EventEmitter {
   /** Per repo: the events-ring sequence read up to. */
   private readonly eventSeq = new Map<string, number>()
   private readonly paused = new Map<string, boolean>()
+  /** Per tenant/repo scope: managed and not paused, at the last read of the tip (null: not read yet in this tenure). The fences read it. */
+  private repoOpen: Map<string, boolean> | null = null
+  private refreshing = false
+  private refreshAgain = false
   private readonly served = new Set<string>()
   private readonly attempts: AttemptMemory = { announced: new Set(), called: new Set() }
   private scanning = false
@@ -100,7 +120,10 @@ export class HolderWorker extends EventEmitter {
   private wakeTimer: NodeJS.Timeout | null = null
   private reconcileTimer: NodeJS.Timeout | null = null
   private reconciling: Promise<void> | null = null
-  private readonly onupdate = (): void => this.kick()
+  private readonly onupdate = (): void => {
+    this.refreshRepos()
+    this.kick()
+  }
   private readonly onrole = (): void => this.roleChanged()
 
   constructor(opts: WorkerOptions) {
@@ -116,6 +139,7 @@ export class HolderWorker extends EventEmitter {
       pause: opts.pause ?? (() => {})
     }
     this.metrics = opts.metrics ?? { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: () => {} }
+    // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
     this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
   }
 
@@ -136,9 +160,12 @@ export class HolderWorker extends EventEmitter {
   }
 
   /**
-   * End the current tenure (a graceful release): no new work; wait (at most
-   * `timeoutMs`) for evaluations in flight to record how their forge calls
-   * ended. A later election starts a new tenure.
+   * End the current tenure (a graceful release): no new work, and every
+   * fence of the tenure closed at once (before anything is awaited), so a
+   * mutation still waiting for its turn (the per-repo spacing, a rate
+   * limit) is never sent, whether or not the wait below times out; then
+   * wait (at most `timeoutMs`) for evaluations in flight to record how
+   * their forge calls ended. A later election starts a new tenure.
    */
   async drain(timeoutMs: number): Promise<boolean> {
     this.endTenure()
@@ -168,9 +195,12 @@ export class HolderWorker extends EventEmitter {
     if (epoch === null) return
     // A tenure ends with the holding it began with: re-elected at the same epoch (a renew confirmed
     // after its deadline) is a new tenure, and the old one's jobs stop acting.
+    this.repoOpen = null
     const tenure: Tenure = new Tenure({
       epoch,
       currentEpoch: () => (this.stopped || this.tenure !== tenure ? null : this.opts.elector.epoch()),
+      // Not read yet (the first ms of a tenure): open; evaluation's own read of the config comes first anyway.
+      repoOpen: (tenant, repo) => this.repoOpen === null || this.repoOpen.get(scope({ tenant, repo })) === true,
       log: this.opts.log,
       reads: this.opts.reads,
       fenced: new FencedWriter(this.opts.log, this.wall),
@@ -182,6 +212,7 @@ export class HolderWorker extends EventEmitter {
       attempts: this.attempts
     })
     this.tenure = tenure
+    this.refreshRepos()
     this.opts.logger.info({ epoch, dryRun: this.settings.dryRun }, 'queue worker started')
     void this.startTenure(this.tenure)
   }
@@ -218,6 +249,32 @@ export class HolderWorker extends EventEmitter {
     this.wakeTimer = this.reconcileTimer = null
   }
 
+  /** The fences' snapshot of the repo configs, re-read at the tip (one read at a time; another after it if updates came meanwhile). */
+  private refreshRepos(): void {
+    if (this.tenure === null) return
+    if (this.refreshing) {
+      this.refreshAgain = true
+      return
+    }
+    this.refreshing = true
+    const t = this.tenure
+    this.opts.reads
+      .repos('tip')
+      .then(
+        (repos) => {
+          if (this.tenure === t) this.repoOpen = new Map(repos.map((r) => [scope(r), !r.paused]))
+        },
+        (err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'queue worker: reading the repo configs failed; retrying on the next update')
+      )
+      .finally(() => {
+        this.refreshing = false
+        if (this.refreshAgain) {
+          this.refreshAgain = false
+          this.refreshRepos()
+        }
+      })
+  }
+
   private kick(): void {
     if (this.tenure === null) return
     if (this.scanning) {
@@ -251,16 +308,22 @@ export class HolderWorker extends EventEmitter {
       // An event for a PR whose evaluation runs marks it dirty (one more run after, never in parallel).
       for (const pr of touched) this.submit(t, config, pr, 'event')
       for (const a of await reads.openAttempts(config.tenant, config.repo, 'tip')) {
-        if (!touched.has(a.pr) && !this.lock.busy(prKey(config, a.pr))) this.submit(t, config, a.pr, 'open attempt')
+        if (touched.has(a.pr) || this.lock.busy(lockKey(config, a.pr))) continue
+        // An attempt left open by a failure waits out the failure's backoff: never an immediate re-send.
+        const wake = this.wakes.get(prKey(config, a.pr))
+        if (wake !== undefined && wake.at > now) continue
+        this.submit(t, config, a.pr, wake?.why ?? 'open attempt')
       }
       if (config.paused) continue
       for (const entry of await reads.queue(config.tenant, config.repo, 'tip')) {
         const key = prKey(config, entry.prNumber)
         // A running evaluation sees its own decisions land; only events (above) make it run again.
-        if ((entry.status === 'bounced' && entry.followUps.length === 0) || touched.has(entry.prNumber) || this.lock.busy(key)) continue
+        if ((entry.status === 'bounced' && entry.followUps.length === 0) || touched.has(entry.prNumber) || this.lock.busy(lockKey(config, entry.prNumber))) continue
         const wake = this.wakes.get(key)
         if (wake !== undefined && wake.at <= now) this.submit(t, config, entry.prNumber, wake.why)
-        else if (wake === undefined && this.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.known.has(key) ? 'changed' : 'new')
+        // Changed facts do not wait for a verdict's wake (a pending gate's is the gate timeout: a gate a resync
+        // re-read, its webhook lost, once waited 30 min to be acted on); a failure's backoff still holds.
+        else if (!this.backingOff(key) && this.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.known.has(key) ? 'changed' : 'new')
       }
     }
     await this.serveRequests(t)
@@ -285,13 +348,22 @@ export class HolderWorker extends EventEmitter {
 
   private submit(t: Tenure, config: RepoConfig, pr: number, why: string): void {
     const key = prKey(config, pr)
-    this.wakes.delete(key)
-    this.lock.submit(key, why, (reason) => this.evaluate(t, config, pr, reason))
+    // A PR backing off after a failure keeps its retry time, whatever asks for it meanwhile (evaluate() waits).
+    if (!this.backingOff(key)) this.wakes.delete(key)
+    const job = (reason: string): Promise<void> =>
+      this.evaluate(t, config, pr, reason).catch((err: unknown) => {
+        if (this.tenure === t) this.failed(key, err)
+      })
+    this.lock.submit(lockKey(config, pr), why, job, config.tenant)
   }
 
   private async evaluate(t: Tenure, config: RepoConfig, pr: number, reason: string): Promise<void> {
     if (this.tenure !== t || !t.holding()) return
     const key = prKey(config, pr)
+    // After a failure the PR waits out its backoff, whatever asked meanwhile (an event, a rerun marked
+    // dirty while the failing evaluation ran): the retry comes from its wake. A rerun at once re-sent the
+    // merge whose outcome had just failed to be recorded.
+    if (this.backingOff(key)) return
     const started = this.now()
     this.opts.logger.info({ repo: config.repo, tenant: config.tenant, pr, epoch: t.epoch, reason }, 'evaluate')
     let verdict: Verdict
@@ -318,6 +390,12 @@ export class HolderWorker extends EventEmitter {
     }
     this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}) }, 'evaluated')
     if (!ended) this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
+  }
+
+  /** A failure's backoff is still running for this entry. */
+  private backingOff(key: string): boolean {
+    const wake = this.wakes.get(key)
+    return this.failures.has(key) && wake !== undefined && wake.at > this.now()
   }
 
   /** One clear line, a metric (counted in Tenure.call), and a retry with backoff; the view keeps the entry as it was. */
@@ -347,6 +425,9 @@ export class HolderWorker extends EventEmitter {
   private async serveRequests(t: Tenure): Promise<void> {
     const repos = await this.opts.reads.repos('tip')
     for (const request of await this.opts.reads.reconcileRequests('tip')) {
+      // `served` outlives this scan's tenure: a scan of an ended tenure that marked a request served (for a
+      // run that then did nothing) once left it unserved by every later tenure.
+      if (this.tenure !== t) return
       if (this.served.has(request.op)) continue
       const answered = new Set(request.results.map((r) => r.repo))
       if (targets(repos, request).every((r) => answered.has(r.repo))) continue
@@ -364,7 +445,7 @@ export class HolderWorker extends EventEmitter {
         if (this.tenure !== t || !t.holding()) return
         if (request !== null && (await this.opts.reads.reconcileRequest(request.op, 'tip'))?.results.some((r) => r.repo === config.repo)) continue
         try {
-          await reconcileRepo(t, config, (pr) => this.lock.busy(prKey(config, pr)), request?.op ?? null)
+          await reconcileRepo(t, config, (pr) => this.lock.busy(lockKey(config, pr)), request?.op ?? null)
         } catch (err) {
           const e = err as { message?: string; kind?: string }
           this.opts.logger.warn({ tenant: config.tenant, repo: config.repo, why, kind: isForgeError(err) ? err.kind : 'internal', err: e.message ?? String(err) }, 'reconcile failed; retrying later')
@@ -393,8 +474,14 @@ function scope(config: { tenant: string; repo: string }): string {
   return `${config.tenant}/${config.repo}`
 }
 
+/** One tenant's queue entry for a PR: the key of what the worker remembers about it (facts, wakes, failures). */
 function prKey(config: { tenant: string; repo: string }, pr: number): string {
   return `${scope(config)}#${pr}`
+}
+
+/** The GitHub PR itself, whatever tenant's entry is evaluated: the PrLock key (GitHub names are case-insensitive). */
+function lockKey(config: { repo: string }, pr: number): string {
+  return `${config.repo.toLowerCase()}#${pr}`
 }
 
 /** The facts events and syncs set on an entry (not the statuses our own decisions set). */

@@ -2,17 +2,22 @@
  * A merge-queue group in one process: a Cluster of devices, each with its
  * webhook intake (a real HTTP server) and a holder worker on a GitHubForge
  * aimed at one FakeForge, whose webhooks go to every device's intake. One
- * repo is managed. Everything is closed by the test's teardown.
+ * repo is managed (in each of `tenants`). The forge runs with its default
+ * mutation spacing (1 s) unless a test says otherwise: a spacing of 0 once
+ * hid a merge that waited in the spacer past its tenure. Everything is
+ * closed by the test's teardown.
  */
 import type { Assertion } from 'brittle'
-import { Cluster, waitFor } from './cluster.js'
+import { Cluster, waitFor, type Device } from './cluster.js'
 import { FakeForge } from '../../lib/queue/forge/fake-forge.js'
 import { GitHubForge, type GitHubForgeConfig } from '../../lib/queue/forge/github.js'
 import { GroupAppend } from '../../lib/log/group-append.js'
 import type { EventOp } from '../../lib/log/ops.js'
 import { WebhookServer } from '../../lib/queue/webhook-server.js'
 import { QueueReads } from '../../lib/queue/queue-reads.js'
-import { HolderWorker, type WorkerOptions } from '../../lib/queue/worker.js'
+import { HolderWorker, type WorkerElector, type WorkerOptions } from '../../lib/queue/worker.js'
+import type { IntentLog } from '../../lib/log/intent-log.js'
+import type { Forge } from '../../lib/queue/forge/forge.js'
 import { createLogger, type Logger } from '../../lib/daemon/logger.js'
 import type { QueueEntry } from '../../lib/queue/queue-layout.js'
 
@@ -30,12 +35,14 @@ export interface LogLine {
 export interface QueueGroup {
   cluster: Cluster
   fake: FakeForge
+  /** The tenants that manage REPO (TENANT first). */
+  tenants: string[]
   workers: HolderWorker[]
   reads: QueueReads[]
   lines: LogLine[]
   hooks: number[]
-  /** The queue at device i's tip. */
-  queue(i?: number): Promise<QueueEntry[]>
+  /** The queue at device i's tip (of `tenant`, default TENANT). */
+  queue(i?: number, tenant?: string): Promise<QueueEntry[]>
   /** Index of the single holder (waits for one). */
   holder(): Promise<number>
 }
@@ -46,6 +53,14 @@ export interface QueueGroupOptions {
   forge?: Partial<GitHubForgeConfig>
   worker?: Partial<Omit<WorkerOptions, 'log' | 'reads' | 'elector' | 'forge' | 'logger'>>
   requiredChecks?: string[]
+  /** Tenants that each manage REPO (default [TENANT]); each gets its webhook secret and hooks. */
+  tenants?: string[]
+  /** What device i's worker sees as its elector (default: the device's own). */
+  electorFor?: (d: Device) => WorkerElector
+  /** What device i's worker writes and reads its fenced ops through (default: the device's log). */
+  logFor?: (d: Device) => IntentLog
+  /** What device i's worker calls the forge through (default: its GitHubForge). */
+  forgeFor?: (d: Device, forge: Forge) => Forge
 }
 
 export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Promise<QueueGroup> {
@@ -59,6 +74,8 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
   const hooks: number[] = []
   t.teardown(
     async () => {
+      // Debugging aid: QUEUE_GROUP_LINES=1 prints every worker log line of the test.
+      if (process.env.QUEUE_GROUP_LINES === '1') for (const l of lines) console.log(`# ${JSON.stringify(l).slice(0, 600)}`)
       for (const w of workers) await w.stop(5_000)
       for (const s of servers) await s.close()
       await fake.close()
@@ -66,15 +83,18 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
     { order: -Infinity + 1 }
   )
   const founder = cluster.devices[0]!
-  await founder.log.append({ type: 'repo-add', tenant: TENANT, repo: REPO, label: LABEL, mergeMethod: 'squash', requiredChecks: opts.requiredChecks ?? [] })
+  const tenants = opts.tenants ?? [TENANT]
+  for (const tenant of tenants) {
+    await founder.log.append({ type: 'repo-add', tenant, repo: REPO, label: LABEL, mergeMethod: 'squash', requiredChecks: opts.requiredChecks ?? [] })
+  }
   for (const d of cluster.devices) {
     const r = new QueueReads(d.log)
     reads.push(r)
-    await waitFor(async () => (await r.repo(TENANT, REPO, 'tip')) !== null, 10_000, 'the repo config on every device')
+    for (const tenant of tenants) await waitFor(async () => (await r.repo(tenant, REPO, 'tip')) !== null, 10_000, 'the repo config on every device')
     const grouped = new GroupAppend<EventOp>((events) => d.log.appendEvents(events))
     const server = new WebhookServer({
       port: 0,
-      secrets: { secretsFor: (tenant) => (tenant === TENANT ? [SECRET] : []) },
+      secrets: { secretsFor: (tenant) => (tenants.includes(tenant) ? [SECRET] : []) },
       intake: {
         canAppend: () => d.log.writable && d.log.closing === null,
         managed: async (tenant, repo) => (await r.repo(tenant, repo, 'tip')) !== null,
@@ -83,13 +103,13 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
     })
     await server.ready()
     servers.push(server)
-    hooks.push(fake.addHook({ url: `http://127.0.0.1:${server.port}/webhook/${TENANT}`, secret: SECRET }))
-    const forge = new GitHubForge({ baseUrl: fake.url, token: 'ghp_queue_group', mutationSpacingMs: 0, retryBaseMs: 10, timeoutMs: 5_000, ...opts.forge })
+    for (const tenant of tenants) hooks.push(fake.addHook({ url: `http://127.0.0.1:${server.port}/webhook/${tenant}`, secret: SECRET }))
+    const forge = new GitHubForge({ baseUrl: fake.url, token: 'ghp_queue_group', retryBaseMs: 10, timeoutMs: 5_000, ...opts.forge })
     const worker = new HolderWorker({
-      log: d.log,
+      log: opts.logFor?.(d) ?? d.log,
       reads: r,
-      elector: d.elector!,
-      forge,
+      elector: opts.electorFor?.(d) ?? d.elector!,
+      forge: opts.forgeFor?.(d, forge) ?? forge,
       logger: lineLogger(d.index, lines),
       reconcileMs: 3_600_000,
       ...opts.worker
@@ -100,11 +120,12 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
   return {
     cluster,
     fake,
+    tenants,
     workers,
     reads,
     lines,
     hooks,
-    queue: (i = 0) => reads[i]!.queue(TENANT, REPO, 'tip'),
+    queue: (i = 0, tenant = TENANT) => reads[i]!.queue(tenant, REPO, 'tip'),
     holder: async () => (await cluster.waitForHolder()).index
   }
 }

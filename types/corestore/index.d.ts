@@ -28,7 +28,8 @@ declare module 'corestore' {
   }
 
   export default class Corestore {
-    constructor(storage: string, opts?: { primaryKey?: Uint8Array; readOnly?: boolean })
+    /** storage: a directory, or a hypercore-storage instance opened with its own options. globalCache: one hyperbee node cache for every bee of the store. */
+    constructor(storage: string | import('hypercore-storage').default, opts?: { primaryKey?: Uint8Array; readOnly?: boolean; globalCache?: import('rache').default })
     readonly opened: boolean
     readonly closed: boolean
     ready(): Promise<void>

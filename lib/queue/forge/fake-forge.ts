@@ -30,8 +30,24 @@
  * - `mutations()` holds every non-GET request except minting an
  *   installation token, with the epoch header as sent (null if absent), in
  *   order of arrival, including those answered by an injected failure.
+ *   `staleMutations()` (GET /_fake/stale-mutations) is the fence made
+ *   visible: every mutation that ARRIVED carrying an epoch older than the
+ *   newest epoch some earlier mutation carried (a stale holder's request
+ *   after its successor's first), recorded at arrival, before any hold,
+ *   delay or injected failure, so an answer held back changes nothing.
  *   Events (copies, for `autolease forge`'s log): 'mutation' once a mutating
  *   request is answered, 'delivery' once a delivery attempt ended.
+ * - Conditional GETs as GitHub answers them: every 200 to a GET carries an
+ *   ETag (a hash of its body and Link header, so it changes exactly when
+ *   what was answered changes: no clock in a REST body), and a GET whose
+ *   If-None-Match names it is answered 304 with no body. `requests()`
+ *   says which requests were conditional and how each was answered, so a
+ *   test can count what a resync cost and how much of it was free.
+ * - Every REST answer carries x-ratelimit-limit/-remaining/-used/-reset/
+ *   -resource (`core`) of one primary window (5,000 an hour by default,
+ *   `setRateLimit` to change it); every answer but a 304 counts, as on
+ *   GitHub. The counters are reported, never enforced: `rateLimitNext`
+ *   refuses a request (its headers win over the counters').
  *
  * Not modelled: branches and git objects (a commit is known once some PR
  * head, check or status used its SHA), issues that are not PRs, reviews,
@@ -123,12 +139,23 @@ export interface RequestRecord {
   status: number | null
   /** The client closed the connection before the answer was sent (it gave up: a timeout, an abort). */
   abandoned: boolean
+  /** The request carried If-None-Match (a 304 answer is `status` 304). */
+  conditional: boolean
 }
 
 export interface MutationRecord extends RequestRecord {
   body: unknown
   /** The X-Autolease-Epoch header as a number; null when absent or not an integer. */
   epoch: number | null
+}
+
+/** A mutation that arrived after one with a newer epoch (see staleMutations). */
+export interface StaleMutation extends MutationRecord {
+  epoch: number
+  /** The newest epoch any mutation that arrived before it carried. */
+  newerEpoch: number
+  /** seq of the first mutation that carried `newerEpoch`. */
+  newerSeq: number
 }
 
 export interface HookInit {
@@ -271,6 +298,15 @@ interface Reply {
   headers?: Record<string, string>
 }
 
+/** The fake's primary rate-limit window. */
+export interface FakeRateLimit {
+  limit: number
+  remaining: number
+  used: number
+  /** The window's end, in seconds since the Unix epoch (GitHub's x-ratelimit-reset). */
+  reset: number
+}
+
 interface AppState {
   appId: string
   publicKeyPem: string
@@ -310,6 +346,7 @@ export class FakeForge extends ReadyResource {
   private readonly deliveryAborts = new Set<AbortController>()
   private readonly ids = new Map<string, number>()
   private seq = 0
+  private rateWindow: { limit: number; used: number; reset: number } | null = null
   private nextId = 1000
 
   constructor(opts: FakeForgeOptions = {}) {
@@ -458,6 +495,13 @@ export class FakeForge extends ReadyResource {
     this.prEvent(r, pr, 'closed', ACTOR)
   }
 
+  /** Merged by someone else (a person, another tool) at its head, whatever its mergeability: `closed` with merged true. Returns the merge commit. */
+  mergeBy(repo: string, number: number, sender = ACTOR): string {
+    const { r, pr } = this.pullState(repo, number)
+    if (pr.state !== 'open') throw new Error(`mergeBy: ${repo}#${number} is not open`)
+    return this.landMerge(r, pr, sender)
+  }
+
   reopen(repo: string, number: number): void {
     const { r, pr } = this.pullState(repo, number)
     if (pr.state === 'open' || pr.merged) return
@@ -565,8 +609,39 @@ export class FakeForge extends ReadyResource {
     return this.mutationLog.map((r) => ({ ...r }))
   }
 
+  /**
+   * The mutations that arrived carrying an epoch older than the newest
+   * epoch any mutation before them carried, in order of arrival. Mutations
+   * without an epoch header are not judged (and set nothing). Empty when
+   * every tenure's requests stopped before its successor's first arrived.
+   */
+  staleMutations(): StaleMutation[] {
+    const out: StaleMutation[] = []
+    let newest: { epoch: number; seq: number } | null = null
+    for (const m of this.mutationLog) {
+      if (m.epoch === null) continue
+      if (newest !== null && m.epoch < newest.epoch) out.push({ ...m, epoch: m.epoch, newerEpoch: newest.epoch, newerSeq: newest.seq })
+      else if (newest === null || m.epoch > newest.epoch) newest = { epoch: m.epoch, seq: m.seq }
+    }
+    return out
+  }
+
   deliveries(): DeliveryRecord[] {
     return this.deliveryLog.map((d) => ({ ...d }))
+  }
+
+  /** The primary rate-limit window as the next answer's headers would start from (what the last answer said). */
+  rateLimit(): FakeRateLimit {
+    const w = this.window()
+    return { limit: w.limit, remaining: Math.max(0, w.limit - w.used), used: w.used, reset: w.reset }
+  }
+
+  /** Sets the window: its limit, what is left of it (used = limit - remaining), and its reset (s since the epoch). */
+  setRateLimit(opts: { limit?: number; remaining?: number; reset?: number }): void {
+    const w = this.window()
+    if (opts.limit !== undefined) w.limit = opts.limit
+    if (opts.remaining !== undefined) w.used = Math.max(0, w.limit - opts.remaining)
+    if (opts.reset !== undefined) w.reset = opts.reset
   }
 
   // ---- programmatic API: auth and hooks -----------------------------------------------------
@@ -700,7 +775,18 @@ export class FakeForge extends ReadyResource {
     if (path.startsWith('/_fake/')) return send(res, await this.control(method, path.slice('/_fake/'.length), raw))
 
     const info = describe(method, path, parsed.searchParams)
-    const rec: RequestRecord = { seq: ++this.seq, method, path, query: parsed.search, repo: info.repo, pr: info.pr, time: this.now(), status: null, abandoned: false }
+    const rec: RequestRecord = {
+      seq: ++this.seq,
+      method,
+      path,
+      query: parsed.search,
+      repo: info.repo,
+      pr: info.pr,
+      time: this.now(),
+      status: null,
+      abandoned: false,
+      conditional: req.headers['if-none-match'] !== undefined
+    }
     this.requestLog.push(rec)
     let mrec: MutationRecord | null = null
     if (method !== 'GET' && method !== 'HEAD' && !path.startsWith('/app/')) {
@@ -732,6 +818,11 @@ export class FakeForge extends ReadyResource {
     } else {
       reply = this.authorize(method, path, req.headers.authorization) ?? this.route(method, path, parsed.searchParams, raw, req, enterprise)
     }
+    if (reply !== 'reset') {
+      // Judged and counted when processed (as GitHub does), before an answer held back.
+      if (fail === undefined) reply = conditional(method, reply, req.headers['if-none-match'])
+      reply = { ...reply, headers: { ...this.countRequest(reply.status), ...(reply.headers ?? {}) } }
+    }
     for (const h of holds) if (h.mode === 'response') await this.waitOn(h)
 
     if (reply === 'reset') {
@@ -741,6 +832,27 @@ export class FakeForge extends ReadyResource {
     }
     answered(reply.status)
     send(res, reply)
+  }
+
+  /** Counts one REST answer in the rate-limit window (a 304 is free, as on GitHub) and returns the headers that say where it stands. */
+  private countRequest(status: number): Record<string, string> {
+    const w = this.window()
+    if (status !== 304) w.used++
+    const rl = this.rateLimit()
+    return {
+      'x-ratelimit-limit': String(rl.limit),
+      'x-ratelimit-remaining': String(rl.remaining),
+      'x-ratelimit-used': String(rl.used),
+      'x-ratelimit-reset': String(rl.reset),
+      'x-ratelimit-resource': 'core'
+    }
+  }
+
+  /** The current window, a fresh one once the last has reset (an hour from its first request). */
+  private window(): { limit: number; used: number; reset: number } {
+    const nowS = Math.floor(this.now() / 1000)
+    if (this.rateWindow === null || nowS >= this.rateWindow.reset) this.rateWindow = { limit: this.rateWindow?.limit ?? 5000, used: 0, reset: nowS + 3600 }
+    return this.rateWindow
   }
 
   private async waitOn(h: HoldState): Promise<void> {
@@ -902,6 +1014,11 @@ export class FakeForge extends ReadyResource {
     if (pr.draft) return { status: 405, body: { message: 'Pull Request is still a draft', documentation_url: DOCS } }
     if (pr.behaviour === 'base-modified') return { status: 405, body: { message: 'Base branch was modified. Review and try the merge again.', documentation_url: DOCS } }
     if (pr.behaviour === 'conflict' || pr.mergeable === false) return { status: 405, body: { message: 'Pull Request is not mergeable', documentation_url: DOCS } }
+    const sha = this.landMerge(r, pr, login)
+    return { status: 200, body: { sha, merged: true, message: 'Pull Request successfully merged' } }
+  }
+
+  private landMerge(r: RepoState, pr: PullState, login: string): string {
     const sha = randomBytes(20).toString('hex')
     const t = this.now()
     pr.state = 'closed'
@@ -912,7 +1029,7 @@ export class FakeForge extends ReadyResource {
     r.baseSha = sha
     r.knownShas.add(sha)
     this.prEvent(r, pr, 'closed', login)
-    return { status: 200, body: { sha, merged: true, message: 'Pull Request successfully merged' } }
+    return sha
   }
 
   private listPulls(r: RepoState, query: URLSearchParams, base: string, path: string): Reply {
@@ -990,8 +1107,10 @@ export class FakeForge extends ReadyResource {
   private async control(method: string, name: string, raw: string): Promise<Reply> {
     const reads: Record<string, () => unknown> = {
       mutations: () => this.mutations(),
+      'stale-mutations': () => this.staleMutations(),
       deliveries: () => this.deliveries(),
-      requests: () => this.requests()
+      requests: () => this.requests(),
+      'rate-limit': () => this.rateLimit()
     }
     if (method === 'GET' && reads[name]) return { status: 200, body: reads[name]() }
     const calls: Record<string, (...args: never[]) => unknown> = {
@@ -1002,11 +1121,13 @@ export class FakeForge extends ReadyResource {
       setDraft: this.setDraft,
       setAutoMerge: this.setAutoMerge,
       closePull: this.closePull,
+      mergeBy: this.mergeBy,
       reopen: this.reopen,
       setMergeable: this.setMergeable,
       setMergeBehaviour: this.setMergeBehaviour,
       setCheck: this.setCheck,
       setStatus: this.setStatus,
+      setRateLimit: this.setRateLimit,
       pull: this.pull,
       pulls: this.pulls,
       comments: this.comments,
@@ -1436,8 +1557,9 @@ export class FakeForge extends ReadyResource {
       after: sha,
       pull_requests: this.prRefsOf(r, sha),
       app: this.appJson(),
-      created_at: iso(Math.min(...runs.map((x) => x.startedAt), this.now())),
-      updated_at: iso(this.now())
+      // From the runs, not the clock: a suite's times change when its runs do (and so does the ETag of a list that embeds it).
+      created_at: iso(runs.length === 0 ? this.now() : Math.min(...runs.map((x) => x.startedAt))),
+      updated_at: iso(runs.length === 0 ? this.now() : Math.max(...runs.map((x) => x.completedAt ?? x.startedAt)))
     }
     if (!forEvent) return suite
     return {
@@ -1599,8 +1721,27 @@ function matches(match: RequestMatcher, info: FakeRequestInfo): boolean {
   return match instanceof RegExp ? match.test(info.path) : match(info)
 }
 
+/**
+ * A 200 to a GET gets its ETag; answered 304 (no body) when If-None-Match
+ * names it (`*` or a list; weak comparison, as RFC 9110 asks for it).
+ */
+function conditional(method: string, reply: Reply, ifNoneMatch: string | undefined): Reply {
+  if (method !== 'GET' || reply.status !== 200 || reply.body === undefined) return reply
+  const link = reply.headers?.link ?? ''
+  const etag = `"${createHash('sha256').update(JSON.stringify(reply.body)).update('\n').update(link).digest('hex').slice(0, 40)}"`
+  const opaque = (tag: string): string => tag.trim().replace(/^W\//, '')
+  const asked = (ifNoneMatch ?? '').split(',').map(opaque).filter((x) => x !== '')
+  if (asked.includes('*') || asked.includes(etag)) return { status: 304, headers: { etag, ...(link === '' ? {} : { link }) } }
+  return { ...reply, headers: { ...(reply.headers ?? {}), etag } }
+}
+
 function send(res: ServerResponse, reply: Reply): void {
   if (res.destroyed || res.headersSent) return
+  if (reply.status === 304) {
+    res.writeHead(304, { 'x-github-request-id': randomBytes(8).toString('hex').toUpperCase(), ...(reply.headers ?? {}) })
+    res.end()
+    return
+  }
   const body = reply.body === undefined ? '' : JSON.stringify(reply.body)
   res.writeHead(reply.status, {
     'content-type': 'application/json; charset=utf-8',

@@ -16,11 +16,26 @@
  * - Every mutation carries the holder's epoch (`MutationContext`), sent as
  *   the `X-Autolease-Epoch` header, so the forge side (and tests) can tell
  *   which tenure acted.
+ * - The fence (`MutationContext.fence`) is the last step before a request
+ *   of a mutation leaves the process: an implementation calls it
+ *   synchronously immediately before it hands each HTTP request to the
+ *   network (the first send and every automatic re-send), after every wait
+ *   of its own (spacing, queueing, rate-limit and retry waits), with
+ *   nothing that can wait in between. When it answers false nothing is
+ *   sent, and a call that had sent nothing yet ends with ForgeError
+ *   `fenced` (known NOT sent); one whose earlier request was answered ends
+ *   with that answer's error, as if its re-send had been given up.
+ *   A holder's merge once waited behind another mutation's spacing after
+ *   the last holding() check and reached GitHub 1.1 s after a new holder
+ *   was elected.
  *
  * Not guaranteed: a mutation that ends in a ForgeError of kind `timeout`,
  * `unreachable` or `server` may or may not have taken effect (the request
  * can have reached GitHub). The caller re-reads (getPull) before acting
- * again; merges and comments are therefore never retried on 5xx.
+ * again; merges and comments are therefore never retried on 5xx. A request
+ * the fence let through is on its way: a tenure that ends while it is in
+ * transit cannot recall it (the forge's own compare-and-swap, the expected
+ * head SHA, is what narrows that).
  */
 
 /** `owner/name`. */
@@ -43,6 +58,12 @@ export interface PullRequest {
   mergeable: boolean | null
   /** GitHub's `mergeable_state` (clean, dirty, blocked, behind, unstable, unknown, ...); null as above. */
   mergeableState: string | null
+  /**
+   * GitHub's `updated_at`: moves with activity on the PR (a push, labels,
+   * edits, comments, reviews), not with its checks. Absent or null: not
+   * known (a reader must treat the PR as changed).
+   */
+  updatedAt?: string | null
 }
 
 export interface CheckReading {
@@ -83,9 +104,17 @@ export type MergeOutcome =
   /** Any other 405 (conflict, draft, required checks, closed): bounce the PR. */
   | { result: 'not-mergeable'; message: string }
 
-/** The holder's fencing token, sent with every mutating request. */
+/** What every mutating call carries: the holder's fencing token and the fence. */
 export interface MutationContext {
+  /** The holder's epoch, sent as `X-Autolease-Epoch` with every request of the call. */
   epoch: number
+  /**
+   * Asked synchronously immediately before each request of the call is
+   * sent (see the contract above): true lets that one request go. Must not
+   * wait or throw (a throw ends the call unsent, and passes unchanged: a
+   * programmer error). The caller may record "reached the forge" in it.
+   */
+  fence: () => boolean
 }
 
 export interface MergeOptions extends MutationContext {
@@ -95,6 +124,18 @@ export interface MergeOptions extends MutationContext {
 }
 
 export type RemoveLabelOutcome = 'removed' | 'absent'
+
+/** The forge's primary rate limit as its last answer told it (GitHub's x-ratelimit-* headers). */
+export interface RateLimitReading {
+  limit: number
+  remaining: number
+  /** null when not sent. */
+  used: number | null
+  /** When the window resets, ms since the Unix epoch (GitHub sends seconds). */
+  resetAt: number
+  /** GitHub's x-ratelimit-resource (the queue reads `core`); null when not sent. */
+  resource: string | null
+}
 
 export interface Forge {
   /** null when the PR (or the repo) does not exist, or is invisible to these credentials (GitHub answers 404 to both). */
@@ -106,6 +147,8 @@ export interface Forge {
   removeLabel(repo: Repo, number: number, label: string, ctx: MutationContext): Promise<RemoveLabelOutcome>
   /** Open PRs that carry `label` (case-insensitive, as GitHub's label names) or have auto-merge enabled; drafts included (the queue decides); by number. */
   listCandidates(repo: Repo, label: string): Promise<PullRequest[]>
+  /** The rate limit as the newest window's lowest count seen; null before any answer said (or a forge without one). Optional: a forge may not know. */
+  rateLimit?(): RateLimitReading | null
 }
 
 /** The header that carries `MutationContext.epoch` (HTTP headers are case-insensitive). */
@@ -126,6 +169,8 @@ export type ForgeErrorKind =
   | 'not-found'
   /** A request the forge refused as malformed (400, 422, ...), or a bad argument. */
   | 'invalid'
+  /** The mutation's fence closed before its first request was sent: known NOT sent (nothing reached the forge). */
+  | 'fenced'
 
 export class ForgeError extends Error {
   readonly kind: ForgeErrorKind

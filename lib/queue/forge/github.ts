@@ -4,6 +4,20 @@
  * (GitHub Enterprise: https://HOST/api/v3; tests: the fake forge).
  *
  * Invariants enforced here alone:
+ * - THE FENCE IS THE LAST STEP BEFORE A MUTATION LEAVES THE PROCESS. Every
+ *   HTTP request of a merge, comment or label removal goes to fetch through
+ *   fencedFetch (octokit's per-request `request.fetch`), which asks
+ *   `MutationContext.fence()` and, if it answers true, calls fetch in the
+ *   same synchronous step. So the check comes after the per-repo spacing
+ *   wait, after plugin-throttling's queue and rate-limit waits and after
+ *   plugin-retry's waits, and it is asked again before every automatic
+ *   re-send: nothing that can wait stands between the check and the send.
+ *   A closed fence sends nothing; the call ends with ForgeError `fenced`
+ *   (known not sent) or, on a re-send, with the last answer's error. A
+ *   merge checked against holding() before it waited in the spacing once
+ *   reached GitHub 1.1 s after a new holder was elected and after the repo
+ *   was paused; a graceful stop's queued mutations went out after the
+ *   release.
  * - 405, 409 (and 400/401/403/404/410/422/451, plugin-retry's defaults) are
  *   never retried: plugin-retry retries 405 and 409 unless told otherwise,
  *   and a retried 405 bounce spams the PR. 429 is left to plugin-throttling,
@@ -23,7 +37,9 @@
  * - Per repo, mutating calls run one at a time, each starting
  *   `mutationSpacingMs` after the previous one ended (GitHub asks for a
  *   second between writes; spacing from the end means GitHub sees them at
- *   least that far apart however long a request spent in transit).
+ *   least that far apart however long a request spent in transit). The
+ *   spacing comes before the fence, never between it and the send; a call
+ *   that the fence stopped before sending adds no gap.
  *   plugin-throttling's own write limiter is replaced by this: it is
  *   process-wide (one write per second, one notifying write per 3 s, across
  *   every repo), which would let one busy repo stall every other.
@@ -31,19 +47,39 @@
  * - Lists are read to the last page, under the call's signal; a 409 on a
  *   list is an error (octokit.paginate would make it an empty list, and a
  *   resync would drop every queued PR).
+ * - Every GET is conditional once its answer is known (etag-cache.ts: the
+ *   instance's own bounded cache, as octokit's default fetch; a mutation's
+ *   per-request fenced fetch replaces it, so no mutation passes there): a
+ *   304, which GitHub does not count against the rate limit, is served as
+ *   the stored answer to the exact same request. A resync of ~200 labelled
+ *   PRs every 300 s otherwise spent most of a token's 5,000 requests/h.
+ * - `rateLimit()` is the primary (`core`) limit as the answers said it
+ *   (x-ratelimit-*, the outermost octokit hook: every answer, 304s and
+ *   errors included, the App's own JWT calls excepted): the newest window
+ *   wins, and within one window the lowest `remaining` (answers to
+ *   requests in parallel arrive in any order).
+ * - tokenFile and app.privateKeyFile are read through the private-file
+ *   check (daemon/private-files.ts, as forge-config.ts does for the
+ *   daemon): a file group or others may read is refused, for library
+ *   callers too.
  *
- * Not guaranteed: the spacing is per process and per repo, while GitHub's
- * guidance is per token; two processes with the same token are not
- * coordinated (only the lease holder mutates). plugin-throttling caps a
+ * Not guaranteed: a request the fence let through is in transit (a new
+ * connection, DNS) while the tenure may end: it cannot be recalled. The
+ * fence is only as fresh as what it reads (holding() against the clock;
+ * the caller's pause snapshot). Minting a GitHub App installation token is
+ * not fenced (it changes nothing at the repo). The spacing is per process
+ * and per repo, while GitHub's guidance is per token; two processes with
+ * the same token are not coordinated (only the lease holder mutates). plugin-throttling caps a
  * process at 10 requests in flight (all instances share its limiter). The
  * token from tokenFile/tokenEnv is read once, at construction.
  */
-import { readFileSync } from 'node:fs'
 import { Octokit } from '@octokit/rest'
 import { retry } from '@octokit/plugin-retry'
 import { throttling, type ThrottlingOptions } from '@octokit/plugin-throttling'
 import { createAppAuth } from '@octokit/auth-app'
 import { AutoleaseError } from '../../errors.js'
+import { readPrivateFile } from '../../daemon/private-files.js'
+import { EtagCache } from './etag-cache.js'
 import {
   EPOCH_HEADER,
   ForgeError,
@@ -55,6 +91,7 @@ import {
   type MergeOutcome,
   type MutationContext,
   type PullRequest,
+  type RateLimitReading,
   type RemoveLabelOutcome,
   type Repo,
   type StatusReading
@@ -124,6 +161,8 @@ const SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 const SECONDARY_FALLBACK_S = 60
 /** Where the call's deadline rides along in octokit's per-request options (read by the rate-limit handlers). */
 const DEADLINE = 'autoleaseDeadline'
+/** A token or a PEM key: far below this. */
+const MAX_SECRET_FILE_BYTES = 64 * 1024
 
 type Group = NonNullable<ThrottlingOptions['write']>
 
@@ -149,6 +188,8 @@ export class GitHubForge implements Forge {
   private readonly settings: Settings
   private readonly octokit: ForgeOctokitInstance
   private readonly spacer: RepoSpacer
+  private readonly etags = new EtagCache()
+  private rate: RateLimitReading | null = null
 
   constructor(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}) {
     this.settings = resolveConfig(config, deps.env ?? process.env)
@@ -166,6 +207,8 @@ export class GitHubForge implements Forge {
       baseUrl: this.settings.baseUrl,
       userAgent: this.settings.userAgent,
       log: { debug: noop, info: noop, warn, error: noop },
+      // Conditional GETs (etag-cache.ts). A mutation's request.fetch (fencedFetch) replaces this one.
+      request: { fetch: this.etags.fetch() },
       retry: { doNotRetry: DO_NOT_RETRY, retries: this.settings.retries, retryAfterBaseValue: this.settings.retryBaseMs },
       throttle: {
         onRateLimit: onLimit,
@@ -183,6 +226,26 @@ export class GitHubForge implements Forge {
             authStrategy: createAppAuth,
             auth: { appId: auth.appId, privateKey: auth.privateKey, installationId: auth.installationId }
           })
+    // Registered last, so outermost: the answer every call ended with, after retries and rate-limit waits.
+    const note = (headers: unknown, url: unknown): void => {
+      if (typeof url === 'string' && url.startsWith('/app')) return // the App's JWT calls have a limit of their own
+      this.rate = newerRateLimit(this.rate, headers)
+    }
+    this.octokit.hook.after('request', (response, options) => note(response.headers, options.url))
+    this.octokit.hook.error('request', (error, options) => {
+      note(responseOf(error)?.headers, options.url)
+      throw error
+    })
+  }
+
+  /** The primary rate limit as the forge's answers said it (see the header); null before any answer carried it. */
+  rateLimit(): RateLimitReading | null {
+    return this.rate === null ? null : { ...this.rate }
+  }
+
+  /** What the conditional-GET cache holds and saved (for tests and measurements). */
+  cacheStats(): ReturnType<EtagCache['stats']> {
+    return this.etags.stats()
   }
 
   async getPull(repo: Repo, number: number): Promise<PullRequest | null> {
@@ -233,61 +296,55 @@ export class GitHubForge implements Forge {
     checkNumber(number)
     checkSha(opts.sha)
     if (opts.method !== 'merge' && opts.method !== 'squash' && opts.method !== 'rebase') throw new ForgeError('invalid', `not a merge method: ${String(opts.method)}`)
-    const headers = epochHeaders(opts)
-    return this.spacer.run(repo, () =>
-      this.call(`merge ${repo}#${number}`, async (request) => {
-        try {
-          const { data } = await this.octokit.rest.pulls.merge({
-            owner,
-            repo: name,
-            pull_number: number,
-            sha: opts.sha,
-            merge_method: opts.method,
-            headers,
-            request: { ...request, retries: 0 }
-          })
-          if (data.merged !== true) return { result: 'not-mergeable', message: data.message || 'not merged' }
-          return { result: 'merged', sha: data.sha }
-        } catch (err) {
-          const status = statusOf(err)
-          const message = messageOf(err)
-          if (status === 409) return { result: 'head-moved', message }
-          if (status === 405) return /base branch was modified/i.test(message) ? { result: 'base-modified', message } : { result: 'not-mergeable', message }
-          throw err
-        }
-      })
-    )
+    const headers = mutationHeaders(opts)
+    return this.mutation(repo, `merge ${repo}#${number}`, opts, async (request) => {
+      try {
+        const { data } = await this.octokit.rest.pulls.merge({
+          owner,
+          repo: name,
+          pull_number: number,
+          sha: opts.sha,
+          merge_method: opts.method,
+          headers,
+          request: { ...request, retries: 0 }
+        })
+        if (data.merged !== true) return { result: 'not-mergeable', message: data.message || 'not merged' }
+        return { result: 'merged', sha: data.sha }
+      } catch (err) {
+        const status = statusOf(err)
+        const message = messageOf(err)
+        if (status === 409) return { result: 'head-moved', message }
+        if (status === 405) return /base branch was modified/i.test(message) ? { result: 'base-modified', message } : { result: 'not-mergeable', message }
+        throw err
+      }
+    })
   }
 
   async comment(repo: Repo, number: number, body: string, ctx: MutationContext): Promise<void> {
     const { owner, name } = splitRepo(repo)
     checkNumber(number)
     if (typeof body !== 'string' || body.length === 0) throw new ForgeError('invalid', 'a comment needs a body')
-    const headers = epochHeaders(ctx)
-    await this.spacer.run(repo, () =>
-      this.call(`comment ${repo}#${number}`, async (request) => {
-        await this.octokit.rest.issues.createComment({ owner, repo: name, issue_number: number, body, headers, request: { ...request, retries: 0 } })
-      })
-    )
+    const headers = mutationHeaders(ctx)
+    await this.mutation(repo, `comment ${repo}#${number}`, ctx, async (request) => {
+      await this.octokit.rest.issues.createComment({ owner, repo: name, issue_number: number, body, headers, request: { ...request, retries: 0 } })
+    })
   }
 
   async removeLabel(repo: Repo, number: number, label: string, ctx: MutationContext): Promise<RemoveLabelOutcome> {
     const { owner, name } = splitRepo(repo)
     checkNumber(number)
     if (typeof label !== 'string' || label.length === 0) throw new ForgeError('invalid', 'a label needs a name')
-    const headers = epochHeaders(ctx)
-    return this.spacer.run(repo, () =>
-      this.call(`removeLabel ${repo}#${number}`, async (request) => {
-        try {
-          await this.octokit.rest.issues.removeLabel({ owner, repo: name, issue_number: number, name: label, headers, request })
-          return 'removed'
-        } catch (err) {
-          // GitHub answers 404 "Label does not exist" for a label the issue does not carry (a bare "Not Found" is a missing PR).
-          if (statusOf(err) === 404 && /label does not exist/i.test(messageOf(err))) return 'absent'
-          throw err
-        }
-      })
-    )
+    const headers = mutationHeaders(ctx)
+    return this.mutation(repo, `removeLabel ${repo}#${number}`, ctx, async (request) => {
+      try {
+        await this.octokit.rest.issues.removeLabel({ owner, repo: name, issue_number: number, name: label, headers, request })
+        return 'removed'
+      } catch (err) {
+        // GitHub answers 404 "Label does not exist" for a label the issue does not carry (a bare "Not Found" is a missing PR).
+        if (statusOf(err) === 404 && /label does not exist/i.test(messageOf(err))) return 'absent'
+        throw err
+      }
+    })
   }
 
   async listCandidates(repo: Repo, label: string): Promise<PullRequest[]> {
@@ -305,31 +362,119 @@ export class GitHubForge implements Forge {
     })
   }
 
+  /**
+   * A mutating call: after its turn in the repo's spacing, one call() whose
+   * every request passes the fence on its way to fetch. A call the fence
+   * stopped before it sent anything frees the spacing at once (GitHub saw
+   * nothing from it).
+   */
+  private mutation<T>(repo: Repo, what: string, ctx: MutationContext, fn: (request: CallRequest) => Promise<T>): Promise<T> {
+    const gate: Gate = { fence: ctx.fence, sent: false, last: null }
+    return this.spacer.run(repo, () => this.call(what, fn, gate), () => gate.sent)
+  }
+
   /** Runs one forge call under its deadline and maps what escapes it to a ForgeError. */
-  private async call<T>(what: string, fn: (request: { signal: AbortSignal; [DEADLINE]: number }) => Promise<T>): Promise<T> {
+  private async call<T>(what: string, fn: (request: CallRequest) => Promise<T>, gate: Gate | null = null): Promise<T> {
     const controller = new AbortController()
     const timeoutMs = this.settings.timeoutMs
     const timedOut = new ForgeError('timeout', `${what}: no answer within ${timeoutMs} ms`)
-    let fire!: (err: ForgeError) => void
-    const deadline = new Promise<never>((_resolve, reject) => {
+    let fire!: (err: unknown) => void
+    const stopped = new Promise<never>((_resolve, reject) => {
       fire = reject
     })
+    // Why the call was ended from inside, before any answer: its fence closed (or threw).
+    let ended: { err: unknown } | null = null
+    const end = (err: unknown): void => {
+      ended ??= { err }
+      controller.abort()
+      fire(err)
+    }
     // The race ends the call on time even while a retry layer sleeps. abort() without a reason makes fetch
     // reject with an AbortError, which octokit rethrows without `request`: neither plugin retries it, so
-    // a call that timed out sends nothing more.
+    // a call that timed out (or was fenced) sends nothing more.
     const timer = setTimeout(() => {
       controller.abort()
       fire(timedOut)
     }, timeoutMs)
+    const request: CallRequest = { signal: controller.signal, [DEADLINE]: Date.now() + timeoutMs }
+    if (gate !== null) request.fetch = fencedFetch(what, gate, controller.signal, end)
     try {
-      return await Promise.race([fn({ signal: controller.signal, [DEADLINE]: Date.now() + timeoutMs }), deadline])
+      return await Promise.race([fn(request), stopped])
     } catch (err) {
+      if (ended !== null) throw (ended as { err: unknown }).err
       if (controller.signal.aborted) throw timedOut
       throw toForgeError(err, what)
     } finally {
       clearTimeout(timer)
     }
   }
+}
+
+/** The per-request options every call hands to octokit (octokit passes them down to fetch). */
+interface CallRequest {
+  signal: AbortSignal
+  [DEADLINE]: number
+  /** @octokit/request uses `request.fetch` of each request when given (fetch-wrapper.js): a mutation's fenced fetch. */
+  fetch?: typeof fetch
+}
+
+/** One mutating call's fence, and what it let through. */
+interface Gate {
+  fence: () => boolean
+  /** Some request of this call passed the fence (and went to fetch). */
+  sent: boolean
+  /** The last answer to a request of this call: an HTTP status and its headers, or 'none' (no HTTP answer). */
+  last: { status: number; headers: Record<string, string> } | 'none' | null
+}
+
+/**
+ * The fence as the last step before the network: octokit's fetch-wrapper
+ * calls this for the first send and for every re-send (plugin-throttling
+ * after a rate limit, plugin-retry after a 5xx), after every wait those
+ * layers and the spacing add. fence() and the real fetch are called in one
+ * synchronous step. A closed fence sends nothing and ends the call.
+ */
+function fencedFetch(what: string, gate: Gate, signal: AbortSignal, end: (err: unknown) => void): typeof fetch {
+  const refuse = (): Promise<Response> => Promise.reject(new DOMException('This operation was aborted', 'AbortError'))
+  return (input, init) => {
+    // A call that ended (timed out, fenced) sends nothing more: a retry layer waking up later finds it aborted.
+    if (signal.aborted) return refuse()
+    let open: boolean
+    try {
+      open = gate.fence()
+    } catch (err) {
+      end(err)
+      return refuse()
+    }
+    if (open !== true) {
+      end(gate.sent ? resendRefused(what, gate.last) : new ForgeError('fenced', `${what}: not sent: the fence closed (the tenure ended or the repo was paused)`))
+      return refuse()
+    }
+    gate.sent = true
+    return globalThis.fetch(input, init).then(
+      (res) => {
+        gate.last = { status: res.status, headers: Object.fromEntries(res.headers) }
+        return res
+      },
+      (err: unknown) => {
+        gate.last = 'none'
+        throw err
+      }
+    )
+  }
+}
+
+/**
+ * A re-send the fence stopped: the call ends with what its last answer
+ * meant, as if its retry layer had given up (only rate limits, 5xx and
+ * no answer are re-sent). Not `fenced`: something of this call was sent.
+ */
+function resendRefused(what: string, last: Gate['last']): ForgeError {
+  const text = `${what}: its re-send was not sent: the fence closed`
+  if (last === null || last === 'none') return new ForgeError('unreachable', `${text} (the last request got no answer)`)
+  const { status, headers } = last
+  if (status === 403 || status === 429) return new ForgeError('rate-limited', `${text} (after ${status})`, { status, retryAfterMs: retryAfterMs({ headers }, '') })
+  return new ForgeError(status >= 500 ? 'server' : 'invalid', `${text} (after ${status})`, { status })
 }
 
 /**
@@ -358,7 +503,8 @@ class RepoSpacer {
 
   constructor(private readonly spacingMs: number) {}
 
-  async run<T>(repo: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` in `repo`'s turn; the next turn waits spacingMs after it ended, unless `sent()` says it sent nothing. */
+  async run<T>(repo: string, fn: () => Promise<T>, sent: () => boolean = () => true): Promise<T> {
     const key = repo.toLowerCase()
     const prev = this.tails.get(key) ?? Promise.resolve()
     let release!: () => void
@@ -374,7 +520,9 @@ class RepoSpacer {
     try {
       return await fn()
     } finally {
-      if (this.spacingMs > 0) setTimeout(release, this.spacingMs)
+      // A turn that sent nothing (its fence closed) adds no gap: GitHub saw nothing from it, and the
+      // turn before it already waited out its own spacing before this one began.
+      if (this.spacingMs > 0 && sent()) setTimeout(release, this.spacingMs)
       else release()
     }
   }
@@ -390,7 +538,7 @@ function resolveConfig(config: GitHubForgeConfig, env: Record<string, string | u
   if (config.token !== undefined) {
     auth = { kind: 'token', token: nonEmpty(config.token, 'token') }
   } else if (config.tokenFile !== undefined) {
-    auth = { kind: 'token', token: nonEmpty(readText(config.tokenFile, 'tokenFile').trim(), `tokenFile ${config.tokenFile}`) }
+    auth = { kind: 'token', token: nonEmpty(readSecret(config.tokenFile, 'tokenFile').trim(), `tokenFile ${config.tokenFile}`) }
   } else if (config.tokenEnv !== undefined) {
     const envName = nonEmpty(config.tokenEnv, 'tokenEnv')
     const value = env[envName]
@@ -403,7 +551,7 @@ function resolveConfig(config: GitHubForgeConfig, env: Record<string, string | u
     if (!(typeof appId === 'number' ? Number.isSafeInteger(appId) && appId > 0 : typeof appId === 'string' && appId.length > 0)) throw invalid('app.appId: a positive integer (or a client id string)')
     if (!Number.isSafeInteger(app.installationId) || app.installationId <= 0) throw invalid('app.installationId: a positive integer')
     if ((app.privateKey === undefined) === (app.privateKeyFile === undefined)) throw invalid('app: give exactly one of privateKey, privateKeyFile')
-    const privateKey = app.privateKey !== undefined ? nonEmpty(app.privateKey, 'app.privateKey') : readText(app.privateKeyFile!, 'app.privateKeyFile')
+    const privateKey = app.privateKey !== undefined ? nonEmpty(app.privateKey, 'app.privateKey') : readSecret(app.privateKeyFile!, 'app.privateKeyFile')
     if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(privateKey)) throw invalid('app private key: not a PEM private key')
     auth = { kind: 'app', appId, privateKey, installationId: app.installationId }
   }
@@ -437,13 +585,10 @@ function nonEmpty(value: unknown, what: string): string {
   return value
 }
 
-function readText(path: string, what: string): string {
+/** A secret file, only if it is private (the one rule: daemon/private-files.ts); INVALID_CONFIG otherwise. */
+function readSecret(path: string, what: string): string {
   if (typeof path !== 'string' || path === '') throw invalid(`${what}: a file path`)
-  try {
-    return readFileSync(path, 'utf-8')
-  } catch (err) {
-    throw invalid(`${what}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
-  }
+  return readPrivateFile(path, what, MAX_SECRET_FILE_BYTES)
 }
 
 function intOption(value: unknown, what: string, dflt: number, min: number): number {
@@ -460,10 +605,12 @@ function checkSha(sha: string): void {
   if (typeof sha !== 'string' || !SHA.test(sha)) throw new ForgeError('invalid', `not a commit SHA (40 or 64 lower-case hex): ${JSON.stringify(sha)}`)
 }
 
-function epochHeaders(ctx: MutationContext): Record<string, string> {
+/** The epoch header of a mutation; a context without an epoch or a fence is refused before any I/O. */
+function mutationHeaders(ctx: MutationContext): Record<string, string> {
   if (typeof ctx !== 'object' || ctx === null || !Number.isSafeInteger(ctx.epoch) || ctx.epoch < 0) {
     throw new ForgeError('invalid', 'a mutation needs the holder epoch (a non-negative integer)')
   }
+  if (typeof ctx.fence !== 'function') throw new ForgeError('invalid', 'a mutation needs a fence')
   return { [EPOCH_HEADER]: String(ctx.epoch) }
 }
 
@@ -480,6 +627,7 @@ interface PullData {
   auto_merge: unknown
   mergeable?: boolean | null
   mergeable_state?: string
+  updated_at?: string | null
 }
 
 function toPull(repo: Repo, d: PullData, single: boolean): PullRequest {
@@ -495,8 +643,35 @@ function toPull(repo: Repo, d: PullData, single: boolean): PullRequest {
     labels: d.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((l) => l !== ''),
     autoMerge: d.auto_merge !== null && d.auto_merge !== undefined,
     mergeable: single ? (d.mergeable ?? null) : null,
-    mergeableState: single ? (d.mergeable_state ?? null) : null
+    mergeableState: single ? (d.mergeable_state ?? null) : null,
+    updatedAt: typeof d.updated_at === 'string' ? d.updated_at : null
   }
+}
+
+/**
+ * The rate limit after an answer with `headers`: the primary (`core`)
+ * limit only; a newer window replaces the old one, and within one window
+ * the lowest `remaining` stands (GitHub only counts down until the reset,
+ * and answers to parallel requests arrive in any order).
+ */
+function newerRateLimit(prev: RateLimitReading | null, headers: unknown): RateLimitReading | null {
+  if (typeof headers !== 'object' || headers === null) return prev
+  const h = headers as Record<string, unknown>
+  const int = (name: string): number | null => {
+    const v = h[name]
+    const n = typeof v === 'string' && /^[0-9]{1,15}$/.test(v.trim()) ? Number(v.trim()) : typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null
+    return n
+  }
+  const limit = int('x-ratelimit-limit')
+  const remaining = int('x-ratelimit-remaining')
+  const reset = int('x-ratelimit-reset')
+  if (limit === null || remaining === null || reset === null) return prev
+  const resource = typeof h['x-ratelimit-resource'] === 'string' ? (h['x-ratelimit-resource'] as string) : null
+  if (resource !== null && resource !== 'core') return prev
+  const next: RateLimitReading = { limit, remaining, used: int('x-ratelimit-used'), resetAt: reset * 1000, resource }
+  if (prev === null || next.resetAt > prev.resetAt) return next
+  if (next.resetAt < prev.resetAt || next.remaining >= prev.remaining) return prev
+  return next
 }
 
 function toStatusState(state: string): StatusReading['state'] {
