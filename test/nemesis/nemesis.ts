@@ -48,7 +48,7 @@ import { formatReport, type CheckReport } from './checker.js'
 import { faketimeMissing, stepTo, type ClockPlan } from './clock.js'
 import { sleep, type Device } from './cluster.js'
 import { primaryLimit, resets, secondaryLimit, serverErrors, slowAnswers, slowReads, type Injected } from './forge-faults.js'
-import { hostNow, type History, type HostMs } from './history.js'
+import { hostNow, type History, type HostMs, type RoleLine } from './history.js'
 import { PrDriver } from './load.js'
 import { livenessOf, type FaultSample, type Liveness } from './liveness.js'
 import { Owned } from './owned.js'
@@ -602,14 +602,33 @@ class Nemesis {
     this.fault('clock-rate-out-of-bound', d, 'restarted with both clocks at 0.5 x (outside maxDriftRate 5 %)')
     await d.terminate()
     await this.restart(d, null)
-    // Make it the holder: whoever holds steps down (naming a successor) until d does.
-    for (let i = 0; i < 12 && !d.holding(); i++) {
-      const h = c.holder()
-      if (h !== null && h !== d) await h.control('release', {}, 10_000).catch(() => null)
-      await sleep(this.o.leaseMs * 1.5)
+    // Cut it off right after one of its renews is confirmed while it holds: its deadline is then furthest away
+    // (holdMs / 0.5 of host time). On a loaded machine it may lose the lease before a renew lands: then again.
+    let cutReady = false
+    for (let attempt = 0; attempt < 6 && !cutReady; attempt++) {
+      if (!d.holding()) await this.makeHolder(d)
+      if (!d.holding()) continue
+      cutReady = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => done(false), this.o.leaseMs * 3)
+        const done = (ok: boolean): void => {
+          clearTimeout(timer)
+          d.off('role', on)
+          resolve(ok)
+        }
+        const on = (l: RoleLine): void => {
+          if (l.msg === 'demoted') done(false)
+          else if (l.msg === 'renewed' && d.holding()) done(true)
+        }
+        d.on('role', on)
+      })
     }
-    if (!d.holding()) throw new Error(`${d.name} never became the holder`)
-    await sleep(this.o.leaseMs)
+    // Never a renew while it held (at 0.5 x it renews only once per leaseMs of host time, often too late): cut it
+    // off the next time it holds, from its claim.
+    for (let attempt = 0; attempt < 6 && !cutReady; attempt++) {
+      if (!d.holding()) await this.makeHolder(d)
+      cutReady = d.holding()
+    }
+    if (!cutReady) throw new Error(`${d.name} never became the holder`)
     const ms = Math.max(6_000, this.o.leaseMs * 4)
     const t = this.fault('partition', d, `the slow-clock holder (epoch ${d.epoch}) cut off both ways for ${ms} ms`)
     this.watchFailover('partition', t, d)
@@ -617,6 +636,27 @@ class Nemesis {
     await sleep(ms)
     await this.net.heal()
     while (hostNow() < deadline) await sleep(500)
+  }
+
+  /**
+   * Make `d` the holder, deterministically: every other standby SIGSTOPped past leaseMs (so it is not live and
+   * cannot be nominated), then the holder releases, nominating the one live standby, d, which claims with the
+   * releaser's confirmation (two of three). The stopped ones are resumed at once after.
+   */
+  private async makeHolder(d: Device): Promise<void> {
+    const c = this.cluster
+    await c.waitFor(() => c.holder() !== null, 30_000, 'a holder to hand over to the slow device').catch(() => null)
+    const h = c.holder()
+    if (h === null || h === d) return
+    const bystanders = c.devices.filter((x) => x !== d && x !== h && x.up)
+    for (const x of bystanders) {
+      this.fault('sigstop', x, `setup: SIGSTOPped so that the holder's release can only nominate ${d.name}`)
+      x.stop()
+    }
+    await sleep(this.o.leaseMs * 1.5)
+    await h.control('release', {}, 10_000).catch(() => null)
+    await c.waitFor(() => d.holding(), this.o.leaseMs * 4, `${d.name} to claim`).catch(() => null)
+    for (const x of bystanders) x.cont()
   }
 
   // ---- the end ---------------------------------------------------------------------------
