@@ -20,6 +20,7 @@
  * stale-proof.json into DIR; exit 0 when the mutant reported a stale
  * mutation in every round and the fix in none, 1 otherwise.
  */
+import { spawnSync } from 'node:child_process'
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -84,6 +85,12 @@ export function formatVerdict(v: BuildVerdict): string[] {
   ]
 }
 
+/** The commit of the tree the build came from (for the record), or null outside a git checkout. */
+function commitOf(dist: string): string | null {
+  const r = spawnSync('git', ['-C', resolve(dist, '..'), 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' })
+  return r.status === 0 ? r.stdout.trim() : null
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { rounds: { type: 'string' }, out: { type: 'string' }, only: { type: 'string' } } })
   const rounds = Number(values.rounds ?? 5)
@@ -96,7 +103,7 @@ async function main(): Promise<number> {
   for (const b of builds) verdicts.push(await proveBuild(b, rounds, outDir, (l) => console.log(l)))
   for (const v of verdicts) for (const l of formatVerdict(v)) console.log(l)
   const ok = verdicts.every((v) => v.harnessErrors.length === 0 && v.rounds.every((r) => r.error === null) && (v.build === 'mutant' ? v.detected === v.rounds.length : v.detected === 0))
-  writeFileSync(join(outDir, 'stale-proof.json'), `${JSON.stringify({ at: new Date().toISOString(), mutation: { file: 'lib/queue/forge/github.ts (built)', from: FIXED_LINE, to: MUTANT_LINE }, verdicts, ok }, null, 2)}\n`)
+  writeFileSync(join(outDir, 'stale-proof.json'), `${JSON.stringify({ at: new Date().toISOString(), commit: commitOf(THIS_DIST), mutation: { file: 'lib/queue/forge/github.ts (built)', from: FIXED_LINE, to: MUTANT_LINE }, verdicts, ok }, null, 2)}\n`)
   console.log(`${ok ? 'proof holds' : 'PROOF FAILS'}; written ${join(outDir, 'stale-proof.json')}`)
   return ok ? 0 : 1
 }
