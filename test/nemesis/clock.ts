@@ -29,7 +29,8 @@
 import { existsSync, writeFileSync } from 'node:fs'
 import type { HostMs } from './history.js'
 
-export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
+/** Debian's multi-threaded libfaketime (node is multi-threaded), for this machine's architecture. */
+export const FAKETIME_LIB = ['x86_64-linux-gnu', 'aarch64-linux-gnu'].map((a) => `/usr/lib/${a}/faketime/libfaketimeMT.so.1`).find((p) => existsSync(p)) ?? '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
 
 /** null when libfaketime can be preloaded here, else why not. */
 export function faketimeMissing(): string | null {

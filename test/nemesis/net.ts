@@ -17,7 +17,8 @@
  * This kernel has no traffic control (tc/netem refuse), so there is no
  * delay or jitter here; the forge's slow answers are made at the forge.
  *
- * Without root (or without `ip` and `nft`) every node runs on 127.0.0.1 in
+ * Without root (or without `ip` and `nft`, or where a namespace or an nftables
+ * table cannot be made: a container without CAP_NET_ADMIN) every node runs on 127.0.0.1 in
  * the host namespace and the network faults are left out; `why` says so.
  *
  * Cleanup: namespaces, veths and the bridge carry this process's pid in
@@ -195,6 +196,16 @@ function probe(): string | null {
     const found = ['/usr/sbin', '/sbin', '/usr/bin', '/bin'].some((d) => existsSync(`${d}/${bin}`))
     if (!found) return `no \`${bin}\` command (apt-get install -y ${bin === 'nft' ? 'nftables' : 'iproute2'})`
   }
+  // Root is not enough in a container without CAP_NET_ADMIN, or on a kernel without nf_tables: try both once.
+  const ns = `aln-${process.pid.toString(36)}-probe`
+  const add = spawnSync('ip', ['netns', 'add', ns], { encoding: 'utf8' })
+  if (add.status !== 0) return `cannot make a network namespace (ip netns add: ${(add.stderr ?? '').trim() || `exit ${add.status}`})`
+  try {
+    const nft = spawnSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { encoding: 'utf8', input: `table inet ${TABLE} {}\n` })
+    if (nft.status !== 0) return `nftables does not work here (nft: ${(nft.stderr ?? '').trim() || `exit ${nft.status}`})`
+  } finally {
+    spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' })
+  }
   return null
 }
 
@@ -220,7 +231,7 @@ function cleanupStale(): void {
   }
   const nsList = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout ?? ''
   for (const line of nsList.split('\n')) {
-    const m = /^aln-([0-9a-z]+)-n[0-9]+/.exec(line)
+    const m = /^aln-([0-9a-z]+)-(?:n[0-9]+|probe)/.exec(line)
     if (m !== null && !alive(m[1]!)) spawnSync('ip', ['netns', 'del', line.split(' ')[0]!], { stdio: 'ignore' })
   }
   const links = spawnSync('ip', ['-o', 'link'], { encoding: 'utf8' }).stdout ?? ''
