@@ -101,6 +101,8 @@ export class WebhookProxy {
   /** Distinct delivery ids per repo (lower case), forge and harness. */
   readonly perRepo = new Map<string, Set<string>>()
   inFlight = 0
+  /** Set at the end of a run (closeIntake): nothing more is forwarded. */
+  private closed = false
 
   constructor(
     private readonly cluster: Cluster,
@@ -155,8 +157,20 @@ export class WebhookProxy {
     return this.forward(id, headers, body, 'forge', 3)
   }
 
+  /**
+   * The end of intake: every later delivery is answered 503 here, forwarded
+   * to no device (so no device answered it 2xx). The settle closes it first:
+   * a holder still merging queued PRs made the forge send deliveries after
+   * the settle had measured the log, one was answered 202 0.9 s before the
+   * crash that ends the run, not yet indexed, and the checker called it lost.
+   */
+  closeIntake(): void {
+    this.closed = true
+  }
+
   /** Up to `attempts` devices, each at most once, until one answers below 500. */
   private async forward(id: string, headers: Record<string, string>, body: Buffer, source: DeliveryRecord['source'], attempts: number): Promise<number | null> {
+    if (this.closed) return 503
     const repo = repoOf(body)
     if (repo !== null) {
       const key = repo.toLowerCase()

@@ -193,9 +193,10 @@ export class Rig {
     return out
   }
 
-  /** Until every delivery is answered and every device has indexed everything appended before now. */
+  /** Intake closed, then until every delivery is answered and every device has indexed everything appended before now. */
   async settle(): Promise<void> {
     const c = this.cluster
+    this.proxy.closeIntake()
     try {
       await Promise.race([this.forge.settled(), new Promise((resolve) => setTimeout(resolve, 60_000))])
       await c.waitFor(() => this.proxy.inFlight === 0, 30_000, 'the proxy to answer every delivery')

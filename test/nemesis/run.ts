@@ -1,14 +1,18 @@
 /**
  * `npm run nemesis -- --duration S [--devices N] [--seed X] [--out DIR]
  * [--kinds a,b,...] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N]
- * [--pause-grace-ms N] [--dist DIR]`: one nemesis run (nemesis.ts). Prints
+ * [--pause-grace-ms N] [--dist DIR] [--record FILE]`: one nemesis run (nemesis.ts). Prints
  * what it does, then the counts (holder intervals, failovers, events
  * applied, faults by kind, violations), liveness per fault kind, and every
  * violation with its window of history; writes history.json, summary.json
  * and report.txt into the output dir (default: nemesis-out/<time>-<seed>
- * here). Exit 0: no violation; 1: a violation or a harness error (the
+ * here); --record FILE also writes the summary with the commit, the command
+ * and the machine's load (the file README cites: docs/nemesis-latest.json). Exit 0: no violation; 1: a violation or a harness error (the
  * --out-of-bound run is expected to exit 1); 2: bad usage.
  */
+import { spawnSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { cpus, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { join, resolve } from 'node:path'
 import { formatReport } from './checker.js'
@@ -17,7 +21,7 @@ import { runNemesis, THIS_DIST } from './nemesis.js'
 import { isFaultKind, type FaultKind } from './schedule.js'
 
 function usage(why: string): never {
-  console.error(`nemesis: ${why}\nusage: run.js --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR]`)
+  console.error(`nemesis: ${why}\nusage: run.js --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR] [--record FILE]`)
   process.exit(2)
 }
 
@@ -41,7 +45,8 @@ async function main(): Promise<number> {
       loopback: { type: 'boolean' },
       'lease-ms': { type: 'string' },
       'pause-grace-ms': { type: 'string' },
-      dist: { type: 'string' }
+      dist: { type: 'string' },
+      record: { type: 'string' }
     }
   })
   if (values.duration === undefined) usage('--duration is required')
@@ -58,6 +63,7 @@ async function main(): Promise<number> {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const outDir = resolve(values.out ?? join('nemesis-out', `${stamp}-seed${seed}`))
   console.log(`nemesis: seed ${seed} (--seed ${seed} replays its schedule), ${durationS} s, ${devices} devices; output in ${outDir}`)
+  const loadBefore = loadavg()
   const result = await runNemesis({
     durationS,
     devices,
@@ -82,6 +88,21 @@ async function main(): Promise<number> {
   for (const e of result.harnessErrors) console.log(`harness error: ${e}`)
   console.log(`holder intervals ${s.holderIntervals}, failovers ${s.failovers}, events applied ${s.eventsApplied}, violations ${s.violations}`)
   console.log(`written: ${join(outDir, 'history.json')}, ${join(outDir, 'summary.json')}`)
+  if (values.record !== undefined) {
+    // The temp root is gone by now and names nothing a reader can use.
+    const summary = Object.fromEntries(Object.entries(result.summary).filter(([k]) => k !== 'tempRoot'))
+    const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' })
+    const record = {
+      recordedAt: new Date().toISOString(),
+      commit: commit.status === 0 ? commit.stdout.trim() : null,
+      command: `npm run nemesis -- ${process.argv.slice(2).filter((a, i, all) => a !== '--record' && all[i - 1] !== '--record' && a !== '--out' && all[i - 1] !== '--out').join(' ')}`,
+      machine: { cpus: cpus().length, node: process.version, loadavgBefore: loadBefore, loadavgAfter: loadavg() },
+      ok: result.ok,
+      ...summary
+    }
+    writeFileSync(resolve(values.record), `${JSON.stringify(record, null, 2)}\n`)
+    console.log(`recorded: ${resolve(values.record)}`)
+  }
   return result.ok ? 0 : 1
 }
 
