@@ -10,6 +10,10 @@
  *   received at a higher epoch, from any device (null: none within 60 s);
  * - rejoinMs: a restarted device, from its new daemon's start to its status
  *   showing it connected with a confirmed lease at the group's epoch.
+ * - againstTargets: the issue's targets (single-device faults, a majority
+ *   up, leaseMs 2000) over the whole run: failover over every fault that
+ *   took the holder away, rejoin over every restart, the time without a
+ *   holder during 25 % loss on every link.
  * Percentiles are nearest-rank over the samples (no interpolation: every
  * value reported was measured).
  */
@@ -47,8 +51,21 @@ export interface Liveness {
   leaseMs: number
   byKind: Record<string, KindLiveness>
   /** The issue's targets, for reading the numbers (not asserted). */
-  targets: { failoverP95Ms: number; failoverMaxMs: number; rejoinP99Ms: number }
+  targets: { failoverP95Ms: number; failoverMaxMs: number; rejoinP99Ms: number; noHolderAtLossMs: number }
+  /** The measured figures against those targets (met / missed; 'no sample' when the run made none). */
+  againstTargets: TargetVerdict[]
 }
+
+export interface TargetVerdict {
+  what: string
+  n: number
+  measured: string
+  target: string
+  verdict: 'met' | 'missed' | 'no sample'
+}
+
+/** Faults that take the holder away (a crash, a pause, a cut): the failover target's population. */
+const HOLDER_LOSS = new Set(['sigkill-device', 'sigkill-daemon', 'restart-holder', 'sigstop', 'partition', 'forge-held-merge'])
 
 export function stat(values: number[]): Stat {
   const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b)
@@ -98,10 +115,52 @@ export function livenessOf(history: History, intervals: HolderInterval[], sample
       rejoinMs: { ...stat(restarts.map((s) => s.rejoinMs).filter((x): x is number => x !== null)), missed: restarts.filter((s) => s.rejoinMs === null).length }
     }
   }
-  return { leaseMs, byKind, targets: { failoverP95Ms: 1.25 * leaseMs + 1000, failoverMaxMs: 2 * leaseMs + 1000, rejoinP99Ms: 10_000 } }
+  const targets = { failoverP95Ms: 1.25 * leaseMs + 1000, failoverMaxMs: 2 * leaseMs + 1000, rejoinP99Ms: 10_000, noHolderAtLossMs: 3 * leaseMs }
+  const failover = samples.filter((s) => HOLDER_LOSS.has(s.kind) && s.holderTargeted)
+  const fo = stat(failover.map((s) => s.failoverMs ?? Infinity).map((x) => (Number.isFinite(x) ? x : 60_000)))
+  const rejoin = samples.filter((s) => RESTARTS.has(s.kind))
+  const rj = stat(rejoin.map((s) => s.rejoinMs ?? 60_000))
+  const lossFaults = history.faults.filter((f) => f.kind === 'lossy-link' && f.detail.includes('every link'))
+  const loss = stat(lossFaults.map((f) => uncovered(intervals, f.time, Math.min(f.time + lossWindowMs(f.detail), end))))
+  const verdict = (n: number, ok: boolean): TargetVerdict['verdict'] => (n === 0 ? 'no sample' : ok ? 'met' : 'missed')
+  const againstTargets: TargetVerdict[] = [
+    {
+      what: 'a new holder after a SIGKILL, SIGSTOP or partition of the holder (a miss counts as 60 s)',
+      n: fo.n,
+      measured: `p95 ${fo.p95} ms, max ${fo.max} ms`,
+      target: `p95 <= ${targets.failoverP95Ms} ms, max <= ${targets.failoverMaxMs} ms`,
+      verdict: verdict(fo.n, fo.p95! <= targets.failoverP95Ms && fo.max! <= targets.failoverMaxMs)
+    },
+    {
+      what: 'a restarted device back (connected, an indexer, at the group epoch; a miss counts as 60 s)',
+      n: rj.n,
+      measured: `p99 ${rj.p99} ms, max ${rj.max} ms${rj.n < 50 ? ` (${rj.n} restarts: the target asks for 50 or more)` : ''}`,
+      target: `p99 <= ${targets.rejoinP99Ms} ms`,
+      verdict: verdict(rj.n, rj.p99! <= targets.rejoinP99Ms)
+    },
+    {
+      what: 'time without a holder during 25 % loss on every link',
+      n: loss.n,
+      measured: `max ${loss.max} ms`,
+      target: `<= ${targets.noHolderAtLossMs} ms`,
+      verdict: verdict(loss.n, loss.max! <= targets.noHolderAtLossMs)
+    }
+  ]
+  return { leaseMs, byKind, targets, againstTargets }
+}
+
+/** The loss's own duration from its fault detail ("... for N ms"), else 15 s. */
+function lossWindowMs(detail: string): number {
+  const m = / for (\d+) ms/.exec(detail)
+  return m === null ? 15_000 : Number(m[1])
 }
 
 const RESTARTS = new Set(['sigkill-device', 'sigkill-daemon', 'restart-holder', 'restart-graceful', 'clock-offset', 'clock-rate', 'clock-step-mode'])
+
+/** One line per target: what was measured against it. */
+export function formatTargets(l: Liveness): string[] {
+  return l.againstTargets.map((t) => `  ${t.verdict.toUpperCase()}: ${t.what}: ${t.n === 0 ? 'no sample' : t.measured} (n ${t.n}); target ${t.target}`)
+}
 
 /** One line per kind: faults, time without a holder, failover, rejoin. */
 export function formatLiveness(l: Liveness): string[] {

@@ -202,6 +202,8 @@ class Nemesis {
       skipped: this.skipped,
       ...report.summary,
       liveness,
+      // Every measured fault, for finding the worst one again in the history (times are host ms).
+      livenessSamples: this.samples.map((x) => ({ ...x, atS: Math.round((x.time - rig.startedAt) / 100) / 10 })),
       harnessErrors: this.harnessErrors,
       prsOpened: this.drivers.reduce((s, d) => s + d.opened, 0),
       cpuSeconds: rig.cpuSeconds(),

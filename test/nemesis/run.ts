@@ -16,7 +16,7 @@ import { cpus, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { join, resolve } from 'node:path'
 import { formatReport } from './checker.js'
-import { formatLiveness } from './liveness.js'
+import { formatLiveness, formatTargets } from './liveness.js'
 import { runNemesis, THIS_DIST } from './nemesis.js'
 import { isFaultKind, type FaultKind } from './schedule.js'
 
@@ -85,6 +85,8 @@ async function main(): Promise<number> {
   if (result.history.run.skipped.length > 0) console.log(`left out: ${result.history.run.skipped.join('; ')}`)
   console.log('liveness (ms):')
   for (const l of formatLiveness(result.liveness)) console.log(l)
+  console.log('liveness against the targets (not pass/fail):')
+  for (const l of formatTargets(result.liveness)) console.log(l)
   for (const e of result.harnessErrors) console.log(`harness error: ${e}`)
   console.log(`holder intervals ${s.holderIntervals}, failovers ${s.failovers}, events applied ${s.eventsApplied}, violations ${s.violations}`)
   console.log(`written: ${join(outDir, 'history.json')}, ${join(outDir, 'summary.json')}`)
