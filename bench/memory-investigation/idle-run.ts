@@ -18,49 +18,13 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { withDaemonGroup, status } from '../daemons.js'
+import { storageBytes, type StorageBytes } from '../memory.js'
 import { Owned, rssBytes, cpuMs } from '../procs.js'
 import { now, sleep, table, mib } from '../util.js'
-
-interface Disk {
-  total: number
-  wal: number
-  sst: number
-  blob: number
-  other: number
-}
-
-async function disk(dir: string, acc: Disk = { total: 0, wal: 0, sst: 0, blob: 0, other: 0 }): Promise<Disk> {
-  let entries
-  try {
-    entries = await readdir(dir, { withFileTypes: true })
-  } catch {
-    return acc
-  }
-  for (const e of entries) {
-    const p = join(dir, e.name)
-    if (e.isDirectory()) {
-      await disk(p, acc)
-      continue
-    }
-    let size = 0
-    try {
-      size = (await stat(p)).size
-    } catch {
-      continue // removed by a compaction while we walked
-    }
-    acc.total += size
-    if (/^\d+\.log$/.test(e.name)) acc.wal += size
-    else if (e.name.endsWith('.sst')) acc.sst += size
-    else if (e.name.endsWith('.blob')) acc.blob += size
-    else acc.other += size
-  }
-  return acc
-}
 
 interface Sample {
   minute: number
@@ -68,7 +32,7 @@ interface Sample {
   pid: number | null
   rss: number | null
   cpuMs: number | null
-  disk: Disk
+  disk: StorageBytes
   role: string | null
   length: number | null
 }
@@ -153,7 +117,7 @@ await withDaemonGroup({ size: Number(values.devices), leaseMs, log }, async (gro
       group.devices.map(async (d): Promise<Sample> => {
         const s = await status(d.dir, 5_000)
         const st = s as unknown as { role?: string; log?: { length?: number } } | null
-        return { minute, device: d.name, pid: d.pid ?? null, rss: rssBytes(d.pid), cpuMs: cpuMs(d.pid), disk: await disk(d.dir), role: st?.role ?? null, length: st?.log?.length ?? null }
+        return { minute, device: d.name, pid: d.pid ?? null, rss: rssBytes(d.pid), cpuMs: cpuMs(d.pid), disk: await storageBytes(d.dir), role: st?.role ?? null, length: st?.log?.length ?? null }
       })
     )
     samples.push(...row)
