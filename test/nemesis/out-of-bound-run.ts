@@ -7,6 +7,12 @@
  * lines' holdMs and the recorded clock rate, not from anything the slow
  * device says about itself). Without root or libfaketime the run refuses
  * plainly rather than pass vacuously.
+ *
+ * Not in `npm test`: on a quiet machine (the clean-clone CI run of
+ * 2026-12-02, seed 7) the run ended with no overlap, so how the slow
+ * holder is made and cut is not yet deterministic; under load it reported
+ * the overlap. Run it by hand: `node dist/test/nemesis/out-of-bound-run.js`
+ * (root, libfaketime).
  */
 import test from 'brittle'
 import tmp from 'test-tmp'
@@ -14,9 +20,9 @@ import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
-import { faketimeMissing } from './nemesis/clock.js'
+import { faketimeMissing } from './clock.js'
 
-const RUN = fileURLToPath(new URL('./nemesis/run.js', import.meta.url))
+const RUN = fileURLToPath(new URL('./run.js', import.meta.url))
 const SEED = Number(process.env.AUTOLEASE_NEMESIS_SEED ?? 7)
 const root = typeof process.getuid === 'function' && process.getuid() === 0
 
