@@ -23,14 +23,13 @@
  */
 import { fork } from 'node:child_process'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { openRig, startElectors, closeRig, waitSingleHolder, daemonConfig } from './harness.js'
 import { withDaemonGroup, status } from './daemons.js'
 import { cpuMs, onKillAll } from './procs.js'
-import { exposeGc, mib, now, sleep, table } from './util.js'
+import { dirBytes, exposeGc, mib, now, sleep, table, type DirUsage } from './util.js'
 
 export interface MemoryReading {
   rss: number
@@ -122,41 +121,9 @@ export function measureMemory(devices: number, leaseMs: number, settleMs: number
 
 
 /** A storage directory's bytes: the RocksDB write-ahead log (NNNNNN.log), tables (*.sst), blob files, and the rest (manifest, options, keys). */
-export interface StorageBytes {
-  total: number
-  wal: number
-  sst: number
-  blob: number
-  other: number
-}
-
-export async function storageBytes(dir: string, acc: StorageBytes = { total: 0, wal: 0, sst: 0, blob: 0, other: 0 }): Promise<StorageBytes> {
-  let entries
-  try {
-    entries = await readdir(dir, { withFileTypes: true })
-  } catch {
-    return acc
-  }
-  for (const e of entries) {
-    const p = join(dir, e.name)
-    if (e.isDirectory()) {
-      await storageBytes(p, acc)
-      continue
-    }
-    let size = 0
-    try {
-      size = (await stat(p)).size
-    } catch {
-      continue // removed by a compaction while we walked
-    }
-    acc.total += size
-    if (/^\d+\.log$/.test(e.name)) acc.wal += size
-    else if (e.name.endsWith('.sst')) acc.sst += size
-    else if (e.name.endsWith('.blob')) acc.blob += size
-    else acc.other += size
-  }
-  return acc
-}
+/** A storage directory's bytes by RocksDB file kind (bench/util.ts dirBytes). */
+export type StorageBytes = DirUsage
+export const storageBytes = dirBytes
 
 interface ProcMemory {
   rss: number

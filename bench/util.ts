@@ -88,10 +88,14 @@ export interface DirUsage {
   wal: number
   /** RocksDB table files (*.sst). */
   sst: number
+  /** RocksDB blob files (*.blob). */
+  blob: number
+  /** Everything else (manifests, info logs, group.json, the lock, ...). */
+  other: number
 }
 
-/** Apparent size of every file under dir (bytes), with the RocksDB WAL and SST shares. */
-export async function dirBytes(dir: string, acc: DirUsage = { total: 0, wal: 0, sst: 0 }): Promise<DirUsage> {
+/** Apparent size of every file under dir (bytes), by RocksDB file kind. */
+export async function dirBytes(dir: string, acc: DirUsage = { total: 0, wal: 0, sst: 0, blob: 0, other: 0 }): Promise<DirUsage> {
   let entries
   try {
     entries = await readdir(dir, { withFileTypes: true })
@@ -100,17 +104,21 @@ export async function dirBytes(dir: string, acc: DirUsage = { total: 0, wal: 0, 
   }
   for (const e of entries) {
     const p = join(dir, e.name)
-    if (e.isDirectory()) await dirBytes(p, acc)
-    else {
-      try {
-        const size = (await stat(p)).size
-        acc.total += size
-        if (/^\d+\.log$/.test(e.name)) acc.wal += size
-        else if (e.name.endsWith('.sst')) acc.sst += size
-      } catch {
-        // a file removed by a compaction while we walked
-      }
+    if (e.isDirectory()) {
+      await dirBytes(p, acc)
+      continue
     }
+    let size = 0
+    try {
+      size = (await stat(p)).size
+    } catch {
+      continue // removed by a compaction while we walked
+    }
+    acc.total += size
+    if (/^\d+\.log$/.test(e.name)) acc.wal += size
+    else if (e.name.endsWith('.sst')) acc.sst += size
+    else if (e.name.endsWith('.blob')) acc.blob += size
+    else acc.other += size
   }
   return acc
 }
