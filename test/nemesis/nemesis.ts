@@ -42,7 +42,7 @@
  * runs the one fault outside the bound: the holder's clock at 0.5 x and
  * the holder cut off, whose overlap the checker must report.
  */
-import { writeFileSync } from 'node:fs'
+import { cpSync, lstatSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { formatReport, type CheckReport } from './checker.js'
 import { faketimeMissing, stepTo, type ClockPlan } from './clock.js'
@@ -91,6 +91,9 @@ export interface NemesisResult {
   harnessErrors: string[]
   ok: boolean
 }
+
+/** The out-of-bound run's leaseMs unless one is given (see outOfBound). */
+export const OUT_OF_BOUND_LEASE_MS = 8_000
 
 export async function runNemesis(o: NemesisOptions): Promise<NemesisResult> {
   const owned = new Owned()
@@ -212,7 +215,15 @@ class Nemesis {
     }
     writeFileSync(join(o.outDir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
     writeFileSync(join(o.outDir, 'report.txt'), `${formatReport(report)}\n`)
-    return { history, report, liveness, summary, harnessErrors: this.harnessErrors, ok: report.ok && this.harnessErrors.length === 0 }
+    const ok = report.ok && this.harnessErrors.length === 0
+    // A violation is only worth what can be learned from it: keep the devices' storages (the daemons have
+    // exited) beside the report, so the final views can be read again (check.js, final-view.ts).
+    if (!ok && !o.outOfBound) {
+      const kept = join(o.outDir, 'storage')
+      cpSync(rig.root, kept, { recursive: true, filter: (src) => { const st = lstatSync(src); return st.isFile() || st.isDirectory() } })
+      this.say(`kept the devices' storages for inspection: ${kept}`)
+    }
+    return { history, report, liveness, summary, harnessErrors: this.harnessErrors, ok }
   }
 
   async close(): Promise<void> {
@@ -595,7 +606,13 @@ class Nemesis {
 
   // ---- out of the bound ----------------------------------------------------------------
 
-  /** The holder's clock at 0.5 x, then the holder cut off: an overlap the checker must report. */
+  /**
+   * The holder's clock at 0.5 x, then the holder cut off: an overlap the checker must report. It holds
+   * renewDeadlineMs (0.8 x leaseMs) of its clock, 1.6 x leaseMs of real time; the majority claims after
+   * leaseMs from its own observation plus a claim's confirmation. The overlap is then 0.6 x leaseMs minus
+   * those latencies: about 1.2 s at leaseMs 2000, which a loaded 2-core machine's confirmations (0.5-4 s
+   * measured) can eat, so the run took no overlap as often as one. At OUT_OF_BOUND_LEASE_MS it is 4.8 s.
+   */
   private async outOfBound(deadline: HostMs): Promise<void> {
     const c = this.cluster
     const d = c.devices[0]!
@@ -631,6 +648,12 @@ class Nemesis {
       cutReady = d.holding()
     }
     if (!cutReady) throw new Error(`${d.name} never became the holder`)
+    // Cut only once the others have seen its latest record: their expiry runs from that observation, so the
+    // overlap is then 2 x holdMs - leaseMs - (the wait) - (their claim's confirmation), not a race with their
+    // catching up after the setup's SIGSTOP.
+    const others = c.devices.filter((x) => x !== d && x.up)
+    const epoch = d.epoch
+    await c.waitFor(async () => (await Promise.all(others.map((x) => x.status(1_000)))).every((s) => s !== null && (s.tip?.epoch ?? 0) >= epoch), this.o.leaseMs / 2, 'the others to see the slow holder\'s record').catch(() => null)
     const ms = Math.max(6_000, this.o.leaseMs * 4)
     const t = this.fault('partition', d, `the slow-clock holder (epoch ${d.epoch}) cut off both ways for ${ms} ms`)
     this.watchFailover('partition', t, d)

@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util'
 import { join, resolve } from 'node:path'
 import { formatReport } from './checker.js'
 import { formatLiveness, formatTargets } from './liveness.js'
-import { runNemesis, THIS_DIST } from './nemesis.js'
+import { OUT_OF_BOUND_LEASE_MS, runNemesis, THIS_DIST } from './nemesis.js'
 import { isFaultKind, type FaultKind } from './schedule.js'
 
 function usage(why: string): never {
@@ -68,7 +68,7 @@ async function main(): Promise<number> {
     durationS,
     devices,
     seed,
-    leaseMs: int(values['lease-ms'], 'lease-ms', 2000, 300),
+    leaseMs: int(values['lease-ms'], 'lease-ms', values['out-of-bound'] === true ? OUT_OF_BOUND_LEASE_MS : 2000, 300),
     outDir,
     outOfBound: values['out-of-bound'] === true,
     kinds,
