@@ -42,7 +42,7 @@
  * runs the one fault outside the bound: the holder's clock at 0.5 x and
  * the holder cut off, whose overlap the checker must report.
  */
-import { cpSync, lstatSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { formatReport, type CheckReport } from './checker.js'
 import { faketimeMissing, stepTo, type ClockPlan } from './clock.js'
@@ -69,6 +69,8 @@ export interface NemesisOptions {
   outDir: string
   /** The separate run outside the bound (expected to fail). */
   outOfBound: boolean
+  /** Leave the devices' storages in place even without a violation (--keep-storage). */
+  keepStorage?: boolean
   /** Only these fault kinds (default: all). */
   kinds: FaultKind[] | null
   /** The built tree whose CLI the daemons run (default: this one's dist/). */
@@ -216,12 +218,12 @@ class Nemesis {
     writeFileSync(join(o.outDir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
     writeFileSync(join(o.outDir, 'report.txt'), `${formatReport(report)}\n`)
     const ok = report.ok && this.harnessErrors.length === 0
-    // A violation is only worth what can be learned from it: keep the devices' storages (the daemons have
-    // exited) beside the report, so the final views can be read again (check.js, final-view.ts).
-    if (!ok && !o.outOfBound) {
-      const kept = join(o.outDir, 'storage')
-      cpSync(rig.root, kept, { recursive: true, filter: (src) => { const st = lstatSync(src); return st.isFile() || st.isDirectory() } })
-      this.say(`kept the devices' storages for inspection: ${kept}`)
+    // A violation is only worth what can be learned from it: leave the devices' storages (the daemons have
+    // exited) where they are, so the final views can be read again. Not copied: hypercore-storage refuses a
+    // moved storage ("Invalid device file, was moved unsafely").
+    if ((!ok && !o.outOfBound) || o.keepStorage === true) {
+      this.owned.keepDir(rig.root)
+      this.say(`kept the devices' storages for inspection: ${rig.root} (remove it when done)`)
     }
     return { history, report, liveness, summary, harnessErrors: this.harnessErrors, ok }
   }

@@ -171,6 +171,11 @@ export class Owned {
     return dir
   }
 
+  /** Leave `dir` (made by tempDir) in place at teardown. */
+  keepDir(dir: string): void {
+    this.dirs.delete(dir)
+  }
+
   /** A synchronous undo step, run at teardown (in reverse order of registration). */
   onTeardown(fn: () => void): void {
     this.install()

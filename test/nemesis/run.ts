@@ -1,7 +1,7 @@
 /**
  * `npm run nemesis -- --duration S [--devices N] [--seed X] [--out DIR]
  * [--kinds a,b,...] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N]
- * [--pause-grace-ms N] [--dist DIR] [--record FILE]`: one nemesis run (nemesis.ts). Prints
+ * [--pause-grace-ms N] [--dist DIR] [--record FILE] [--keep-storage]`: one nemesis run (nemesis.ts). Prints
  * what it does, then the counts (holder intervals, failovers, events
  * applied, faults by kind, violations), liveness per fault kind, and every
  * violation with its window of history; writes history.json, summary.json
@@ -46,7 +46,8 @@ async function main(): Promise<number> {
       'lease-ms': { type: 'string' },
       'pause-grace-ms': { type: 'string' },
       dist: { type: 'string' },
-      record: { type: 'string' }
+      record: { type: 'string' },
+      'keep-storage': { type: 'boolean' }
     }
   })
   if (values.duration === undefined) usage('--duration is required')
@@ -71,6 +72,7 @@ async function main(): Promise<number> {
     leaseMs: int(values['lease-ms'], 'lease-ms', values['out-of-bound'] === true ? OUT_OF_BOUND_LEASE_MS : 2000, 300),
     outDir,
     outOfBound: values['out-of-bound'] === true,
+    keepStorage: values['keep-storage'] === true,
     kinds,
     distDir: values.dist === undefined ? THIS_DIST : resolve(values.dist),
     loopback: values.loopback === true,
