@@ -21,6 +21,8 @@ import { chromium, type Page } from 'playwright-core'
 import { Procs, cli, formGroup, status, waitStatuses } from './cli-harness.js'
 import { FakeForge } from '../lib/queue/forge/fake-forge.js'
 import { sleep } from './helpers/cluster.js'
+import { call } from '../lib/daemon/control-client.js'
+import { storagePaths } from '../lib/daemon/storage-lock.js'
 
 const LEASE_MS = 2000
 const REPO = 'acme/app'
@@ -147,7 +149,23 @@ test('console in a real browser, served by a standby: the holder, then the new h
   await until(async () => (await rowText(page, row)).includes('waiting for checks'), 10_000, `PR #${pr.number} shown waiting for checks`)
   t.pass('waiting for checks')
   fake.setCheck(REPO, head, 'ci', 'success')
-  await page.waitForSelector(`[data-repo="acme:${REPO}"] tr[data-pr="${pr.number}"][data-state="merged"]`, { timeout: 60_000 })
+  const checksAt = performance.now()
+  try {
+    await page.waitForSelector(`[data-repo="acme:${REPO}"] tr[data-pr="${pr.number}"][data-state="merged"]`, { timeout: 60_000 })
+  } catch (err) {
+    // What happened instead: did the forge merge it, who called it, what the serving daemon's view and the page say.
+    const served = await call(storagePaths(dirs[serving]!).socket, 'audit', {}, 5_000).catch((e: Error) => e.message)
+    const queued = await call(storagePaths(dirs[serving]!).socket, 'queue.list', {}, 5_000).catch((e: Error) => e.message)
+    t.comment(`forge: merged ${fake.pull(REPO, pr.number).merged}; mutations ${JSON.stringify(fake.mutations().map((m) => [m.method, m.path, m.epoch, m.status]))}`)
+    t.comment(`serving daemon: queue ${JSON.stringify(queued)}; audit ${JSON.stringify(served)}`)
+    t.comment(`page: ${JSON.stringify(await page.textContent(`[data-repo="acme:${REPO}"]`).catch(() => null))}; conn ${JSON.stringify(await page.textContent('#conn'))}`)
+    for (const [i, d] of daemons.entries()) {
+      if (i === h) continue
+      t.comment(`device ${i} log: ${JSON.stringify(d.lines.filter((l) => typeof l.msg === 'string' && !/renew/.test(l.msg as string)).slice(-40))}`)
+    }
+    throw err
+  }
+  t.comment(`checks passed -> the page shows merged: ${Math.round(performance.now() - checksAt)} ms`)
   t.ok(fake.pull(REPO, pr.number).merged, `PR #${pr.number} shows as merged, and the forge merged it`)
   t.is(await page.$(row), null, 'and it left the queue')
   t.is(await marker(page), 42, 'still without a reload')
