@@ -23,11 +23,14 @@
  *   first sketch) read the whole view once per page per second, and an
  *   API answer that read the view itself cost 350 ms under load.
  * - An `/api/...` answer is the latest snapshot, already serialized: it
- *   costs a write, whatever the view's size. It is never older than
- *   MAX_STALE_MS when a change came after it (a change then re-reads in
- *   the background, and a request that finds nothing younger waits for
- *   that read), nor older than tickMs when nothing changed. Its read time
- *   is in the `X-Autolease-View-Time` header (and `time` of /api/console).
+ *   costs a write, whatever the view's size, and never waits for the view
+ *   while the console follows the daemon (a stream open, or an API request
+ *   within FOLLOW_API_MS). It is what an open page shows: behind a change
+ *   by at most coalesceMs and one read (each change re-reads in the
+ *   background), and read afresh after tickMs without one. The first
+ *   request, one after FOLLOW_API_MS of quiet, and one finding a snapshot
+ *   older than MAX_LAG_MS wait for a read. Its read time is in the
+ *   `X-Autolease-View-Time` header (and `time` of /api/console).
  *
  * Not guaranteed: the page shows this device's view (the tip, as the CLI
  * does); a device cut off from the others shows its last view, live.
@@ -62,8 +65,14 @@ export interface ConsoleServerOptions {
 const HEADER_BYTES = 8 * 1024
 /** A snapshot that takes longer is reported as a problem, and the next change reads afresh: one stuck read must not freeze every page. */
 const SNAPSHOT_TIMEOUT_MS = 10_000
-/** An API answer may be this old (ms since its read began) when a change has come since: the page's bound too ("within a second"). */
-const MAX_STALE_MS = 1_000
+/**
+ * An answer never waits for a read while the console follows the daemon's
+ * changes (each schedules a re-read within coalesceMs): it is the latest
+ * snapshot, what every open page shows, behind a change by at most
+ * coalesceMs and one read. Only a snapshot this old (reads stuck or slower
+ * than this) makes a request wait for the next read.
+ */
+const MAX_LAG_MS = SNAPSHOT_TIMEOUT_MS
 /** After an API request, the daemon's changes are followed (and read) this long, so the next answer is ready. */
 const FOLLOW_API_MS = 60_000
 /** Bytes a stream may have waiting for its reader before it is dropped. */
@@ -262,13 +271,15 @@ export class ConsoleServer extends ReadyResource {
   /** The latest snapshot if it is young enough, else the next one read. */
   private current(): Promise<Cached> {
     const now = this.clock()
+    // Following since the latest read: every change since has scheduled a re-read, so the latest is what a page shows.
+    const following = this.unsubscribe !== null
     this.lastApiAt = now
     this.follow()
     const c = this.latest
-    if (c !== null) {
+    if (c !== null && following) {
       const age = now - c.readAt
       if (!this.changed && age < this.tickMs) return Promise.resolve(c)
-      if (age < MAX_STALE_MS) {
+      if (age < MAX_LAG_MS) {
         this.schedule(this.coalesceMs)
         return Promise.resolve(c)
       }
