@@ -334,7 +334,7 @@ async function main(): Promise<void> {
         webhooks:
           "in-process: 3 devices formed like the other in-process groups (in-memory Mesh, no electors), one managed repo; a WebhookServer per device whose intake appends to that device's IntentLog; N distinct check_run completed deliveries (own head SHA and x-github-delivery each, signed with @octokit/webhooks-methods ahead of time) POSTed to device 0 by 32 concurrent keep-alive fetch loops. accepted/s = 202s / (first send -> last 202); applied-on-all/s = 202s / (first send -> every device's repo state events counter at its tip reaching that count, polled every 20 ms), or the slowest device's count / 120 s when not all arrived",
         console:
-          "3 real daemons, device 0 with --webhook-port and --http-port; the fake forge opens 200 labelled PRs whose signed webhooks fill device 0's queue (200 entries) and rings (events 100, audit 200); no forge config, so nothing leaves; signed in with a one-time code and its cookie, 100 sequential GETs of /api/console (every panel's data: what a page loads) and of /api/queue, each send -> last byte at the client (node fetch, keep-alive)",
+          "3 real daemons, device 0 with --webhook-port and --http-port; the fake forge opens 200 labelled PRs whose signed webhooks fill device 0's queue (200 entries) and rings (events 100, audit 200); no forge config, so nothing leaves; signed in with a one-time code and its cookie, 200 sequential GETs of /api/console (every panel's data: what a page loads) and of /api/queue, each send -> last byte at the client (node fetch, keep-alive)",
         memory: 'in-process: fresh child process per N: process.memoryUsage() after forced GC, before opening and after N devices elected and idled; real daemons: VmRSS of each daemon after its idle window',
         memoryDaemons: 'real daemons (memory-daemons): 3 `autolease start` processes as users run them (no probe, no node flags), idle at leaseMs 1000; every 60 s each one\'s VmRSS (RssAnon / RssFile from /proc/<pid>/status) and its storage directory\'s apparent bytes, RocksDB WAL included and apart'
       }
@@ -515,7 +515,7 @@ async function main(): Promise<void> {
   const consoleSection = async (): Promise<void> => {
     if (opts.only.has('console')) {
       await section('console (3 daemons)', async () => {
-        const r = await attempt('console', () => consoleApi({ entries: 200, requests: 100, leaseMs: 2000, log }))
+        const r = await attempt('console', () => consoleApi({ entries: 200, requests: 200, leaseMs: 2000, log }))
         if (r) report.console = r
       })
     }

@@ -280,10 +280,15 @@ function rejoinRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | '
 
 /** The console's API with a full queue and full rings: p95 of /api/console <= 50 ms. */
 function consoleRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | 'judged'>) => boolean | null, c: ConsoleResult): void {
-  const full = `${c.queueLength} queue entries, events ${c.events}, audit ${c.audit}; ${c.requests} sequential GETs, ${(c.consoleBytes / 1024).toFixed(0)} KiB each; max ${fmt(c.consoleMs.max)} ms`
+  const load = `; load ${c.loadStart.map((x) => x.toFixed(1)).join('/')} -> ${c.loadEnd.map((x) => x.toFixed(1)).join('/')}`
+  const full = `${c.queueLength} queue entries, events ${c.events}, audit ${c.audit}; ${c.requests} sequential GETs, ${(c.consoleBytes / 1024).toFixed(0)} KiB each; p99 ${fmt(c.consoleP99Ms)} ms, max ${fmt(c.consoleMs.max)} ms${load}`
   const met = target({ id: 'console-api-p95', scenario: 'console API with 200 queue entries and full rings (3 daemons)', pct: 'p95', what: 'GET /api/console p95 (every panel, 200 entries, full rings)', target: '<= 50 ms', measured: c.consoleMs.p95, unit: 'ms', limit: 50, etcd: null, note: full })
   rows.push({ where: '3 daemons', metric: `console: GET /api/console, ${c.queueLength} queued + full rings`, unit: 'ms', autolease: { n: c.consoleMs.n, p50: c.consoleMs.p50, p95: c.consoleMs.p95, max: c.consoleMs.max }, etcd: null, ratio: null, target: 'p95 <= 50', met })
   rows.push({ where: '3 daemons', metric: '  the same, GET /api/queue alone', unit: 'ms', autolease: { n: c.queueMs.n, p50: c.queueMs.p50, p95: c.queueMs.p95, max: c.queueMs.max }, etcd: null, ratio: null, target: null, met: null })
+  // Where a read of the whole view goes (what an answer cost when it read the view itself): each part through the control socket.
+  for (const [part, st] of Object.entries(c.readsMs)) {
+    rows.push({ where: '3 daemons', metric: `  reading ${part} (control socket, the CLI's --json)`, unit: 'ms', autolease: { n: st.n, p50: st.p50, p95: st.p95, max: st.max }, etcd: null, ratio: null, target: null, met: null })
+  }
 }
 
 /** Signed webhooks: accepted by device 0, and applied on all three devices; the target is a floor (>= 1,000/s). */

@@ -21,6 +21,8 @@ import { chromium, type Page } from 'playwright-core'
 import { Procs, cli, formGroup, status, waitStatuses } from './cli-harness.js'
 import { FakeForge } from '../lib/queue/forge/fake-forge.js'
 import { sleep } from './helpers/cluster.js'
+import { call } from '../lib/daemon/control-client.js'
+import { storagePaths } from '../lib/daemon/storage-lock.js'
 
 const LEASE_MS = 2000
 const REPO = 'acme/app'
@@ -89,7 +91,15 @@ test('console in a real browser, served by a standby: the holder, then the new h
   let oldHolder = ''
   let oldEpoch = 0
   for (let attempt = 0; attempt < 3 && serving === -1; attempt++) {
-    const agreed = await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.lease.confirmed && x.lease.holder !== null && x.lease.holder === s[0]!.lease.holder), 30_000, 'every device naming one confirmed holder')
+    const agreed = await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.lease.confirmed && x.lease.holder !== null && x.lease.holder === s[0]!.lease.holder), 30_000, 'every device naming one confirmed holder').catch(async (err: Error) => {
+      // What each device says of the lease and of itself, and what its log said of roles and capability.
+      for (const [i, d] of dirs.entries()) {
+        const st = await status(d)
+        t.comment(`device ${i}: ${JSON.stringify(st && { self: st.self.slice(0, 6), role: st.role, lease: st.lease, tip: st.tip, capability: st.capability, worker: st.worker })}`)
+        t.comment(`device ${i} log: ${JSON.stringify(daemons[i]!.lines.filter((l) => typeof l.msg === 'string' && !/renew/.test(l.msg as string)).slice(-25))}`)
+      }
+      throw err
+    })
     const candidate = (agreed.findIndex((x) => x!.self === agreed[0]!.lease.holder) + 1) % 3
     t.ok(agreed[candidate]!.console?.url.startsWith('http://127.0.0.1:'), `the standby serves its console on loopback (${agreed[candidate]!.console?.url})`)
     const login = await cli(['console', '--storage', dirs[candidate]!])
@@ -147,7 +157,23 @@ test('console in a real browser, served by a standby: the holder, then the new h
   await until(async () => (await rowText(page, row)).includes('waiting for checks'), 10_000, `PR #${pr.number} shown waiting for checks`)
   t.pass('waiting for checks')
   fake.setCheck(REPO, head, 'ci', 'success')
-  await page.waitForSelector(`[data-repo="acme:${REPO}"] tr[data-pr="${pr.number}"][data-state="merged"]`, { timeout: 60_000 })
+  const checksAt = performance.now()
+  try {
+    await page.waitForSelector(`[data-repo="acme:${REPO}"] tr[data-pr="${pr.number}"][data-state="merged"]`, { timeout: 60_000 })
+  } catch (err) {
+    // What happened instead: did the forge merge it, who called it, what the serving daemon's view and the page say.
+    const served = await call(storagePaths(dirs[serving]!).socket, 'audit', {}, 5_000).catch((e: Error) => e.message)
+    const queued = await call(storagePaths(dirs[serving]!).socket, 'queue.list', {}, 5_000).catch((e: Error) => e.message)
+    t.comment(`forge: merged ${fake.pull(REPO, pr.number).merged}; mutations ${JSON.stringify(fake.mutations().map((m) => [m.method, m.path, m.epoch, m.status]))}`)
+    t.comment(`serving daemon: queue ${JSON.stringify(queued)}; audit ${JSON.stringify(served)}`)
+    t.comment(`page: ${JSON.stringify(await page.textContent(`[data-repo="acme:${REPO}"]`).catch(() => null))}; conn ${JSON.stringify(await page.textContent('#conn'))}`)
+    for (const [i, d] of daemons.entries()) {
+      if (i === h) continue
+      t.comment(`device ${i} log: ${JSON.stringify(d.lines.filter((l) => typeof l.msg === 'string' && !/renew/.test(l.msg as string)).slice(-40))}`)
+    }
+    throw err
+  }
+  t.comment(`checks passed -> the page shows merged: ${Math.round(performance.now() - checksAt)} ms`)
   t.ok(fake.pull(REPO, pr.number).merged, `PR #${pr.number} shows as merged, and the forge merged it`)
   t.is(await page.$(row), null, 'and it left the queue')
   t.is(await marker(page), 42, 'still without a reload')
@@ -157,15 +183,58 @@ test('console in a real browser, served by a standby: the holder, then the new h
   const pr2 = fake.createPull(REPO, { headSha: head2, labels: [LABEL], title: 'Document the console' })
   fake.setCheck(REPO, head2, 'ci', null)
   await until(async () => (await rowText(page, `tr.q[data-pr="${pr2.number}"]`)).includes('waiting for checks'), 30_000, `PR #${pr2.number} shown waiting for checks`)
-  // The audit ring open, from the keyboard; it stays open across the page's redraws.
-  await page.focus(`[data-repo="acme:${REPO}"] details:last-of-type summary`)
+  // Times: relative, the absolute time on hover (title) and in datetime.
+  const times = (await page.evaluate(
+    `[...document.querySelectorAll('time[data-ts]')].map((e) => ({ text: e.textContent, title: e.title, datetime: e.getAttribute('datetime'), ts: Number(e.dataset.ts) }))`
+  )) as Array<{ text: string; title: string; datetime: string; ts: number }>
+  t.ok(times.length > 0, `times shown (${times.length})`)
+  t.ok(
+    times.every((x) => /^(just now|\d+ (s|min|h|d) ago|in \d+ (s|min|h|d))$/.test(x.text)),
+    `each relative ("${times[0]?.text}")`
+  )
+  t.ok(
+    times.every((x) => x.datetime === new Date(x.ts).toISOString() && x.title !== '' && x.title !== x.text && !Number.isNaN(Date.parse(x.datetime))),
+    `each with the absolute time on hover ("${times[0]?.title}") and in datetime`
+  )
+
+  // The keyboard: the audit ring opened with Enter; the panel is rebuilt on the next change (a check reported on the
+  // waiting PR: an event in the ring), and the focus stays on its summary, the ring open.
+  const summary = `[data-repo="acme:${REPO}"] details[data-focus$="|audit"] summary`
+  await page.focus(summary)
   await page.keyboard.press('Enter')
-  await sleep(1_500)
-  t.ok(await page.$(`[data-repo="acme:${REPO}"] details[open]:last-of-type`), 'the audit opened with Enter stays open across redraws')
+  await page.evaluate(`document.activeElement.dataset.testOld = '1'`)
+  const eventsBefore = (await page.textContent(`[data-repo="acme:${REPO}"] details[data-focus$="|events"] summary`)) ?? ''
+  fake.setCheck(REPO, head2, 'lint', null)
+  await until(async () => (await page.$(`${summary}[data-test-old]`)) === null, 30_000, 'the queue panel redrawn after a change')
+  const focused = (await page.evaluate(`(() => { const e = document.activeElement; return { tag: e.tagName, focus: e.closest('[data-focus]')?.dataset.focus ?? null, old: e.dataset.testOld ?? null } })()`)) as { tag: string; focus: string | null; old: string | null }
+  t.alike(focused, { tag: 'SUMMARY', focus: `acme:${REPO}|audit`, old: null }, `the panel was rebuilt (events: "${eventsBefore}" -> "${await page.textContent(`[data-repo="acme:${REPO}"] details[data-focus$="|events"] summary`)}") and the focus stayed on the audit's summary`)
+  t.ok(await page.$(`[data-repo="acme:${REPO}"] details[open][data-focus$="|audit"]`), 'the audit opened with Enter stays open across redraws')
+  // A timeline bar keeps the focus across the redraws every renewal makes (the lease panel and timeline are redrawn on status).
+  const bar = `#timeline li[data-epoch="${after.lease.epoch}"]`
+  await page.focus(bar)
+  await page.evaluate(`document.activeElement.dataset.testOld = '1'`)
+  await until(async () => (await page.$(`${bar}[data-test-old]`)) === null, 15_000, 'the timeline redrawn')
+  t.is(await page.evaluate(`document.activeElement.dataset.focus`), `tenure:${after.lease.epoch}`, 'a focused timeline bar keeps the focus when the timeline is redrawn')
+  // Tab moves on from where the focus was restored (it is real focus, not a highlight).
+  await page.keyboard.press('Tab')
+  t.ok(((await page.evaluate(`document.activeElement.closest('#timeline, #tenures, #leases, #repos') !== null`)) as boolean), 'and Tab moves on from there')
+  await page.focus(summary)
   const out = process.env.AUTOLEASE_CONSOLE_SCREENSHOT ? resolve(process.env.AUTOLEASE_CONSOLE_SCREENSHOT) : join(await tmp(t), 'console.png')
   mkdirSync(dirname(out), { recursive: true })
   await page.screenshot({ path: out, fullPage: true })
   t.ok(statSync(out).size > 10_000, `screenshot saved: ${out}`)
+
+
+  // A narrow window (a phone, a side pane): no sideways scrolling of the page; wide tables scroll in their own box.
+  await page.setViewportSize({ width: 360, height: 740 })
+  await sleep(300)
+  const narrow = (await page.evaluate(
+    `({ page: document.documentElement.scrollWidth, view: window.innerWidth, holder: document.querySelector('[data-testid="holder"]').getBoundingClientRect().right, hidden: getComputedStyle(document.querySelector('td.hide-narrow')).display })`
+  )) as { page: number; view: number; holder: number; hidden: string }
+  t.ok(narrow.page <= narrow.view, `360 px wide: the page does not scroll sideways (${narrow.page} <= ${narrow.view})`)
+  t.ok(narrow.holder <= narrow.view, 'the holder is in view')
+  t.is(narrow.hidden, 'none', 'the least needed column is dropped')
+  await page.setViewportSize({ width: 1100, height: 800 })
 
   t.alike(errors, [], 'no script or console error on the page')
 

@@ -2,8 +2,9 @@
  * The console's server in this process, over real HTTP, with a stand-in
  * for the daemon's control handlers: who gets in (a one-time login code,
  * then an HttpOnly SameSite=Strict cookie; 401 without), that nothing but
- * GET is served, that the API is the control handlers' answers, and that
- * the event stream pushes a change within a second with one read per change
+ * GET is served, that the API is the control handlers' answers (from one
+ * snapshot read for every request, re-read in the background on a change),
+ * and that the event stream pushes a change within a second with one read per change
  * whatever the number of pages, bounded in streams and header time.
  */
 import test, { type Assertion } from 'brittle'
@@ -65,7 +66,7 @@ function source(): { values: Map<string, Json>; calls: Array<{ method: string; p
   }
 }
 
-async function open(t: Assertion, opts: { clock?: () => number; maxClients?: number; headersTimeoutMs?: number } = {}) {
+async function open(t: Assertion, opts: { clock?: () => number; maxClients?: number; headersTimeoutMs?: number; tickMs?: number } = {}) {
   const dir = await tmp(t)
   const src = source()
   const server = new ConsoleServer({
@@ -147,32 +148,73 @@ test('console: read-only: every method but GET answers 405, a GET with a body 40
   t.alike(src.calls, [], 'and none of them read anything')
 })
 
-test("console: /api/... answers what the control handlers answer (the CLI's --json)", async (t) => {
-  const { server, login, src } = await open(t)
+test("console: /api/... answers what the control handlers answer (the CLI's --json), from one snapshot read for every request", async (t) => {
+  let now = 1_800_000_000_000
+  const { server, login, src } = await open(t, { clock: () => now, tickMs: 60_000 })
   const cookie = await login()
-  src.values.set('queue.list', [{ tenant: 'acme', repo: 'acme/app', paused: false, entries: [{ prNumber: 7 }] }])
-  const routes: Array<[string, string, Params]> = [
-    ['/api/status', 'status', {}],
-    ['/api/devices', 'devices', {}],
-    ['/api/history', 'history', {}],
-    ['/api/leases', 'lease.list', {}],
-    ['/api/repos', 'repo.list', {}],
-    ['/api/queue?repo=acme/app', 'queue.list', { repo: 'acme/app' }],
-    ['/api/events?repo=acme/app', 'events', { repo: 'acme/app' }],
-    ['/api/audit', 'audit', {}]
+  const app = { tenant: 'acme', repo: 'acme/app', paused: false, entries: [{ prNumber: 7 }] }
+  const lib = { tenant: 'beta', repo: 'acme/lib', paused: false, entries: [{ prNumber: 8 }] }
+  src.values.set('queue.list', [app, lib])
+  src.values.set('events', [{ ...app, entries: [] }, { ...lib, entries: [] }])
+  const routes: Array<[string, string, (v: Json) => Json]> = [
+    ['/api/status', 'status', (v) => v],
+    ['/api/devices', 'devices', (v) => v],
+    ['/api/history', 'history', (v) => v],
+    ['/api/leases', 'lease.list', (v) => v],
+    ['/api/repos', 'repo.list', (v) => v],
+    ['/api/queue', 'queue.list', (v) => v],
+    ['/api/queue?repo=ACME/app', 'queue.list', (v) => [(v as Json[])[0]!]],
+    ['/api/queue?repo=beta:acme/lib', 'queue.list', (v) => [(v as Json[])[1]!]],
+    ['/api/events?repo=acme/lib', 'events', (v) => [(v as Json[])[1]!]],
+    ['/api/audit', 'audit', (v) => v]
   ]
-  for (const [path, method, params] of routes) {
-    src.calls.length = 0
+  for (const [path, method, pick] of routes) {
     const r = await get(server.port, path, { cookie })
     t.is(r.status, 200, `${path}: 200`)
-    t.alike(JSON.parse(r.body), src.values.get(method), `${path}: the ${method} handler's answer`)
-    t.alike(src.calls, [{ method, params }], `${path}: read through ${method} ${JSON.stringify(params)}`)
+    t.alike(JSON.parse(r.body), pick(src.values.get(method)!), `${path}: the ${method} handler's answer${path.includes('?repo=') ? ', narrowed to the repo as the route selects' : ''}`)
+    t.is(r.headers['x-autolease-view-time'], new Date(now).toISOString(), `${path}: says when its view was read`)
   }
+  const unknown = await get(server.port, '/api/queue?repo=acme/none', { cookie })
+  t.is(unknown.status, 400, 'a repo not managed: 400, as the route answers')
+  t.ok(unknown.body.includes('not a managed repo'), 'saying so')
   const all = JSON.parse((await get(server.port, '/api/console', { cookie })).body) as Record<string, unknown>
   t.alike(all.queue, src.values.get('queue.list'), '/api/console: every part, the queue among them')
   t.alike(all.online, ['aa'], 'and who is online')
+  t.is(all.time, now, 'and when it was read')
+  const methods = src.calls.map((c) => c.method)
+  t.alike(methods.sort(), ['audit', 'devices', 'events', 'history', 'lease.list', 'queue.list', 'repo.list', 'status'], `${routes.length + 2} requests, no change: one snapshot read (each handler once)`)
+  t.ok(src.calls.every((c) => c.params === undefined), 'every part read whole (the repo is picked from it)')
   t.is((await get(server.port, '/api/release', { cookie })).status, 404, 'a control method that changes state is no route')
+
+  // A change: re-read in the background; an answer is never older than a second after a change.
+  src.calls.length = 0
+  src.values.set('queue.list', [lib])
+  src.events.emit('change')
+  await waitFor(() => src.calls.length === 8, 2_000, 'the change re-read once, in the background')
+  t.alike(JSON.parse((await get(server.port, '/api/queue', { cookie })).body), [lib], 'the next answer has the change')
+  t.is(src.calls.length, 8, 'and read nothing more')
+  // A change the background read has not caught yet (its coalescing wait is 250 ms): the answer does not wait for
+  // it; it is the latest snapshot, what a page shows until that read lands.
+  src.values.set('queue.list', [app])
+  src.events.emit('change')
+  const early = await get(server.port, '/api/queue', { cookie })
+  t.alike(JSON.parse(early.body), [lib], 'an answer right after a change does not wait for the read it scheduled')
+  await waitFor(() => src.calls.length === 16, 2_000, 'the change re-read once, in the background')
+  t.alike(JSON.parse((await get(server.port, '/api/queue', { cookie })).body), [app], 'and the next answer has it')
+  // A snapshot older than 10 s after a change (reads stuck or that slow): the request waits for a fresh read.
+  src.values.set('queue.list', [lib])
+  src.events.emit('change')
+  now += 10_001
+  t.alike(JSON.parse((await get(server.port, '/api/queue', { cookie })).body), [lib], 'a snapshot over 10 s old: a request waits for a fresh read')
+  // Nothing changed for tickMs (60 s here): what moves without an event (the lease's time left, who is online) is read afresh.
+  const before = src.calls.length
+  now += 60_001
+  await get(server.port, '/api/status', { cookie })
+  t.is(src.calls.length - before, 8, 'a view older than the tick is read afresh even with no change')
+
   src.values.delete('audit')
+  src.events.emit('change')
+  now += 10_001
   t.is((await get(server.port, '/api/audit', { cookie })).status, 503, 'a failed read: 503, not a crash')
 })
 

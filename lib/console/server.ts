@@ -12,14 +12,25 @@
  *   read), headers within HEADER_BYTES and headersTimeoutMs, at most
  *   maxConnections sockets and maxClients event streams (503 beyond), and
  *   a stream whose reader lags more than MAX_BUFFERED bytes is dropped.
- * - One read per change, whatever the number of pages open: the daemon's
- *   own events (the intent log's update, the elector's role and holder
- *   changes, capability changes) schedule one snapshot, coalesced over
- *   coalesceMs, shared by every stream, and each stream is sent only the
- *   parts that changed since its last. A slow tick (tickMs) refreshes what
- *   moves without an event (who is online, the time left on the lease).
- *   With no stream open, nothing is read. Polling per page (the first
- *   sketch) read the whole view once per page per second.
+ * - One read per change, whatever the number of pages open or requests
+ *   made: the daemon's own events (the intent log's update, the elector's
+ *   role and holder changes, capability changes) schedule one snapshot,
+ *   coalesced over coalesceMs, shared by every stream and every `/api/...`
+ *   answer, and each stream is sent only the parts that changed since its
+ *   last. A slow tick (tickMs) refreshes what moves without an event (who
+ *   is online, the time left on the lease). With no stream open and no
+ *   API request for FOLLOW_API_MS, nothing is read. Polling per page (the
+ *   first sketch) read the whole view once per page per second, and an
+ *   API answer that read the view itself cost 350 ms under load.
+ * - An `/api/...` answer is the latest snapshot, already serialized: it
+ *   costs a write, whatever the view's size, and never waits for the view
+ *   while the console follows the daemon (a stream open, or an API request
+ *   within FOLLOW_API_MS). It is what an open page shows: behind a change
+ *   by at most coalesceMs and one read (each change re-reads in the
+ *   background), and read afresh after tickMs without one. The first
+ *   request, one after FOLLOW_API_MS of quiet, and one finding a snapshot
+ *   older than MAX_LAG_MS wait for a read. Its read time is in the
+ *   `X-Autolease-View-Time` header (and `time` of /api/console).
  *
  * Not guaranteed: the page shows this device's view (the tip, as the CLI
  * does); a device cut off from the others shows its last view, live.
@@ -28,9 +39,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { readFileSync } from 'node:fs'
 import ReadyResource from 'ready-resource'
 import { AutoleaseError } from '../errors.js'
-import type { Params } from '../daemon/control-server.js'
 import { ConsoleAuth, cookieName, ensureToken, readCookie, SESSION_MS } from './auth.js'
-import { PARTS, READ_ROUTES, snapshot, type ConsoleSource, type ReadRoute, type Snapshot } from './snapshot.js'
+import { PARTS, READ_ROUTES, selectRepo, snapshot, type ConsoleSource, type ReadRoute, type Snapshot } from './snapshot.js'
 import { CSS, pageHtml, signedOutHtml } from './page.js'
 
 export interface ConsoleServerOptions {
@@ -55,6 +65,16 @@ export interface ConsoleServerOptions {
 const HEADER_BYTES = 8 * 1024
 /** A snapshot that takes longer is reported as a problem, and the next change reads afresh: one stuck read must not freeze every page. */
 const SNAPSHOT_TIMEOUT_MS = 10_000
+/**
+ * An answer never waits for a read while the console follows the daemon's
+ * changes (each schedules a re-read within coalesceMs): it is the latest
+ * snapshot, what every open page shows, behind a change by at most
+ * coalesceMs and one read. Only a snapshot this old (reads stuck or slower
+ * than this) makes a request wait for the next read.
+ */
+const MAX_LAG_MS = SNAPSHOT_TIMEOUT_MS
+/** After an API request, the daemon's changes are followed (and read) this long, so the next answer is ready. */
+const FOLLOW_API_MS = 60_000
 /** Bytes a stream may have waiting for its reader before it is dropped. */
 const MAX_BUFFERED = 4 * 1024 * 1024
 const COMMON_HEADERS = {
@@ -64,6 +84,22 @@ const COMMON_HEADERS = {
   'X-Frame-Options': 'DENY'
 }
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+/** A snapshot as read, with each part's JSON (serialized once, for every stream and answer). */
+interface Cached {
+  snap: Snapshot
+  /** clock() when its read began. */
+  readAt: number
+  parts: Map<string, string>
+  /** The whole /api/console answer, built on first use. */
+  whole: string | null
+}
+
+/** A request waiting for a snapshot read that begins after it arrived. */
+interface Waiter {
+  since: number
+  done(c: Cached | Error): void
+}
 
 interface Stream {
   res: ServerResponse
@@ -86,6 +122,11 @@ export class ConsoleServer extends ReadyResource {
   private ticker: NodeJS.Timeout | null = null
   private flushing = false
   private dirty = false
+  /** The latest snapshot read; `changed`: a change came after its read began. */
+  private latest: Cached | null = null
+  private changed = true
+  private waiters: Waiter[] = []
+  private lastApiAt = -Infinity
   private boundPort = 0
 
   constructor(opts: ConsoleServerOptions) {
@@ -147,6 +188,7 @@ export class ConsoleServer extends ReadyResource {
   override async _close(): Promise<void> {
     if (this.timer) clearTimeout(this.timer)
     this.stopFollowing()
+    for (const w of this.waiters.splice(0)) w.done(new AutoleaseError('CLOSED', 'the console is closing'))
     for (const s of this.streams) s.res.destroy()
     this.streams.clear()
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()))
@@ -191,15 +233,14 @@ export class ConsoleServer extends ReadyResource {
       case '/api/stream':
         return this.openStream(req, res)
       case '/api/console':
-        return void this.answer(res, () => snapshot(this.opts.source, this.clock))
+        return void this.answer(res, (c) => (c.whole ??= `{${[...c.parts].map(([p, json]) => `${JSON.stringify(p)}:${json}`).join(',')},"time":${c.snap.time}}`))
     }
     const part = /^\/api\/([a-z]+)$/.exec(url.pathname)?.[1]
     if (part !== undefined && Object.hasOwn(READ_ROUTES, part)) {
       const route = READ_ROUTES[part as ReadRoute]
-      const params: Params = {}
       const repo = url.searchParams.get('repo')
-      if (route.repo && repo !== null) params.repo = repo
-      return void this.answer(res, () => this.opts.source.read(route.method, params))
+      if (route.repo && repo !== null) return void this.answer(res, (c) => JSON.stringify(selectRepo(c.snap[part as ReadRoute], repo)))
+      return void this.answer(res, (c) => c.parts.get(part)!)
     }
     this.send(res, 404, 'text/plain; charset=utf-8', 'not found\n')
   }
@@ -215,15 +256,38 @@ export class ConsoleServer extends ReadyResource {
     this.send(res, 303, 'text/plain; charset=utf-8', 'signed in\n')
   }
 
-  private async answer(res: ServerResponse, read: () => Promise<unknown>): Promise<void> {
+  /** An API answer from the latest snapshot (see the invariants above); `body` picks and serializes what the route answers. */
+  private async answer(res: ServerResponse, body: (c: Cached) => string): Promise<void> {
     try {
-      const value = await read()
-      this.send(res, 200, 'application/json', JSON.stringify(value))
+      const c = await this.current()
+      this.send(res, 200, 'application/json', body(c), false, { 'X-Autolease-View-Time': new Date(c.snap.time).toISOString() })
     } catch (err) {
       const code = (err as { code?: unknown }).code
       const status = code === 'INVALID_ARGUMENT' ? 400 : 503
       this.send(res, status, 'application/json', JSON.stringify({ error: { code: typeof code === 'string' ? code : 'INTERNAL', message: (err as Error).message } }))
     }
+  }
+
+  /** The latest snapshot if it is young enough, else the next one read. */
+  private current(): Promise<Cached> {
+    const now = this.clock()
+    // Following since the latest read: every change since has scheduled a re-read, so the latest is what a page shows.
+    const following = this.unsubscribe !== null
+    this.lastApiAt = now
+    this.follow()
+    const c = this.latest
+    if (c !== null && following) {
+      const age = now - c.readAt
+      if (!this.changed && age < this.tickMs) return Promise.resolve(c)
+      if (age < MAX_LAG_MS) {
+        this.schedule(this.coalesceMs)
+        return Promise.resolve(c)
+      }
+    }
+    return new Promise<Cached>((resolve, reject) => {
+      this.waiters.push({ since: now, done: (r) => (r instanceof Error ? reject(r) : resolve(r)) })
+      this.schedule(0)
+    })
   }
 
   private send(res: ServerResponse, status: number, type: string, body: string, close = false, extra: Record<string, string> = {}): void {
@@ -245,17 +309,28 @@ export class ConsoleServer extends ReadyResource {
     req.socket.setNoDelay(true)
     res.on('close', () => {
       this.streams.delete(stream)
-      if (this.streams.size === 0) this.stopFollowing()
+      if (!this.wanted) this.stopFollowing()
     })
     this.follow()
     this.schedule(0)
   }
 
-  /** Listen to the daemon's changes and tick while a stream is open. */
+  /** Whether anyone reads: a stream is open, or an API request came lately. */
+  private get wanted(): boolean {
+    return this.streams.size > 0 || this.waiters.length > 0 || this.clock() - this.lastApiAt < FOLLOW_API_MS
+  }
+
+  /** Listen to the daemon's changes and tick while someone reads (a stream open, or API requests lately). */
   private follow(): void {
     if (this.unsubscribe !== null) return
-    this.unsubscribe = this.opts.changes(() => this.schedule(this.coalesceMs))
-    this.ticker = setInterval(() => this.schedule(0), this.tickMs)
+    this.unsubscribe = this.opts.changes(() => {
+      this.changed = true
+      this.schedule(this.coalesceMs)
+    })
+    this.ticker = setInterval(() => {
+      if (this.wanted) this.schedule(0)
+      else this.stopFollowing()
+    }, this.tickMs)
   }
 
   private stopFollowing(): void {
@@ -263,10 +338,12 @@ export class ConsoleServer extends ReadyResource {
     this.unsubscribe = null
     if (this.ticker) clearInterval(this.ticker)
     this.ticker = null
+    // Unfollowed, the snapshot no longer hears of changes: the next answer reads afresh.
+    this.changed = true
   }
 
   private schedule(delayMs: number): void {
-    if (this.closing !== null || this.streams.size === 0) return
+    if (this.closing !== null || !this.wanted) return
     if (this.flushing) {
       this.dirty = true
       return
@@ -285,6 +362,8 @@ export class ConsoleServer extends ReadyResource {
   private async flush(): Promise<void> {
     this.flushing = true
     this.dirty = false
+    const readAt = this.clock()
+    this.changed = false
     let snap: Snapshot | null = null
     let problem: string | null = null
     let timer: NodeJS.Timeout | undefined
@@ -299,12 +378,24 @@ export class ConsoleServer extends ReadyResource {
       clearTimeout(timer)
     }
     this.flushing = false
-    if (this.closing !== null) return
+    if (this.closing !== null) {
+      for (const w of this.waiters.splice(0)) w.done(new AutoleaseError('CLOSED', 'the console is closing'))
+      return
+    }
+    // The requests that came before this read began are answered by it; later ones wait for the next.
+    const served = this.waiters.filter((w) => w.since <= readAt)
+    this.waiters = this.waiters.filter((w) => w.since > readAt)
+    if (this.waiters.length > 0) this.dirty = true
     if (snap === null) {
+      this.changed = true
+      const err = new AutoleaseError('READ_FAILED', problem ?? 'reading the view failed')
+      for (const w of served) w.done(err)
       for (const s of this.streams) this.write(s, 'problem', JSON.stringify({ message: problem, time: this.clock() }))
     } else {
       const parts = new Map<string, string>()
       for (const p of [...PARTS, 'online'] as const) parts.set(p, JSON.stringify(snap[p]))
+      this.latest = { snap, readAt, parts, whole: null }
+      for (const w of served) w.done(this.latest)
       for (const s of this.streams) {
         const changed: string[] = [`"time":${snap.time}`]
         for (const [p, json] of parts) {
@@ -315,7 +406,7 @@ export class ConsoleServer extends ReadyResource {
         this.write(s, 'parts', `{${changed.join(',')}}`)
       }
     }
-    if (this.dirty) this.schedule(this.coalesceMs)
+    if (this.dirty) this.schedule(this.waiters.length > 0 ? 0 : this.coalesceMs)
   }
 
   private write(s: Stream, event: string, data: string): void {

@@ -8,6 +8,7 @@
  * reads: the console never appends, releases or pairs.
  */
 import type { Json, Params } from '../daemon/control-server.js'
+import { AutoleaseError } from '../errors.js'
 
 /** API path -> control method, and whether it takes `?repo=`. Every one a read. */
 export const READ_ROUTES = {
@@ -38,5 +39,22 @@ export async function snapshot(source: ConsoleSource, now: () => number = Date.n
   const values = await Promise.all(PARTS.map((p) => source.read(READ_ROUTES[p].method)))
   const out = { online: source.online(), time: now() } as Snapshot
   PARTS.forEach((p, i) => (out[p] = values[i]!))
+  return out
+}
+
+/**
+ * A per-repo part (`queue`, `events`, `audit`: one listing per managed repo)
+ * narrowed to `?repo=` as the control routes select (QueueReads.select:
+ * `owner/name`, any case, or `tenant:owner/name`); no match is an
+ * INVALID_ARGUMENT, as the route answers.
+ */
+export function selectRepo(part: Json, filter: string): Json {
+  const lists = Array.isArray(part) ? part : []
+  const wanted = filter.toLowerCase()
+  const out = lists.filter((l) => {
+    const { tenant, repo } = l as { tenant?: unknown; repo?: unknown }
+    return repo === wanted || `${String(tenant)}:${String(repo)}` === filter
+  })
+  if (out.length === 0) throw new AutoleaseError('INVALID_ARGUMENT', `not a managed repo: ${filter}`)
   return out
 }

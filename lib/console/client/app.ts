@@ -269,7 +269,7 @@ function renderTenures(): void {
     const label = `epoch ${t.epoch}, held by ${short(t.holder)} from ${new Date(t.beganTs).toLocaleString()} (${t.began}) ${t.ended === null ? 'until now (current)' : `to ${new Date(end).toLocaleString()} (${t.ended})`}`
     return h(
       'li',
-      { tabindex: 0, class: t.ended === null ? 'open' : null, style: `left:${left.toFixed(3)}%;width:${width.toFixed(3)}%;background:${colour(t.holder)}`, title: label, 'aria-label': label, 'data-epoch': t.epoch },
+      { tabindex: 0, class: t.ended === null ? 'open' : null, style: `left:${left.toFixed(3)}%;width:${width.toFixed(3)}%;background:${colour(t.holder)}`, title: label, 'aria-label': label, 'data-epoch': t.epoch, 'data-focus': `tenure:${t.epoch}` },
       `e${t.epoch}`
     )
   })
@@ -388,15 +388,38 @@ function renderRepo(r: RepoConfig): HTMLElement {
     h('p', { class: 'note' }, `label ${r.label}, ${r.mergeMethod}, checks: ${r.requiredChecks.length ? r.requiredChecks.join(', ') : 'every reported check'}${r.paused ? '; paused: takes events, merges nothing' : ''}`),
     h('div', { class: 'scroll' }, table(`Queue: ${queue.length} PR${queue.length === 1 ? '' : 's'}, in merge order`, ['#', 'PR', 'Head', 'State', 'Why', 'Queued'], qrows, 'The queue is empty.')),
     h('div', { class: 'scroll' }, table('Recently merged or bounced', ['PR', 'Outcome', 'Detail', 'Epoch', 'When'], drows, 'Nothing merged or bounced yet.')),
-    h('details', {}, h('summary', {}, `Events (${events.length}, newest first)`), h('div', { class: 'scroll' }, table('Webhook events', ['When', 'Event', 'PR', 'What it did'], erows, 'No events.'))),
-    h('details', {}, h('summary', {}, `Audit (${audit.length}, newest first)`), h('div', { class: 'scroll' }, table('Queue decisions', ['When', 'Action', 'PR', 'Epoch', 'Detail'], arows, 'No decisions.')))
+    h('details', { 'data-focus': `${id}|events` }, h('summary', {}, `Events (${events.length}, newest first)`), h('div', { class: 'scroll' }, table('Webhook events', ['When', 'Event', 'PR', 'What it did'], erows, 'No events.'))),
+    h('details', { 'data-focus': `${id}|audit` }, h('summary', {}, `Audit (${audit.length}, newest first)`), h('div', { class: 'scroll' }, table('Queue decisions', ['When', 'Action', 'PR', 'Epoch', 'Detail'], arows, 'No decisions.')))
   )
 }
 
+/**
+ * Where the keyboard was, by a stable id: the focused element or its nearest
+ * `data-focus` ancestor (a <details> names its <summary>), and whether that
+ * was the summary itself. Panels are rebuilt on each update; render() puts
+ * focus back on the rebuilt element with the same id.
+ */
+function focusedId(): { id: string; summary: boolean } | null {
+  const el = document.activeElement
+  if (!(el instanceof HTMLElement) || el === document.body) return null
+  const keyed = el.closest<HTMLElement>('[data-focus]')
+  if (!keyed) return null
+  return { id: keyed.dataset.focus!, summary: el.tagName === 'SUMMARY' }
+}
+
+function restoreFocus(was: { id: string; summary: boolean } | null): void {
+  if (was === null) return
+  // Still focused (its panel was not redrawn): nothing to do.
+  if (document.activeElement instanceof HTMLElement && document.activeElement !== document.body && document.activeElement.isConnected) return
+  const keyed = [...document.querySelectorAll<HTMLElement>('[data-focus]')].find((e) => e.dataset.focus === was.id)
+  const target = keyed && was.summary ? keyed.querySelector<HTMLElement>('summary') : keyed
+  target?.focus({ preventScroll: true })
+}
+
 function render(changed: Set<string>): void {
-  // Which <details> are open survives the redraw (they are rebuilt).
-  const open = new Set([...document.querySelectorAll('#repos-body details[open]')].map((d) => `${d.closest('[data-repo]')?.getAttribute('data-repo')}|${d.querySelector('summary')?.textContent?.split(' ')[0]}`))
-  const active = document.activeElement?.getAttribute('data-epoch') ?? null
+  // Which <details> are open, and where the keyboard is, survive the redraw (the panels are rebuilt).
+  const open = new Set([...document.querySelectorAll<HTMLElement>('#repos-body details[open][data-focus]')].map((d) => d.dataset.focus!))
+  const focus = focusedId()
   // The status part changes with every renewal (time left, log lengths); what the other panels show of it seldom does.
   const s = state.status
   const key = s ? JSON.stringify([s.self, s.lease.holder]) : ''
@@ -408,10 +431,8 @@ function render(changed: Set<string>): void {
   if (any('history', 'status')) renderTenures()
   if (any('leases', 'identity')) renderLeases()
   if (any('repos', 'queue', 'events', 'audit', 'identity')) renderRepos()
-  for (const d of document.querySelectorAll('#repos-body details')) {
-    if (open.has(`${d.closest('[data-repo]')?.getAttribute('data-repo')}|${d.querySelector('summary')?.textContent?.split(' ')[0]}`)) d.setAttribute('open', '')
-  }
-  if (active !== null) (document.querySelector(`.timeline li[data-epoch="${active}"]`) as HTMLElement | null)?.focus()
+  for (const d of document.querySelectorAll<HTMLElement>('#repos-body details[data-focus]')) if (open.has(d.dataset.focus!)) d.setAttribute('open', '')
+  restoreFocus(focus)
   $('updated').textContent = `Last update from the daemon: ${new Date(state.time).toLocaleTimeString()}.`
 }
 
