@@ -10,5 +10,36 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
       'no-control-regex': 'off'
     }
-  }
+  },
+  // The layers' arrows point down (docs/layout.md): util <- log <- lease <- queue <- daemon, cli, console;
+  // lib/families.ts composes the fold's op families and hands them to the log.
+  ...layer('lib/util/**', ['log', 'lease', 'queue', 'daemon', 'cli', 'console'], 'lib/util is the bottom: it imports no other layer'),
+  ...layer('lib/log/**', ['lease', 'queue', 'daemon', 'cli', 'console'], 'lib/log imports no layer above it: op families are handed to it (lib/families.ts)'),
+  ...layer('lib/lease/**', ['queue', 'daemon', 'cli', 'console'], 'lib/lease imports neither the queue nor the daemon'),
+  ...layer('lib/queue/**', ['daemon', 'cli', 'console'], 'lib/queue imports no daemon module: shared pieces live in lib/util')
 )
+
+/**
+ * @param {string} files
+ * @param {string[]} above the lib/ folders this layer must not import
+ * @param {string} message
+ */
+function layer(files, above, message) {
+  const folders = above.join('|')
+  return [
+    {
+      files: [files],
+      rules: {
+        'no-restricted-imports': [
+          'error',
+          {
+            patterns: [
+              { regex: `^(\\.\\./)+(${folders})/`, message },
+              { regex: '^(\\.\\./)+(families|index)\\.js$', message }
+            ]
+          }
+        ]
+      }
+    }
+  ]
+}

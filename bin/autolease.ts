@@ -25,10 +25,10 @@ import { createRequire } from 'node:module'
 import Corestore from 'corestore'
 import createTestnet from 'hyperdht/testnet.js'
 import { Daemon } from '../lib/daemon/daemon.js'
-import { createLogger, LOG_LEVELS } from '../lib/daemon/logger.js'
+import { createLogger, LOG_LEVELS } from '../lib/util/logger.js'
 import { call, watch, RemoteError } from '../lib/daemon/control-client.js'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/daemon/storage-lock.js'
-import { IntentLog } from '../lib/log/intent-log.js'
+import { GroupLog } from '../lib/families.js'
 import { DEFAULT_INVITE_ROLE, INVITE_ROLES, decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
 import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
 import { registerQueueCommands } from '../lib/cli/queue-commands.js'
@@ -49,7 +49,7 @@ async function cmdInit(f: { storage: string }): Promise<number> {
     const existing = readGroupFile(lock.paths)
     if (existing) throw new Exit(EXIT.FAILURE, `${lock.paths.dir} already holds group ${existing.key}`)
     const store = new Corestore(lock.paths.corestore)
-    const log = new IntentLog(store)
+    const log = new GroupLog(store)
     try {
       await log.ready()
       const key = encodeKey(log.key)

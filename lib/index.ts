@@ -7,12 +7,14 @@
  *   elector.on('elected', ({ epoch }) => ...)
  *   if (elector.holding()) doWork(elector.epoch())            // check at the moment of use
  */
-export { IntentLog, type IntentLogOptions, type ReadMode } from './log/intent-log.js'
+// IntentLog is the intent log over this build's op families (lib/families.ts).
+export { GroupLog as IntentLog, type GroupLogOptions as IntentLogOptions } from './families.js'
+export type { ReadMode } from './log/intent-log.js'
 export { Elector, type ElectorOptions, type ElectorStatus, type DemotionReason, type LeaseLog } from './lease/elector.js'
 export { Swarm, type SwarmOptions } from './daemon/swarm.js'
 export { openStore, type StoreBounds } from './daemon/store.js'
 export { electionConfig, validateElectionConfig, DEFAULT_LEASE_MS, type ElectionConfig } from './lease/config.js'
-export { systemClock, ManualClock, type Clock } from './lease/clock.js'
+export { systemClock, ManualClock, type Clock } from './util/clock.js'
 export { decide, holdingEpoch, holdDeadline, type Decision } from './lease/election.js'
 export { transition, isLive, type LeaseRecord, type LeaseOutcome, type RejectReason } from './lease/lease-state.js'
 export { encodeOp, decodeOp, SIGNER_LEASE, type Op, type LeaseOp } from './log/ops.js'

@@ -20,7 +20,8 @@
 import test from 'brittle'
 import { createHash } from 'node:crypto'
 import b4a from 'b4a'
-import { apply, type View } from '../lib/log/apply.js'
+import type { View } from '../lib/log/apply.js'
+import { apply } from '../lib/families.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 
 const F = 'f'.repeat(64)

@@ -14,7 +14,8 @@ import BlindPairing from 'blind-pairing'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import type Hyperswarm from 'hyperswarm'
-import { IntentLog } from '../lib/log/intent-log.js'
+import type { IntentLog } from '../lib/log/intent-log.js'
+import { GroupLog } from '../lib/families.js'
 import { MAX_INVITE_TTL_MS, PairingHost, grantedRole, type InviteRole, type PairingRequest } from '../lib/daemon/pairing.js'
 import { ControlServer } from '../lib/daemon/control-server.js'
 import { registerRoutes, type RouteContext } from '../lib/daemon/control-routes.js'
@@ -30,7 +31,7 @@ function quietSwarm(): Hyperswarm {
 
 async function founder(t: Assertion, wall?: () => number): Promise<{ log: IntentLog; host: PairingHost }> {
   const store = new Corestore(await tmp(t))
-  const log = new IntentLog(store)
+  const log = new GroupLog(store)
   await log.ready()
   const host = new PairingHost(log, quietSwarm(), wall ? { wall } : {})
   t.teardown(async () => {

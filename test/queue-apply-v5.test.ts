@@ -7,7 +7,8 @@
  * version-4 build counts it, before the author is looked at.
  */
 import test from 'brittle'
-import { apply, type View } from '../lib/log/apply.js'
+import type { View } from '../lib/log/apply.js'
+import { apply } from '../lib/families.js'
 import type { EventOp, Op } from '../lib/log/ops.js'
 import { rejectedKey } from '../lib/log/view-layout.js'
 import { freezeKey, queueKey, queuePrefix, repoFlagKey, type QueueEntry } from '../lib/queue/queue-layout.js'

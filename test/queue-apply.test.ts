@@ -5,7 +5,8 @@
  * gate (a version-1 group ignores queue ops until it is upgraded).
  */
 import test from 'brittle'
-import { apply, APPLY_VERSION, type View } from '../lib/log/apply.js'
+import { APPLY_VERSION, type View } from '../lib/log/apply.js'
+import { apply } from '../lib/families.js'
 import type { EventOp, Op } from '../lib/log/ops.js'
 import { APPLIED_KEY, rejectedKey } from '../lib/log/view-layout.js'
 import {

@@ -10,6 +10,7 @@ import tmp from 'test-tmp'
 import Corestore from 'corestore'
 import { join } from 'node:path'
 import { IntentLog } from '../lib/log/intent-log.js'
+import { GroupLog } from '../lib/families.js'
 import { APPLY_VERSION } from '../lib/log/apply.js'
 import { rejectedKey } from '../lib/log/view-layout.js'
 import { repoKey } from '../lib/queue/queue-layout.js'
@@ -32,7 +33,7 @@ const FIRST_OP: Op = { type: 'acquire', name: 'first', owner: 'me', ttlMs: null,
  */
 async function versionOneFounder(dir: string): Promise<{ store: Corestore; log: IntentLog }> {
   const store = new Corestore(dir)
-  const log = new IntentLog(store, { key: await IntentLog.localKey(store), ackIntervalMs: 100 })
+  const log = new GroupLog(store, { key: await IntentLog.localKey(store), ackIntervalMs: 100 })
   await log.ready()
   await log.append(FIRST_OP)
   return { store, log }
@@ -87,7 +88,7 @@ test('only an indexer upgrades: a plain writer gets NOT_WRITABLE and appends not
   const mesh = new Mesh()
   const a = await versionOneFounder(await tmp(t))
   const bStore = new Corestore(await tmp(t))
-  const b = new IntentLog(bStore, { key: a.log.key, ackIntervalMs: 100 })
+  const b = new GroupLog(bStore, { key: a.log.key, ackIntervalMs: 100 })
   await b.ready()
   t.teardown(async () => {
     mesh.destroy()
@@ -105,7 +106,7 @@ test('only an indexer upgrades: a plain writer gets NOT_WRITABLE and appends not
 
 test('a group ahead of this build: VERSION_AHEAD, never a downgrade', { timeout: 60_000 }, async (t) => {
   const store = new Corestore(await tmp(t))
-  const log = new IntentLog(store, { ackIntervalMs: 100 })
+  const log = new GroupLog(store, { ackIntervalMs: 100 })
   log.on('error', () => {}) // the log reports the group as ahead; the route is what is under test
   await log.ready()
   t.teardown(() => closeAll([log, store]))

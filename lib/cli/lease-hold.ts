@@ -27,7 +27,7 @@
  * skew can overlap. The signer lease has no such caveat.
  */
 import { RemoteError } from '../daemon/control-client.js'
-import { systemClock } from '../lease/clock.js'
+import { systemClock } from '../util/clock.js'
 import type { HoldState } from './runner.js'
 
 export const HOLD_FRACTION = 0.75

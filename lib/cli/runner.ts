@@ -49,7 +49,7 @@
 import { spawn } from 'node:child_process'
 import { EventEmitter } from 'node:events'
 import { readdirSync, readFileSync } from 'node:fs'
-import { systemClock } from '../lease/clock.js'
+import { systemClock } from '../util/clock.js'
 
 /** Bound on a hold's delivery over the local control socket (see the header). */
 const TRANSIT_BOUND_MS = 10

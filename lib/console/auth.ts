@@ -32,7 +32,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import { closeSync, existsSync, openSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { AutoleaseError } from '../errors.js'
-import { readPrivateFile } from '../daemon/private-files.js'
+import { readPrivateFile } from '../util/private-files.js'
 
 export const TOKEN_FILE = 'console.token'
 /** How long a printed login URL stays usable. */

@@ -31,7 +31,7 @@
  */
 import ReadyResource from 'ready-resource'
 import type { IntentLog } from '../log/intent-log.js'
-import { systemClock, type Clock } from '../lease/clock.js'
+import { systemClock, type Clock } from '../util/clock.js'
 
 /** Capability ops exist from this apply version on (apply.ts). */
 export const CAPABILITY_VERSION = 4

@@ -3,7 +3,7 @@
  *
  * A Unix socket in the storage directory: only the device's owner may
  * steer its daemon. The socket is 0600 from the moment it exists (bound
- * under a restrictive umask, private-files.ts), inside a storage
+ * under a restrictive umask, util/private-files.ts), inside a storage
  * directory that is 0700: a socket chmod-ed after `listen` was open in
  * between, and a connection made then survives the chmod. Protocol: JSON
  * lines. The client sends one request `{id, method, params}`; the server
@@ -21,7 +21,7 @@ import { createServer, type Server, type Socket } from 'node:net'
 import { rmSync } from 'node:fs'
 import ReadyResource from 'ready-resource'
 import { AutoleaseError } from '../errors.js'
-import { listenPrivate } from './private-files.js'
+import { listenPrivate } from '../util/private-files.js'
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
 export type Params = Record<string, Json | undefined>

@@ -30,10 +30,11 @@
 import type Corestore from 'corestore'
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
-import { IntentLog } from '../log/intent-log.js'
+import type { IntentLog } from '../log/intent-log.js'
+import { GroupLog } from '../families.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
-import { systemClock } from '../lease/clock.js'
+import { systemClock } from '../util/clock.js'
 import { electionConfig, type ElectionConfig } from '../lease/config.js'
 import { SIGNER_LEASE, type EventOp } from '../log/ops.js'
 import { AutoleaseError } from '../errors.js'
@@ -44,7 +45,8 @@ import { RunRegistry } from './run-registry.js'
 import { NamedLeases, waitForConfirmed } from '../lease/named-leases.js'
 import { PairingHost } from './pairing.js'
 import { Metrics } from './metrics.js'
-import { logDemoted, logElected, logRenewed, type Logger } from './logger.js'
+import { logDemoted, logElected, logRenewed } from './logger.js'
+import type { Logger } from '../util/logger.js'
 import { Capabilities } from './capability.js'
 import { handOverTarget } from '../lease/election.js'
 import { QueueReads } from '../queue/queue-reads.js'
@@ -209,7 +211,7 @@ export class Daemon extends ReadyResource {
 
     this.store = openStore(paths.corestore)
     await this.store.ready()
-    const log = new IntentLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
+    const log = new GroupLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
     this.log = log
     log.on('error', (err: unknown) => {
       if ((err as { code?: unknown }).code === 'VERSION_AHEAD') return this.fatal(err as Error)

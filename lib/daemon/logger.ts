@@ -1,5 +1,6 @@
 /**
- * The daemon's log: pino JSON lines on stdout (DESIGN §5).
+ * The daemon's role-change lines in its log (lib/util/logger.ts: pino JSON
+ * lines on stdout, DESIGN §5).
  *
  * Contract other tools parse (the overlap checker, tests, operators): each
  * role change is exactly ONE line with `msg` "elected" or "demoted", the
@@ -11,24 +12,8 @@
  * SIGSTOPped holder logs `demoted` only after SIGCONT. Writes are
  * synchronous, so a line logged before a SIGKILL is on stdout.
  */
-import pino from 'pino'
 import type { DemotionReason } from '../lease/elector.js'
-
-export type Logger = pino.Logger
-
-export function createLogger(opts: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
-  return pino(
-    {
-      level: opts.level ?? 'info',
-      base: { pid: process.pid },
-      timestamp: pino.stdTimeFunctions.epochTime
-    },
-    opts.destination ?? pino.destination({ dest: 1, sync: true })
-  )
-}
-
-/** The pino levels `start --log-level` accepts. */
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+import type { Logger } from '../util/logger.js'
 
 export function logElected(log: Logger, epoch: number, holdMs: number): void {
   log.info({ epoch, holdMs }, 'elected')

@@ -48,6 +48,7 @@ import b4a from 'b4a'
 import { randomBytes } from 'node:crypto'
 import z32 from 'z32'
 import { IntentLog } from '../log/intent-log.js'
+import { GroupLog } from '../families.js'
 import { Swarm } from './swarm.js'
 import { AutoleaseError } from '../errors.js'
 
@@ -261,7 +262,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     pairing = null
     await swarm.close()
     swarm = null
-    log = new IntentLog(store, { key: paired.key })
+    log = new GroupLog(store, { key: paired.key })
     await log.ready()
     swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     swarm.swarm.on('connection', () => debug('connection'))

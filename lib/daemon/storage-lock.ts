@@ -8,7 +8,7 @@
  *   daemon.pid     the lock: pid of the process using DIR
  *   control.sock   the running daemon's control socket (mode 0600)
  *
- * DIR is private before anything is opened in it (private-files.ts:
+ * DIR is private before anything is opened in it (util/private-files.ts:
  * 0700, owned by this user, nothing inside readable by others, umask
  * 0o077 from then on): `init`, `join` and `start` all begin here.
  *
@@ -26,7 +26,7 @@ import { closeSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, ex
 import { join, resolve } from 'node:path'
 import z32 from 'z32'
 import { AutoleaseError } from '../errors.js'
-import { privateStorage, tightenStorage } from './private-files.js'
+import { privateStorage, tightenStorage } from '../util/private-files.js'
 
 export interface StoragePaths {
   dir: string

@@ -42,7 +42,7 @@
  *   claim or renew is sent after it, even when a standby nominates us back.
  */
 import ReadyResource from 'ready-resource'
-import { systemClock, type Clock } from './clock.js'
+import { systemClock, type Clock } from '../util/clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
 import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Capable, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'

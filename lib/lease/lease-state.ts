@@ -22,34 +22,10 @@
  * whether a record is confirmed (intent-log.ts).
  */
 import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
+import type { LeaseRecord, RejectReason, TenureEnd, TenureStart } from '../log/view-layout.js'
 
-export interface LeaseRecord {
-  name: string
-  /** Writer key (hex) of the holding device, or null when free. */
-  holder: string | null
-  /** Named leases: who on that device holds it (a person or agent label). */
-  owner: string | null
-  /** Fencing token: grows by one per tenure, never resets. */
-  epoch: number
-  /** Number of changes (informational; NOT the CAS identity). */
-  rev: number
-  /** Timestamp carried by the last op (informational for the signer lease). */
-  ts: number
-  /** Id of the op that last changed this record: the CAS identity. */
-  opId: string
-  /** Id of the op that began the current tenure, null when free. */
-  since: string | null
-  ttlMs: number | null
-  /** Named leases with a TTL: op ts + ttl. */
-  expiresAt: number | null
-  /** Signer lease, after a release that named one: the device handed over to (advisory; see election.ts). */
-  nominee?: string | null
-}
-
-export type TenureStart = 'claimed' | 'taken-over'
-export type TenureEnd = 'released' | 'taken-over' | 'expired'
-
-export type RejectReason = 'stale-record' | 'bad-epoch' | 'stale-epoch' | 'not-held' | 'held-by-other'
+// The record and tenure shapes are the view's (lib/log/view-layout.ts: the intent log reads them too).
+export type { LeaseRecord, RejectReason, TenureEnd, TenureStart }
 
 export type LeaseOutcome =
   | { result: 'claimed'; record: LeaseRecord; began: TenureStart; ended: TenureEnd | null; previous: LeaseRecord | null }

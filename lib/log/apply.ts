@@ -29,21 +29,27 @@
  * membership op may leave the group without an indexer (autobase then
  * crashes in its view migration).
  *
+ * The fold is a registry of op families (op-family.ts): each applies its
+ * own ops and owns its own view keys. createFold takes the list from the
+ * part that composes them (lib/families.ts: the group, the signer lease,
+ * named leases, the queue), so lib/log imports nothing from the layers
+ * above it; an op no family applies is counted as `unknown-type`. This
+ * module keeps what every op shares: isolation, the founder, the
+ * authorization of the author, and the apply version's gates.
+ *
  * Versioning: the view records the group's apply version. This build
  * implements APPLY_VERSION; a group whose version is newer is frozen here
  * (every later op is skipped and counted as `version-ahead`) and the intent
  * log refuses to run on it, so an old device never diverges silently.
  */
-import type Hyperbee from 'hyperbee'
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
-import { decodeOp, opId, type ApplyVersionOp, type CapabilityOp, type EventBatchOp, type Op, type WriterOp } from './ops.js'
+import { decodeOp, opId, type Op } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
-import { applyLeaseOp } from '../lease/lease-apply.js'
-import { applyEventOp, applyFencedOp, applyQueueControl, applyQueueFreeze, applyQueuePriority, applyReconcileRequest, applyRepoOp } from '../queue/queue-apply.js'
-import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, capabilityKey, rejectedKey, writerKey, type CapabilityEntry, type RejectionReason, type WriterEntry } from './view-layout.js'
+import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View, type ViewEntry } from './op-family.js'
+import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type WriterEntry } from './view-layout.js'
 
-export type View = Hyperbee<unknown>
+export type { View }
 
 /**
  * The apply behaviour this build implements. Groups start at this version
@@ -69,7 +75,7 @@ export type View = Hyperbee<unknown>
  */
 export const APPLY_VERSION = 5
 /** A group whose first op is not an apply-version op runs version 1. */
-const FIRST_VERSION = 1
+export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
 const VERSION_5_TYPES = new Set<Op['type']>(['queue-priority', 'queue-freeze', 'queue-note'])
 
@@ -80,13 +86,82 @@ function beforeVersion5(op: Op): 'unknown-type' | 'invalid-field' | null {
   return null
 }
 
-export async function apply(nodes: ApplyNode[], view: View, host: ApplyHost): Promise<void> {
+/** One family's state, as a snapshot carries it. */
+export interface FamilySnapshot {
+  family: string
+  entries: ViewEntry[]
+}
+
+/** The fold over a set of op families. */
+export interface Fold {
+  readonly families: readonly OpFamily[]
+  /** Autobase's apply: folds nodes into the view. */
+  apply(nodes: ApplyNode[], view: View, host: ApplyHost): Promise<void>
+  /** Every family's state (the fold's own counters first): every key of the view, each under the family that owns it. */
+  snapshot(view: View): Promise<FamilySnapshot[]>
+  /** Puts a snapshot back into a view (empty, or holding none of its keys); one batch. */
+  restore(view: View, snapshot: readonly FamilySnapshot[]): Promise<void>
+  /** The name of the family that owns a view key, or null. */
+  owner(key: string): string | null
+}
+
+/** The fold's own keys: the counters of applied and rejected ops (stats/). */
+const foldStats: OpFamily = { name: 'fold', handlers: {}, ...stateInRanges([prefixRange('stats/')]) }
+
+type Dispatch = (op: Op, ctx: ApplyContext) => Promise<void> | void
+
+/**
+ * The fold over `families`, in their order. Each op type is applied by one
+ * family, or by several that each say which of its ops they take (accepts).
+ */
+export function createFold(families: readonly OpFamily[]): Fold {
+  const all = [foldStats, ...families]
+  const names = new Set<string>()
+  for (const f of all) {
+    if (names.has(f.name)) throw new TypeError(`two op families named ${f.name}`)
+    names.add(f.name)
+  }
+  const byType = new Map<OpType, OpFamily[]>()
+  for (const f of families) {
+    for (const type of Object.keys(f.handlers) as OpType[]) byType.set(type, [...(byType.get(type) ?? []), f])
+  }
+  for (const [type, fs] of byType) {
+    if (fs.length > 1 && fs.some((f) => f.accepts === undefined)) throw new TypeError(`op type ${type} has several families and not all say which ops they take`)
+  }
+  const handlerFor = (op: Op): Dispatch | null => {
+    const fs = byType.get(op.type)
+    const family = fs === undefined ? undefined : fs.length === 1 ? fs[0] : fs.find((f) => f.accepts?.(op) === true)
+    return (family?.handlers[op.type] as Dispatch | undefined) ?? null
+  }
+
+  return {
+    families,
+    apply: (nodes, view, host) => applyNodes(nodes, view, host, handlerFor),
+    async snapshot(view) {
+      const out: FamilySnapshot[] = []
+      for (const f of all) out.push({ family: f.name, entries: await f.snapshot(view) })
+      return out
+    },
+    async restore(view, snapshot) {
+      const batch = view.batch()
+      for (const part of snapshot) {
+        const family = all.find((f) => f.name === part.family)
+        if (family === undefined) throw new TypeError(`no op family named ${part.family}`)
+        await family.restore(batch, part.entries)
+      }
+      await batch.flush()
+    },
+    owner: (key) => all.find((f) => f.owns(key))?.name ?? null
+  }
+}
+
+async function applyNodes(nodes: ApplyNode[], view: View, host: ApplyHost, handlerFor: (op: Op) => Dispatch | null): Promise<void> {
   const batch = new ViewBatch(view.batch())
   for (const node of nodes) {
     if (node.value === null) continue // acks
     const tx = new ViewTx(batch)
     try {
-      await applyNode(tx, host, node)
+      await applyNode(tx, host, node, handlerFor)
     } catch (err) {
       if (err instanceof StorageFailure) throw err.cause
       const failed = new ViewTx(batch)
@@ -100,11 +175,11 @@ export async function apply(nodes: ApplyNode[], view: View, host: ApplyHost): Pr
   await batch.flush()
 }
 
-async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode): Promise<void> {
+async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode, handlerFor: (op: Op) => Dispatch | null): Promise<void> {
   await bump(tx, APPLIED_KEY)
   const author = b4a.toString(node.from.key, 'hex')
   const id = opId(author, node.length)
-  const count = (reason: RejectionReason): Promise<void> => bump(tx, rejectedKey(reason))
+  const count = countInto(tx)
 
   const decoded = decodeOp(node.value)
 
@@ -125,7 +200,7 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode): Promise<
   const older = groupVersion < 5 ? beforeVersion5(decoded.op) : null
   if (older !== null) return count(older)
   if (writer === null || writer.removed) return count('unauthorized')
-  return dispatch(tx, host, decoded.op, writer, id, groupVersion, count)
+  return dispatch(tx, host, decoded.op, writer, id, groupVersion, count, handlerFor)
 }
 
 async function dispatch(
@@ -135,114 +210,15 @@ async function dispatch(
   writer: WriterEntry,
   id: string,
   groupVersion: number,
-  count: (reason: RejectionReason) => Promise<void>
+  count: Count,
+  handlerFor: (op: Op) => Dispatch | null
 ): Promise<void> {
   // The queue's ops came with version 2: a version-1 group sees them as a version-1 build does.
   if (groupVersion < 2 && !VERSION_1_TYPES.has(op.type)) return count('unknown-type')
   if (groupVersion < 3 && op.type === 'event-batch') return count('unknown-type')
   if (groupVersion < 4 && op.type === 'capability') return count('unknown-type')
-  switch (op.type) {
-    case 'add-writer':
-    case 'remove-writer':
-      if (!writer.indexer) return count('unauthorized')
-      return applyWriterOp(tx, host, op, id, count)
-    case 'apply-version':
-      if (!writer.indexer) return count('unauthorized')
-      return applyVersionOp(tx, op, count)
-    case 'claim':
-    case 'acquire':
-    case 'renew':
-    case 'release':
-      return applyLeaseOp(tx, op, writer.key, id, count)
-    case 'repo-add':
-    case 'repo-remove':
-      // Config is replicated so every apply sees the same; only indexers change it.
-      if (!writer.indexer) return count('unauthorized')
-      return applyRepoOp(tx, op, id)
-    case 'event':
-      return applyEventOp(tx, op, id, count, groupVersion)
-    case 'event-batch':
-      return applyEventBatch(tx, op, id, count, groupVersion)
-    case 'queue-decide':
-    case 'attempt':
-    case 'attempt-end':
-    case 'forge-sync':
-    case 'reconcile-result':
-    case 'queue-note':
-      return applyFencedOp(tx, op, writer.key, id, count, groupVersion)
-    case 'queue-control':
-      return applyQueueControl(tx, op, id, count, groupVersion)
-    case 'queue-priority':
-      return applyQueuePriority(tx, op, id, count)
-    case 'queue-freeze':
-      return applyQueueFreeze(tx, op, id, count)
-    case 'reconcile-request':
-      return applyReconcileRequest(tx, op, id)
-    case 'capability':
-      return applyCapability(tx, op, writer.key, id)
-  }
-}
-
-/** A device's own statement of what it can do: any writer, about itself only (the author is the node's key). */
-function applyCapability(tx: ViewTx, op: CapabilityOp, author: string, id: string): void {
-  const entry: CapabilityEntry = { key: author, forge: op.forge, ts: op.ts, opId: id }
-  tx.put(capabilityKey(author), entry)
-}
-
-/**
- * Each event of a batch as if it came alone, in order, id `<op id>/<index>`,
- * in its own child transaction: one that throws (a deterministic error of
- * pure code, as for a whole node) is counted as `apply-error` and leaves no
- * trace, and its siblings still apply. `applied` counts the node once.
- */
-async function applyEventBatch(tx: ViewTx, op: EventBatchOp, id: string, count: (reason: RejectionReason) => Promise<void>, groupVersion: number): Promise<void> {
-  for (const [i, event] of op.events.entries()) {
-    const child = tx.child()
-    try {
-      await applyEventOp(child, event, `${id}/${i}`, (reason) => bump(child, rejectedKey(reason)), groupVersion)
-    } catch (err) {
-      if (err instanceof StorageFailure) throw err
-      await count('apply-error')
-      continue
-    }
-    await child.commit()
-  }
-}
-
-async function applyWriterOp(
-  tx: ViewTx,
-  host: ApplyHost,
-  op: WriterOp,
-  id: string,
-  count: (reason: RejectionReason) => Promise<void>
-): Promise<void> {
-  const existing = await tx.get<WriterEntry>(writerKey(op.key))
-  const key = b4a.from(op.key, 'hex')
-
-  if (op.type === 'add-writer') {
-    if (existing?.removed) return count('writer-removed') // a revoked device stays revoked
-    if (existing !== null && existing.indexer === op.indexer) return // idempotent
-    // add-writer {indexer: false} of an indexer demotes it: never the last one.
-    // `removeable` reads autobase's own indexer set, itself a function of the log.
-    if (existing?.indexer && !op.indexer && !host.removeable(key)) return count('last-indexer')
-    tx.effect(() => host.addWriter(key, { indexer: op.indexer }))
-    tx.put(writerKey(op.key), { key: op.key, indexer: op.indexer, removed: false, addedOp: id, removedOp: null })
-    return
-  }
-
-  if (existing === null) return count('unknown-writer')
-  if (existing.removed) return // idempotent
-  if (!host.removeable(key)) return count('last-indexer')
-  tx.effect(() => host.removeWriter(key))
-  tx.put(writerKey(op.key), { ...existing, removed: true, removedOp: id })
-}
-
-async function applyVersionOp(tx: ViewTx, op: ApplyVersionOp, count: (reason: RejectionReason) => Promise<void>): Promise<void> {
-  const current = (await tx.get<number>(APPLY_VERSION_KEY)) ?? FIRST_VERSION
-  if (op.version <= current) return op.version === current ? undefined : count('stale-version')
-  tx.put(APPLY_VERSION_KEY, op.version)
-}
-
-async function bump(tx: ViewTx, key: string): Promise<void> {
-  tx.put(key, ((await tx.get<number>(key)) ?? 0) + 1)
+  // The family that applies it (op-family.ts); none in this fold: as a build without it sees it.
+  const handler = handlerFor(op)
+  if (handler === null) return count('unknown-type')
+  return handler(op, { tx, host, writer, id, version: groupVersion, count })
 }

@@ -55,9 +55,8 @@ import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import c from 'compact-encoding'
 import autobaseMessages from 'autobase/lib/messages.js'
-import { apply, APPLY_VERSION, type View } from './apply.js'
+import { APPLY_VERSION, type Fold, type View } from './apply.js'
 import { encodeOp, packEvents, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
-import type { LeaseRecord } from '../lease/lease-state.js'
 import {
   APPLIED_KEY,
   APPLY_VERSION_KEY,
@@ -70,12 +69,13 @@ import {
   prefixEnd,
   tenurePrefix,
   type CapabilityEntry,
+  type LeaseRecord,
   type OpOutcome,
   type TenureEntry,
   type WriterEntry
 } from './view-layout.js'
 import { AutoleaseError } from '../errors.js'
-import { systemClock, type Clock } from '../lease/clock.js'
+import { systemClock, type Clock } from '../util/clock.js'
 
 export interface IntentLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
@@ -84,6 +84,8 @@ export interface IntentLogOptions {
   namespace?: string
   /** Monotonic time for writer liveness (default: the system clock). */
   clock?: Clock
+  /** The fold: the op families the view is built by, composed by the caller (lib/families.ts). */
+  fold: Fold
 }
 
 export type ReadMode = 'tip' | 'confirmed'
@@ -130,7 +132,7 @@ export class IntentLog extends ReadyResource {
   private readonly activity = new Map<string, { length: number; at: number }>()
   private readonly snaps: Record<ReadMode, Snapshot | null> = { tip: null, confirmed: null }
 
-  constructor(store: Corestore, opts: IntentLogOptions = {}) {
+  constructor(store: Corestore, opts: IntentLogOptions) {
     super()
     this.founding = opts.key === undefined || opts.key === null
     this.clock = opts.clock ?? systemClock
@@ -139,7 +141,7 @@ export class IntentLog extends ReadyResource {
     this.base = new Autobase<View>(this.store, opts.key ?? null, {
       open: (viewStore: ViewStore) =>
         new Hyperbee<unknown>(viewStore.get('view'), { extension: false, keyEncoding: 'utf-8', valueEncoding: 'json' }),
-      apply,
+      apply: opts.fold.apply,
       close: (view: View) => view.close(),
       ackInterval: opts.ackIntervalMs ?? 500,
       // Autobase also hurries a background ack after a few updates without

@@ -3,9 +3,40 @@
  * and the intent log (reads). Lease names are URI-encoded inside keys so a
  * name such as `owner/repo#42` cannot collide with another name's range.
  */
-import type { LeaseRecord, TenureEnd, TenureStart } from '../lease/lease-state.js'
 import type { DecodeFailure } from './ops.js'
-import type { RejectReason } from '../lease/lease-state.js'
+
+/**
+ * A lease's record in the view (lease-state.ts makes its transitions; the
+ * intent log reads it: the elector's and the ack rule's look at the signer
+ * lease). Its shape is the view's, so it lives here with the keys.
+ */
+export interface LeaseRecord {
+  name: string
+  /** Writer key (hex) of the holding device, or null when free. */
+  holder: string | null
+  /** Named leases: who on that device holds it (a person or agent label). */
+  owner: string | null
+  /** Fencing token: grows by one per tenure, never resets. */
+  epoch: number
+  /** Number of changes (informational; NOT the CAS identity). */
+  rev: number
+  /** Timestamp carried by the last op (informational for the signer lease). */
+  ts: number
+  /** Id of the op that last changed this record: the CAS identity. */
+  opId: string
+  /** Id of the op that began the current tenure, null when free. */
+  since: string | null
+  ttlMs: number | null
+  /** Named leases with a TTL: op ts + ttl. */
+  expiresAt: number | null
+  /** Signer lease, after a release that named one: the device handed over to (advisory; see election.ts). */
+  nominee?: string | null
+}
+
+export type TenureStart = 'claimed' | 'taken-over'
+export type TenureEnd = 'released' | 'taken-over' | 'expired'
+
+export type RejectReason = 'stale-record' | 'bad-epoch' | 'stale-epoch' | 'not-held' | 'held-by-other'
 
 export type RejectionReason =
   | DecodeFailure

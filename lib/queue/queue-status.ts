@@ -27,7 +27,7 @@
  * run would be the richer choice; this writes a commit status for both
  * credentials (the App needs `statuses: write`).
  */
-import type { Logger } from '../daemon/logger.js'
+import type { Logger } from '../util/logger.js'
 import type { CommitStatusWrite, Forge, MutationContext } from './forge/forge.js'
 import { isForgeError } from './forge/forge.js'
 import { QUEUE_STATUS_PREFIX } from './gate.js'

@@ -22,7 +22,7 @@
  * (the worker refreshes it on every log update); evaluation re-reads the
  * config before each mutation as well.
  */
-import type { Logger } from '../daemon/logger.js'
+import type { Logger } from '../util/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
 import { toOpText } from '../log/ops.js'
 import type { Forge, MutationContext } from './forge/forge.js'

@@ -7,7 +7,7 @@
  * - A secrets file readable or writable by group or others is refused (the
  *   secrets let anyone append events to the group's log), as is a file that
  *   is not a regular file: the rule of every secret file, stated in
- *   daemon/private-files.ts (checked on the descriptor that is then read).
+ *   util/private-files.ts (checked on the descriptor that is then read).
  * - Every tenant is a valid tenant id and has 1..MAX_SECRETS non-empty,
  *   well-formed secrets: the server never verifies against an empty secret
  *   (`verify` throws on one) and never serves a tenant with none.
@@ -16,7 +16,7 @@
  *   log.
  */
 import { AutoleaseError } from '../errors.js'
-import { readPrivateFile } from '../daemon/private-files.js'
+import { readPrivateFile } from '../util/private-files.js'
 import { isTenant } from '../log/ops.js'
 
 const MAX_FILE_BYTES = 1024 * 1024

@@ -40,7 +40,7 @@
  * forge's timeout) and record their ending before the release.
  */
 import { EventEmitter } from 'node:events'
-import type { Logger } from '../daemon/logger.js'
+import type { Logger } from '../util/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
 import { isForgeError, type Forge } from './forge/forge.js'
 import { FencedWriter } from './fenced-writer.js'

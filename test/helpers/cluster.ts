@@ -6,12 +6,13 @@
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import type { Assertion } from 'brittle'
-import { IntentLog } from '../../lib/log/intent-log.js'
+import type { IntentLog } from '../../lib/log/intent-log.js'
+import { GroupLog } from '../../lib/families.js'
 import { Elector } from '../../lib/lease/elector.js'
 import type { ElectionConfig } from '../../lib/lease/config.js'
-import type { Clock } from '../../lib/lease/clock.js'
+import type { Clock } from '../../lib/util/clock.js'
 import { Mesh } from './mesh.js'
-import { systemClock } from '../../lib/lease/clock.js'
+import { systemClock } from '../../lib/util/clock.js'
 
 export interface Device {
   index: number
@@ -50,7 +51,7 @@ export class Cluster {
       const dir = await tmp(t)
       const store = new Corestore(dir)
       const first = cluster.devices[0]
-      const log = new IntentLog(store, { key: first ? first.log.key : null, ackIntervalMs: cluster.ackIntervalMs() })
+      const log = new GroupLog(store, { key: first ? first.log.key : null, ackIntervalMs: cluster.ackIntervalMs() })
       await log.ready()
       cluster.devices.push({ index: i, dir, store, log, elector: null, events: [], inherited: [] })
       cluster.mesh.add(log)
@@ -125,7 +126,7 @@ export class Cluster {
     await d.log.close()
     await d.store.close()
     const store = new Corestore(d.dir)
-    const log = new IntentLog(store, { key: this.devices[0]!.log.key, ackIntervalMs: this.ackIntervalMs() })
+    const log = new GroupLog(store, { key: this.devices[0]!.log.key, ackIntervalMs: this.ackIntervalMs() })
     await log.ready()
     const next: Device = { ...d, store, log, elector: null, events: [], inherited: [] }
     this.devices[i] = next

@@ -16,6 +16,12 @@ export class MemoryView {
   /** Writes that reached a batch, per key (apply writes each key once per call). */
   readonly writes = new Map<string, number>()
 
+  /** Hyperbee's range read, over the committed data (what a snapshot of the view reads). */
+  async *createReadStream(range: { gte?: string; lt?: string } = {}): AsyncIterable<{ seq: number; key: string; value: unknown }> {
+    const keys = [...this.data.keys()].filter((k) => (range.gte === undefined || k >= range.gte) && (range.lt === undefined || k < range.lt)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+    for (const key of keys) yield { seq: 0, key, value: this.data.get(key) }
+  }
+
   batch() {
     const staged = new Map<string, unknown>()
     return {

@@ -18,7 +18,7 @@ import { QueueReads } from '../../lib/queue/queue-reads.js'
 import { HolderWorker, type WorkerElector, type WorkerOptions } from '../../lib/queue/worker.js'
 import type { IntentLog } from '../../lib/log/intent-log.js'
 import type { Forge } from '../../lib/queue/forge/forge.js'
-import { createLogger, type Logger } from '../../lib/daemon/logger.js'
+import { createLogger, type Logger } from '../../lib/util/logger.js'
 import type { QueueEntry } from '../../lib/queue/queue-layout.js'
 
 export const TENANT = 'acme'

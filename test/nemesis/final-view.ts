@@ -18,6 +18,7 @@
 import { createHash } from 'node:crypto'
 import Corestore from 'corestore'
 import { IntentLog } from '../../lib/log/intent-log.js'
+import { GroupLog } from '../../lib/families.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
 import type { FinalView } from './history.js'
 
@@ -45,7 +46,7 @@ async function open(device: string, dir: string): Promise<Opened> {
   const group = readGroupFile(paths)
   if (group === null) return { device, store: null, log: null, length: 0, error: `${device}: no group file` }
   const store = new Corestore(paths.corestore)
-  const log = new IntentLog(store, { key: decodeKey(group.key) })
+  const log = new GroupLog(store, { key: decodeKey(group.key) })
   const errors: string[] = []
   log.on('error', (err: unknown) => errors.push(String(err)))
   try {

@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util'
 import { createInterface } from 'node:readline'
 import Corestore from 'corestore'
 import fc from 'fast-check'
-import { IntentLog } from '../../lib/log/intent-log.js'
+import { GroupLog } from '../../lib/families.js'
 import { Swarm } from '../../lib/daemon/swarm.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
 import { fuzzValue } from './fuzz-ops.js'
@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   const group = readGroupFile(paths)
   if (group === null) throw new Error(`${values.storage} has joined no group`)
   const store = new Corestore(paths.corestore)
-  const log = new IntentLog(store, { key: decodeKey(group.key) })
+  const log = new GroupLog(store, { key: decodeKey(group.key) })
   // A malformed op never stops apply; an error here is a finding, printed for the run's log.
   log.on('error', (err: unknown) => console.log(JSON.stringify({ error: String(err) })))
   await log.ready()

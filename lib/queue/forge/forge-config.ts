@@ -8,7 +8,7 @@
  * - Unknown keys are refused (at the top and in `app`): a misspelt
  *   `timeoutMS` silently falling back to a default is a config bug.
  * - Exactly one credential source: token, tokenFile, tokenEnv or app.
- * - Every file holding a secret is private (daemon/private-files.ts: no
+ * - Every file holding a secret is private (util/private-files.ts: no
  *   bits for group or others, checked on the descriptor that is read), as
  *   the webhook secrets file is: the config itself when it holds one inline
  *   (`token`, `app.privateKey`), the tokenFile, the App's privateKeyFile.
@@ -25,7 +25,7 @@
  *   ("never retry"), as createGitHubForge allows.
  */
 import { dirname, resolve } from 'node:path'
-import { exposure, readBoundedFile, readPrivateFile } from '../../daemon/private-files.js'
+import { exposure, readBoundedFile, readPrivateFile } from '../../util/private-files.js'
 import { AutoleaseError } from '../../errors.js'
 import type { GitHubAppConfig, GitHubForgeConfig } from './github.js'
 

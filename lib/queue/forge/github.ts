@@ -62,7 +62,7 @@
  *   wins, and within one window the lowest `remaining` (answers to
  *   requests in parallel arrive in any order).
  * - tokenFile and app.privateKeyFile are read through the private-file
- *   check (daemon/private-files.ts, as forge-config.ts does for the
+ *   check (util/private-files.ts, as forge-config.ts does for the
  *   daemon): a file group or others may read is refused, for library
  *   callers too.
  *
@@ -81,7 +81,7 @@ import { retry } from '@octokit/plugin-retry'
 import { throttling, type ThrottlingOptions } from '@octokit/plugin-throttling'
 import { createAppAuth } from '@octokit/auth-app'
 import { AutoleaseError } from '../../errors.js'
-import { readPrivateFile } from '../../daemon/private-files.js'
+import { readPrivateFile } from '../../util/private-files.js'
 import { EtagCache } from './etag-cache.js'
 import {
   EPOCH_HEADER,
@@ -685,7 +685,7 @@ function nonEmpty(value: unknown, what: string): string {
   return value
 }
 
-/** A secret file, only if it is private (the one rule: daemon/private-files.ts); INVALID_CONFIG otherwise. */
+/** A secret file, only if it is private (the one rule: util/private-files.ts); INVALID_CONFIG otherwise. */
 function readSecret(path: string, what: string): string {
   if (typeof path !== 'string' || path === '') throw invalid(`${what}: a file path`)
   return readPrivateFile(path, what, MAX_SECRET_FILE_BYTES)

@@ -35,7 +35,7 @@ import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdi
 import { join } from 'node:path'
 import type { Server } from 'node:net'
 import { AutoleaseError } from '../errors.js'
-import { readUtf8 } from '../queue/bounded-file.js'
+import { readUtf8 } from './bounded-file.js'
 
 /** The permission bits no private file or directory may have: any for group or others. */
 const OTHERS = 0o077

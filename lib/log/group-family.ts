@@ -1,0 +1,62 @@
+/**
+ * The group's own op family: its writers (add-writer, remove-writer), its
+ * apply version (apply-version) and what each device can do as holder
+ * (capability). apply.ts registers the founder and authorizes every op
+ * against the writers this family keeps; the membership and version ops
+ * need an indexer author, and no membership op may leave the group
+ * without an indexer (autobase then crashes in its view migration).
+ *
+ * Owns: meta/ (founder, apply version), writer/, capability/.
+ */
+import type { ApplyHost } from 'autobase'
+import b4a from 'b4a'
+import type { ApplyVersionOp, CapabilityOp, WriterOp } from './ops.js'
+import type { ViewTx } from './view-tx.js'
+import { FIRST_VERSION } from './apply.js'
+import { prefixRange, stateInRanges, type Count, type OpFamily } from './op-family.js'
+import { APPLY_VERSION_KEY, CAPABILITY_PREFIX, WRITER_PREFIX, capabilityKey, writerKey, type CapabilityEntry, type WriterEntry } from './view-layout.js'
+
+export const groupFamily: OpFamily = {
+  name: 'group',
+  handlers: {
+    'add-writer': (op, c) => (c.writer.indexer ? applyWriterOp(c.tx, c.host, op, c.id, c.count) : c.count('unauthorized')),
+    'remove-writer': (op, c) => (c.writer.indexer ? applyWriterOp(c.tx, c.host, op, c.id, c.count) : c.count('unauthorized')),
+    'apply-version': (op, c) => (c.writer.indexer ? applyVersionOp(c.tx, op, c.count) : c.count('unauthorized')),
+    capability: (op, c) => applyCapability(c.tx, op, c.writer.key, c.id)
+  },
+  ...stateInRanges([prefixRange('meta/'), prefixRange(WRITER_PREFIX), prefixRange(CAPABILITY_PREFIX)])
+}
+
+/** A device's own statement of what it can do: any writer, about itself only (the author is the node's key). */
+function applyCapability(tx: ViewTx, op: CapabilityOp, author: string, id: string): void {
+  const entry: CapabilityEntry = { key: author, forge: op.forge, ts: op.ts, opId: id }
+  tx.put(capabilityKey(author), entry)
+}
+
+async function applyWriterOp(tx: ViewTx, host: ApplyHost, op: WriterOp, id: string, count: Count): Promise<void> {
+  const existing = await tx.get<WriterEntry>(writerKey(op.key))
+  const key = b4a.from(op.key, 'hex')
+
+  if (op.type === 'add-writer') {
+    if (existing?.removed) return count('writer-removed') // a revoked device stays revoked
+    if (existing !== null && existing.indexer === op.indexer) return // idempotent
+    // add-writer {indexer: false} of an indexer demotes it: never the last one.
+    // `removeable` reads autobase's own indexer set, itself a function of the log.
+    if (existing?.indexer && !op.indexer && !host.removeable(key)) return count('last-indexer')
+    tx.effect(() => host.addWriter(key, { indexer: op.indexer }))
+    tx.put(writerKey(op.key), { key: op.key, indexer: op.indexer, removed: false, addedOp: id, removedOp: null })
+    return
+  }
+
+  if (existing === null) return count('unknown-writer')
+  if (existing.removed) return // idempotent
+  if (!host.removeable(key)) return count('last-indexer')
+  tx.effect(() => host.removeWriter(key))
+  tx.put(writerKey(op.key), { ...existing, removed: true, removedOp: id })
+}
+
+async function applyVersionOp(tx: ViewTx, op: ApplyVersionOp, count: Count): Promise<void> {
+  const current = (await tx.get<number>(APPLY_VERSION_KEY)) ?? FIRST_VERSION
+  if (op.version <= current) return op.version === current ? undefined : count('stale-version')
+  tx.put(APPLY_VERSION_KEY, op.version)
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// Regenerates test/fixtures/fold-view-hashes.ts: the view hashes that the
+// generated op sequences of test/helpers/fold-replay.ts leave when replayed
+// through the apply of OTHER checkouts (the code before a change), so that
+// test/fold-wiring.test.ts can check that this build leaves the same bytes.
+//
+// The sequences always come from this tree's generator (its fast-check), so
+// every baseline sees the same ops; only `apply` comes from the checkout.
+//
+//   npm run build
+//   git worktree add --detach /tmp/old750 750183c
+//   git worktree add --detach /tmp/old4d1 4d14bd3
+//   ln -s "$PWD/node_modules" /tmp/old750/node_modules    # same for /tmp/old4d1
+//   (cd /tmp/old750 && npx tsc -p .) && (cd /tmp/old4d1 && npx tsc -p .)
+//   node scripts/fold-view-hashes.mjs 750183c=/tmp/old750:3 4d14bd3=/tmp/old4d1:5
+//
+// Each argument is label=checkout:maxVersion (the highest apply version that
+// checkout implements: its sequences upgrade up to it). Never regenerate
+// against the code under test: a fixture is only worth the code it came from.
+import { writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+
+const RUNS = 40
+// One seed per baseline, fixed and printed in the fixture (and by the test).
+const SEED = 19_007
+
+const here = resolve(import.meta.dirname, '..')
+const { foldHashes } = await import(pathToFileURL(join(here, 'dist/test/helpers/fold-replay.js')).href)
+
+const baselines = {}
+for (const arg of process.argv.slice(2)) {
+  const m = /^([^=]+)=(.+):(\d+)$/.exec(arg)
+  if (m === null) throw new Error(`expected label=checkout:maxVersion, got ${arg}`)
+  const [, label, tree, max] = m
+  const { apply } = await import(pathToFileURL(join(resolve(tree), 'dist/lib/log/apply.js')).href)
+  if (typeof apply !== 'function') throw new Error(`${tree}: dist/lib/log/apply.js has no apply(nodes, view, host)`)
+  const maxVersion = Number(max)
+  const hashes = await foldHashes(apply, maxVersion, SEED + maxVersion, RUNS)
+  baselines[label] = { maxVersion, seed: SEED + maxVersion, hashes }
+  console.error(`${label}: ${RUNS} sequences up to version ${maxVersion}, seed ${SEED + maxVersion}`)
+}
+if (Object.keys(baselines).length === 0) throw new Error('no baseline given (see the header)')
+
+const out = `/**
+ * View hashes recorded from the code BEFORE the fold became a registry of
+ * op families: each baseline is the apply of that commit, replaying the
+ * sequences test/helpers/fold-replay.ts generates from the seed (up to the
+ * apply version that commit implements). Made by
+ * scripts/fold-view-hashes.mjs (its header says how), never from the code
+ * under test; a mismatch means a group would diverge from a peer on the old
+ * build. Do not edit by hand.
+ */
+export const FOLD_VIEW_HASHES: Record<string, { maxVersion: number; seed: number; hashes: string[] }> = ${JSON.stringify(baselines, null, 2)}
+`
+writeFileSync(join(here, 'test/fixtures/fold-view-hashes.ts'), out)
+console.error('wrote test/fixtures/fold-view-hashes.ts')
