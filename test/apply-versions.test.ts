@@ -247,3 +247,21 @@ test('version 4 replays the same sequence deterministically, and its rules chang
   t.alike(kept(a.view), ['fx-5', 'fx-6', 'fx-7', 'fx-8', 'fx-9'], 'the fast-clock op aged out 4 deliveries itself; the later ops none')
   t.alike(kept((await replay(3)).view), [], 'version 3: the later ops aged out the rest')
 })
+
+test('a malformed version-5 op in a group below 5 is counted as a version-4 build counts it (unknown type), a well-formed one alike', async (t) => {
+  const raw = (op: Raw): Uint8Array => b4a.from(JSON.stringify({ v: 1, ...op }))
+  const malformed = [
+    { type: 'queue-note', tenant: T, repo: A, epoch: 1, ts: 5, pr: null, sha: null, wait: 'turn', detail: null },
+    { type: 'queue-priority', tenant: T, repo: A, pr: 1, priority: 'urgent', ts: 5 },
+    { type: 'queue-freeze', tenant: T, repo: A, frozen: 'yes', ts: 5 }
+  ]
+  for (const version of [3, 4, 5]) {
+    const view = new MemoryView()
+    const nodes = [node(F, 1, raw({ type: 'apply-version', version })), ...malformed.map((op, i) => node(F, 2 + i, raw(op)))]
+    await apply(nodes, view as unknown as View, host([]))
+    const unknown = view.data.get('stats/rejected/unknown-type') ?? 0
+    const invalid = view.data.get('stats/rejected/invalid-field') ?? 0
+    if (version < 5) t.alike([unknown, invalid], [3, 0], `version ${version}: unknown type, 3 times (the field this codec refused is not what a version-4 build saw)`)
+    else t.alike([unknown, invalid], [0, 3], 'version 5: the field is invalid')
+  }
+})

@@ -44,7 +44,7 @@
  */
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
-import { decodeOp, opId, type Op } from './ops.js'
+import { decodeOp, opId, type DecodeFailure, type Op } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View, type ViewEntry } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type WriterEntry } from './view-layout.js'
@@ -78,6 +78,21 @@ export const APPLY_VERSION = 5
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
 const VERSION_5_TYPES = new Set<Op['type']>(['queue-priority', 'queue-freeze', 'queue-note'])
+
+/**
+ * How an op this build fails to decode is counted in a group at
+ * `groupVersion`. An op of a version-5 type in a group at 1-4 is counted
+ * as a version-4 build counts it (its codec fails it on the type, before
+ * any field): unknown type, not the field this codec refused, so that
+ * version-4 and version-5 builds in one group keep byte-identical views
+ * (a version-5 build counted a malformed queue-note `invalid-field` where
+ * a version-4 build counted `unknown-type`). Types older than version 5
+ * keep the reason every build since their version has given.
+ */
+function decodeFailure(decoded: { reason: DecodeFailure; type?: string }, groupVersion: number): DecodeFailure {
+  if (groupVersion < 5 && decoded.reason === 'invalid-field' && decoded.type !== undefined && (VERSION_5_TYPES as Set<string>).has(decoded.type)) return 'unknown-type'
+  return decoded.reason
+}
 
 /** How a build before version 5 failed to decode an op this one decodes (null: it decoded it too). */
 function beforeVersion5(op: Op): 'unknown-type' | 'invalid-field' | null {
@@ -196,7 +211,7 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode, handlerFo
   }
   const groupVersion = version ?? FIRST_VERSION
   if (groupVersion > APPLY_VERSION) return count('version-ahead')
-  if (!decoded.ok) return count(decoded.reason)
+  if (!decoded.ok) return count(decodeFailure(decoded, groupVersion))
   const older = groupVersion < 5 ? beforeVersion5(decoded.op) : null
   if (older !== null) return count(older)
   if (writer === null || writer.removed) return count('unauthorized')

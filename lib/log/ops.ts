@@ -350,7 +350,8 @@ export type ConfigOp = RepoAddOp | RepoRemoveOp
 export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | EventBatchOp | QueueOp | CapabilityOp
 
 export type DecodeFailure = 'malformed' | 'unknown-version' | 'unknown-type' | 'invalid-field'
-export type Decoded = { ok: true; op: Op } | { ok: false; reason: DecodeFailure; detail: string }
+/** A failure's `type`: the op's type field when it was a string (apply judges it by the group's version). */
+export type Decoded = { ok: true; op: Op } | { ok: false; reason: DecodeFailure; detail: string; type?: string }
 
 export function encodeOp(op: Op): Uint8Array {
   // Validate what we send too: a local bug must not reach the shared log.
@@ -370,7 +371,9 @@ export function decodeOp(bytes: Uint8Array | null): Decoded {
   } catch {
     return fail('malformed', 'not JSON')
   }
-  return validate(raw)
+  const decoded = validate(raw)
+  if (!decoded.ok && isPlainObject(raw) && typeof raw.type === 'string') return { ...decoded, type: raw.type }
+  return decoded
 }
 
 /**

@@ -25,6 +25,7 @@ import { createHash } from 'node:crypto'
 import b4a from 'b4a'
 import fc from 'fast-check'
 import type { ApplyHost, ApplyNode } from 'autobase'
+import { decodeOp, OP_VERSION } from '../../lib/log/ops.js'
 import { MemoryView, host, node } from './memory-view.js'
 
 /** The authors: F founds the group; W, X and R are added (R is removed again); D is never added. */
@@ -176,7 +177,20 @@ export function foldSequenceArb(maxVersion: number): fc.Arbitrary<FoldStep[]> {
 
 /** `runs` sequences drawn from `seed`: the same seed gives the same sequences (the same fast-check version). */
 export function foldSequences(maxVersion: number, seed: number, runs: number): FoldStep[][] {
-  return fc.sample(foldSequenceArb(maxVersion), { seed, numRuns: runs })
+  return fc.sample(foldSequenceArb(maxVersion), { seed, numRuns: runs }).map(withoutMalformedV5)
+}
+
+const V5_TYPES = new Set(['queue-priority', 'queue-freeze', 'queue-note'])
+
+/**
+ * Drops version-5 ops that this tree's codec refuses: in a group below 5
+ * they are counted as a version-4 build counts them (unknown type), which
+ * builds before that rule (4d14bd3) did not (invalid field), so they would
+ * compare the rule, not the wiring; test/apply-versions.test.ts covers them.
+ */
+function withoutMalformedV5(steps: FoldStep[]): FoldStep[] {
+  const kept = steps.map(([author, ops]): FoldStep => [author, ops.filter((op) => !V5_TYPES.has(String(op.type)) || decodeOp(b4a.from(JSON.stringify({ v: OP_VERSION, ...op }))).ok)])
+  return kept.filter(([, ops]) => ops.length > 0)
 }
 
 /** Replay one sequence, each step one apply call, through the given apply (`after`: called with the view after each step). */
