@@ -66,8 +66,13 @@ export type View = Hyperbee<unknown>
  * group at 1-4 those ops are counted exactly as a version-4 build counts
  * them when it fails to decode them (unknown type; an attempt action it
  * does not know is an invalid field), before any authorization, as there.
+ * Version 6: commands in PR comments and a freeze's exception label
+ * (lib/queue/queue-commands.ts): issue_comment events, the holder's
+ * answers (queue-command), the labels of each entry. In a group at 1-5
+ * they are counted as a version-5 build counts them when it fails to
+ * decode them (beforeVersion6), before any authorization.
  */
-export const APPLY_VERSION = 5
+export const APPLY_VERSION = 6
 /** A group whose first op is not an apply-version op runs version 1. */
 const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
@@ -77,6 +82,20 @@ const VERSION_5_TYPES = new Set<Op['type']>(['queue-priority', 'queue-freeze', '
 function beforeVersion5(op: Op): 'unknown-type' | 'invalid-field' | null {
   if (VERSION_5_TYPES.has(op.type)) return 'unknown-type'
   if (op.type === 'attempt' && op.action === 'update-branch') return 'invalid-field'
+  return null
+}
+
+const VERSION_6_TYPES = new Set<Op['type']>(['queue-command'])
+
+/**
+ * How a build before version 6 failed to decode an op this one decodes: an
+ * issue_comment event is an invalid `event` field, alone or in a batch (the
+ * intake puts each in a batch of its own, ops.ts packEvents).
+ */
+function beforeVersion6(op: Op): 'unknown-type' | 'invalid-field' | null {
+  if (VERSION_6_TYPES.has(op.type)) return 'unknown-type'
+  if (op.type === 'event' && op.event === 'issue_comment') return 'invalid-field'
+  if (op.type === 'event-batch' && op.events.some((e) => e.event === 'issue_comment')) return 'invalid-field'
   return null
 }
 
@@ -124,6 +143,8 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode): Promise<
   if (!decoded.ok) return count(decoded.reason)
   const older = groupVersion < 5 ? beforeVersion5(decoded.op) : null
   if (older !== null) return count(older)
+  const older6 = groupVersion < 6 ? beforeVersion6(decoded.op) : null
+  if (older6 !== null) return count(older6)
   if (writer === null || writer.removed) return count('unauthorized')
   return dispatch(tx, host, decoded.op, writer, id, groupVersion, count)
 }
@@ -169,13 +190,14 @@ async function dispatch(
     case 'forge-sync':
     case 'reconcile-result':
     case 'queue-note':
+    case 'queue-command':
       return applyFencedOp(tx, op, writer.key, id, count, groupVersion)
     case 'queue-control':
       return applyQueueControl(tx, op, id, count, groupVersion)
     case 'queue-priority':
       return applyQueuePriority(tx, op, id, count)
     case 'queue-freeze':
-      return applyQueueFreeze(tx, op, id, count)
+      return applyQueueFreeze(tx, op, id, count, groupVersion)
     case 'reconcile-request':
       return applyReconcileRequest(tx, op, id)
     case 'capability':

@@ -38,7 +38,7 @@
  */
 import { isForgeError, type BranchRules, type PullRequest } from './forge/forge.js'
 import { isLabel, type CheckFact, type WaitReason } from '../log/ops.js'
-import { conclusionRank, foldLabel, type GateResult } from './queue-state.js'
+import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from './queue-state.js'
 import type { QueueStatusState } from './queue-status.js'
 import { failing, gateFacts, gateOf } from './gate.js'
 import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
@@ -437,9 +437,13 @@ async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntr
   if (pull.mergeable === false) return bounceShown(t, config, entry, `the PR cannot be merged (${pull.mergeableState ?? 'conflict'})`)
   if (pull.mergeable === null && mergeableReads < 3) return { next: 'wake', afterMs: MERGEABLE_RETRY_MS, what: 'mergeability being computed', mergeableUnknown: true }
 
-  if (entry.priority !== 'hotfix' && (await t.reads.freeze(tenant, repo, 'tip')) !== null) {
-    await note(t, config, entry, 'frozen', 'only hotfix priority merges')
-    show(t, config, entry, { kind: 'waiting', detail: 'frozen (only hotfix priority merges)', position: order.position })
+  // The rule apply's fence judges (queue-state mayMergeFrozen), on the entry's labels as the view holds them.
+  const freeze = await t.reads.freeze(tenant, repo, 'tip')
+  const version = await t.log.groupApplyVersion('tip')
+  if (freeze !== null && !mayMergeFrozen(entry, freeze, version)) {
+    const rule = freezeRule(freeze, version)
+    await note(t, config, entry, 'frozen', rule)
+    show(t, config, entry, { kind: 'waiting', detail: `frozen (${rule})`, position: order.position })
     return { next: 'done', what: 'frozen' }
   }
   if (pull.mergeableState === 'blocked') return waitForReview(t, config, entry, rules, order.position)
