@@ -28,6 +28,7 @@ test('a command from a user without write permission changes nothing and is answ
   const pr = g.fake.createPull(REPO, { headSha: sha('refused') }).number
   const queued = g.fake.createPull(REPO, { headSha: sha('queued'), labels: [LABEL] }).number
   await waitFor(() => g.fake.pull(REPO, queued).merged, 20_000, 'the labelled PR merged (the queue runs)')
+  await waitFor(async () => (await g.queue()).length === 0, 10_000, 'and left the queue')
   const before = JSON.stringify(await g.queue())
   const c1 = g.fake.commentBy(REPO, pr, 'reader', '/autolease queue')
   const c2 = g.fake.commentBy(REPO, pr, 'stranger', '/autolease queue')
@@ -66,7 +67,11 @@ test('a maintainer\'s command acts once and is answered once, also when its deli
   t.is(audit.filter((a) => a.action === 'command' && a.detail?.includes(': acted')).length, 1, 'acted once')
   g.fake.setCi(REPO, () => 'success')
   g.fake.setCheck(REPO, sha('acted'), 'ci', 'success')
-  await waitFor(() => g.fake.pull(REPO, pr).merged, 20_000, 'merged')
+  await waitFor(() => g.fake.pull(REPO, pr).merged, 20_000, 'merged').catch(async (err: unknown) => {
+    for (const a of await g.reads[0]!.audit(TENANT, REPO, 'tip')) t.comment(JSON.stringify(a).slice(0, 300))
+    t.comment(JSON.stringify(await g.queue()))
+    throw err
+  })
   t.alike(g.fake.reactions(REPO, comment).map((r) => r.content), ['+1'], 'answered +1')
   t.is(reactionPosts(g, comment), 1, 'one reaction request: answered once')
   t.is(g.fake.mutations().filter((m) => isMerge(m) && m.pr === pr).length, 1, 'one merge')

@@ -83,7 +83,7 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   const pull = await t.call((f) => f.getPull(repo, pr))
   const afterPull = await stillOpen(t, config)
   if (afterPull !== null) return afterPull
-  if (pull === null || !wanted(pull, config) || pull.headSha !== entry.prSha) {
+  if (pull === null || !wanted(pull, config, entry) || pull.headSha !== entry.prSha) {
     // The forge disagrees with the view (a webhook was missed or is late): record what it says; the view decides.
     await t.append(syncOp(config, pr, pull, entry.prSha, null))
     return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.merged ? 'merged' : pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
@@ -342,10 +342,11 @@ function forget(t: Tenure, op: string): void {
   t.attempts.called.delete(op)
 }
 
-function wanted(pull: PullRequest, config: RepoConfig): boolean {
+function wanted(pull: PullRequest, config: RepoConfig, entry: QueueEntry): boolean {
   // Folded as apply folds them (ASCII only, the same on every runtime), so the worker wants what the view queues.
   const label = foldLabel(config.label)
-  return pull.state === 'open' && !pull.draft && (pull.autoMerge || pull.labels.some((l) => foldLabel(l) === label))
+  // Apply version 6: an entry a comment command queued is wanted while open (no label at the forge says so).
+  return pull.state === 'open' && !pull.draft && (pull.autoMerge || entry.via === 'command' || pull.labels.some((l) => foldLabel(l) === label))
 }
 
 function decide(config: RepoConfig, entry: QueueEntry, status: 'evaluating' | 'gate_passed' | 'bounced', reason: string | null) {
