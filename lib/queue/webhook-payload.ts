@@ -13,7 +13,11 @@
  *   key or a missing field never picks up something from a prototype.
  * - A reason never echoes payload or header text beyond a short word, so an
  *   answer built from it cannot carry attacker-chosen bytes.
- * - Every well-formed delivery GitHub sends for the four events is taken
+ * - issue_comment (apply version 6): a `created` comment on a PR whose
+ *   first line is a command (parseCommand: strict, the body's first 200
+ *   characters only) becomes an op with `command`; every other comment is
+ *   `ignored`. Whether its author may command is the holder's question.
+ * - Every well-formed delivery GitHub sends for the five events is taken
  *   (an op or `ignored`, never `invalid`; checked against every example in
  *   @octokit/webhooks-examples, github.com and GHES): where a field the
  *   mapping would like is absent or beyond the codec's bounds it falls back
