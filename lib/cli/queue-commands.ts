@@ -31,6 +31,8 @@ interface RepoListing<T> {
   paused: boolean
   /** queue.list, apply version 5. */
   frozen?: boolean
+  /** queue.list, apply version 6: the freeze's exception label. */
+  frozenExcept?: string | null
   flag?: { flag: string; detail: string | null } | null
   entries: T[]
 }
@@ -41,7 +43,7 @@ const WAITS: Record<string, string> = {
   behind: 'behind its base: updating it next',
   updating: 'updating branch (waiting for the new head and its checks)',
   review: 'waiting for a review',
-  frozen: 'frozen (only hotfix priority merges)',
+  frozen: 'frozen',
   'no-checks': 'no check started yet',
   stalled: 'stalled: no check started',
   'merge-queue': "the base uses GitHub's merge queue: not merged here"
@@ -124,7 +126,7 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
           return EXIT.OK
         }
         for (const r of list) {
-          const notes = [r.paused ? 'paused' : null, r.frozen === true ? 'frozen: only hotfix priority merges' : null, r.flag ? `flagged: ${r.flag.detail ?? r.flag.flag}` : null].filter((x) => x !== null)
+          const notes = [r.paused ? 'paused' : null, r.frozen === true ? (typeof r.frozenExcept === 'string' ? `frozen: only PRs labelled ${r.frozenExcept} merge` : 'frozen: only hotfix priority merges') : null, r.flag ? `flagged: ${r.flag.detail ?? r.flag.flag}` : null].filter((x) => x !== null)
           out(`${r.tenant}:${r.repo}  ${r.entries.length} queued${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`)
           for (const [i, e] of r.entries.entries()) {
             out(`  ${String(i + 1).padStart(2)}. #${e.prNumber}  ${sha(e.prSha)}  ${(e.priority ?? 'normal').padEnd(6)}  ${e.status.padEnd(11)}  gate ${(e.gateResult ?? '-').padEnd(7)}  since ${time(e.queuedAt)}  ${describeEntry(e)}`)
@@ -138,11 +140,13 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
       .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
       .action(act(async (f: { storage: string; repo: string }) => control(f.storage, action, f.repo, null)))
   }
-  for (const action of ['freeze', 'unfreeze'] as const) {
-    storage(queue.command(action).description(action === 'freeze' ? 'stop merging except hotfix priority (apply version 5)' : 'merge again after a freeze'))
-      .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
-      .action(act(async (f: { storage: string; repo: string }) => control(f.storage, action, f.repo, null)))
-  }
+  storage(queue.command('freeze').description('stop merging except hotfix priority (apply version 5), or except PRs carrying --except-label (apply version 6)'))
+    .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
+    .option('--except-label <label>', 'while frozen, only PRs carrying this label merge (apply version 6)')
+    .action(act(async (f: { storage: string; repo: string; exceptLabel?: string }) => control(f.storage, 'freeze', f.repo, null, f.exceptLabel !== undefined ? { exceptLabel: f.exceptLabel } : {})))
+  storage(queue.command('unfreeze').description('merge again after a freeze'))
+    .requiredOption('--repo <repo>', 'owner/name or tenant:owner/name')
+    .action(act(async (f: { storage: string; repo: string }) => control(f.storage, 'unfreeze', f.repo, null)))
   storage(queue.command('priority').description(`set a queued PR's priority: ${PRIORITIES.join(', ')} (apply version 5; labels no longer change it)`))
     .argument('<pr>', 'PR number', prNumber)
     .argument('<level>', PRIORITIES.join(' | '), (v: string) => {

@@ -120,7 +120,10 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     // Apply version 5: each repo says whether it is frozen and whether its base is flagged (GitHub's merge queue).
     const list = (await perRepo((t, r) => queue.queue(t, r, 'tip'))(p)) as Array<{ tenant: string; repo: string } & Record<string, Json>>
     for (const r of list) {
-      r.frozen = (await queue.freeze(r.tenant, r.repo, 'tip')) !== null
+      const freeze = await queue.freeze(r.tenant, r.repo, 'tip')
+      r.frozen = freeze !== null
+      // Apply version 6: the label that alone merges while frozen (null: hotfix priority).
+      r.frozenExcept = freeze?.exceptLabel ?? null
       r.flag = (await queue.flag(r.tenant, r.repo, 'tip')) as unknown as Json
     }
     return list
@@ -146,8 +149,13 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
         await log.append({ type: 'queue-priority', tenant, repo, pr, priority: priority as Priority, ts })
         return { result: 'requested', tenant, repo, action, pr, priority }
       }
-      await log.append({ type: 'queue-freeze', tenant, repo, frozen: action === 'freeze', ts })
-      return { result: 'requested', tenant, repo, action, pr: null }
+      const exceptLabel = action === 'freeze' ? optStr(p, 'exceptLabel') : undefined
+      if (exceptLabel !== undefined) {
+        if (!isLabel(exceptLabel)) throw new AutoleaseError('INVALID_ARGUMENT', 'the exception label must be 1-100 printable characters')
+        if (version < 6) throw new AutoleaseError('INVALID_ARGUMENT', `freeze --except-label needs apply version 6 (this group runs ${version}): run \`autolease upgrade-group\` first`)
+      }
+      await log.append(exceptLabel === undefined ? { type: 'queue-freeze', tenant, repo, frozen: action === 'freeze', ts } : { type: 'queue-freeze', tenant, repo, frozen: true, ts, exceptLabel })
+      return { result: 'requested', tenant, repo, action, pr: null, ...(exceptLabel !== undefined ? { exceptLabel } : {}) }
     }
     const pr = action === 'remove' || action === 'retry' ? prOf(p) : null
     if (pr !== null && (await queue.queue(tenant, repo, 'tip')).every((e) => e.prNumber !== pr)) throw new AutoleaseError('INVALID_ARGUMENT', `PR ${pr} is not in the queue of ${repo}`)

@@ -120,7 +120,8 @@ export type DaemonStatus = {
   leaseMs: number
   killLeadMs: number
   /** Per managed repo: its queue length and how many events its ring has recorded (tip). */
-  queues: Array<{ tenant: string; repo: string; queueLength: number; events: number; paused: boolean }>
+  /** `frozen`: null, or what still merges (apply version 5: `hotfix priority`; 6: `label <L>` with an exception label). */
+  queues: Array<{ tenant: string; repo: string; queueLength: number; events: number; paused: boolean; frozen: string | null }>
   webhookPort: number | null
   runners: number
   /** Acks the indexing watchdog had to force (a real op left unconfirmed too long): the bench's "nudge" count. */
@@ -542,7 +543,9 @@ export class Daemon extends ReadyResource {
     const queues: DaemonStatus['queues'] = []
     for (const r of await orEmpty(this.queue!.repos('tip'))) {
       const s = await this.queue!.state(r.tenant, r.repo, 'tip')
-      queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events, paused: r.paused })
+      const freeze = await this.queue!.freeze(r.tenant, r.repo, 'tip')
+      const frozen = freeze === null ? null : freeze.exceptLabel !== undefined ? `label ${freeze.exceptLabel}` : 'hotfix priority'
+      queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events, paused: r.paused, frozen })
     }
     return {
       key: encodeKey(log.key),

@@ -72,12 +72,18 @@ export type { View }
  * group at 1-4 those ops are counted exactly as a version-4 build counts
  * them when it fails to decode them (unknown type; an attempt action it
  * does not know is an invalid field), before any authorization, as there.
+ * Version 6: commands in PR comments and a freeze's exception label
+ * (lib/queue/queue-commands.ts): issue_comment events, the holder's
+ * answers (queue-command), the labels of each entry. In a group at 1-5
+ * they are counted as a version-5 build counts them when it fails to
+ * decode them (beforeVersion6), before any authorization.
  */
-export const APPLY_VERSION = 5
+export const APPLY_VERSION = 6
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
 const VERSION_5_TYPES = new Set<Op['type']>(['queue-priority', 'queue-freeze', 'queue-note'])
+const VERSION_6_TYPES = new Set<Op['type']>(['queue-command'])
 
 /**
  * How an op this build fails to decode is counted in a group at
@@ -87,10 +93,13 @@ const VERSION_5_TYPES = new Set<Op['type']>(['queue-priority', 'queue-freeze', '
  * version-4 and version-5 builds in one group keep byte-identical views
  * (a version-5 build counted a malformed queue-note `invalid-field` where
  * a version-4 build counted `unknown-type`). Types older than version 5
- * keep the reason every build since their version has given.
+ * keep the reason every build since their version has given. The same
+ * for version-6 types in a group at 1-5.
  */
 function decodeFailure(decoded: { reason: DecodeFailure; type?: string }, groupVersion: number): DecodeFailure {
-  if (groupVersion < 5 && decoded.reason === 'invalid-field' && decoded.type !== undefined && (VERSION_5_TYPES as Set<string>).has(decoded.type)) return 'unknown-type'
+  if (decoded.reason !== 'invalid-field' || decoded.type === undefined) return decoded.reason
+  if (groupVersion < 5 && (VERSION_5_TYPES as Set<string>).has(decoded.type)) return 'unknown-type'
+  if (groupVersion < 6 && (VERSION_6_TYPES as Set<string>).has(decoded.type)) return 'unknown-type'
   return decoded.reason
 }
 
@@ -98,6 +107,18 @@ function decodeFailure(decoded: { reason: DecodeFailure; type?: string }, groupV
 function beforeVersion5(op: Op): 'unknown-type' | 'invalid-field' | null {
   if (VERSION_5_TYPES.has(op.type)) return 'unknown-type'
   if (op.type === 'attempt' && op.action === 'update-branch') return 'invalid-field'
+  return null
+}
+
+/**
+ * How a build before version 6 failed to decode an op this one decodes: an
+ * issue_comment event is an invalid `event` field, alone or in a batch (the
+ * intake puts each in a batch of its own, ops.ts packEvents).
+ */
+function beforeVersion6(op: Op): 'unknown-type' | 'invalid-field' | null {
+  if (VERSION_6_TYPES.has(op.type)) return 'unknown-type'
+  if (op.type === 'event' && op.event === 'issue_comment') return 'invalid-field'
+  if (op.type === 'event-batch' && op.events.some((e) => e.event === 'issue_comment')) return 'invalid-field'
   return null
 }
 
@@ -214,6 +235,8 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode, handlerFo
   if (!decoded.ok) return count(decodeFailure(decoded, groupVersion))
   const older = groupVersion < 5 ? beforeVersion5(decoded.op) : null
   if (older !== null) return count(older)
+  const older6 = groupVersion < 6 ? beforeVersion6(decoded.op) : null
+  if (older6 !== null) return count(older6)
   if (writer === null || writer.removed) return count('unauthorized')
   return dispatch(tx, host, decoded.op, writer, id, groupVersion, count, handlerFor)
 }

@@ -43,6 +43,10 @@ const SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 /** X-GitHub-Delivery: a GUID on github.com; bounded printable ASCII here. */
 const DELIVERY = /^[A-Za-z0-9._:-]{1,100}$/
 const WORD = /^[a-z0-9_]{1,64}$/
+/** A GitHub login (github.com: alphanumerics and `-`; GHES also `_` and `.`), a bot's with its `[bot]` suffix. */
+const LOGIN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}(?:\[bot\])?$/
+/** A comment id: GitHub's are 64-bit, in practice far below 2^53. */
+const MAX_COMMENT_ID = Number.MAX_SAFE_INTEGER
 
 /** CAS claim: valid only if the record is still the one named by `seen` (its opId; null = never written) and `epoch` = its epoch + 1. */
 export interface ClaimOp {
@@ -135,7 +139,24 @@ export interface RepoRemoveOp {
   repo: string
 }
 
-export type WebhookEventType = 'pull_request' | 'check_run' | 'check_suite' | 'status'
+export type WebhookEventType = 'pull_request' | 'check_run' | 'check_suite' | 'status' | 'issue_comment'
+
+/** A command in a PR comment (apply version 6; README's queue section): what `/autolease <verb>` asks. */
+export type CommandVerb = 'queue' | 'dequeue' | 'retry' | 'priority'
+export const COMMAND_VERBS: readonly CommandVerb[] = ['queue', 'dequeue', 'retry', 'priority']
+
+/**
+ * The command an issue_comment event carries (apply version 6): the
+ * comment's id (what apply dedups commands on, whatever the delivery), its
+ * author's login (whose permission the holder asks the forge), the verb and,
+ * for `priority`, the level.
+ */
+export interface CommentCommand {
+  comment: number
+  user: string
+  verb: CommandVerb
+  priority: Priority | null
+}
 
 /**
  * One check result: a check run (its name), a check suite (`suite:<app>`)
@@ -196,6 +217,8 @@ export interface EventOp {
   check: CheckFact | null
   /** The receiving device's wall clock at intake: the only time apply ever sees for this event. */
   ts: number
+  /** issue_comment (apply version 6) only, and always there: the command the comment holds. */
+  command?: CommentCommand
 }
 
 /**
@@ -296,6 +319,12 @@ export interface QueueFreezeOp {
   repo: string
   frozen: boolean
   ts: number
+  /**
+   * Apply version 6: while frozen, only PRs carrying this label merge
+   * (instead of hotfix priority). Ignored by a group below 6, as a build
+   * before it ignores the field.
+   */
+  exceptLabel?: string
 }
 
 /**
@@ -323,6 +352,22 @@ export interface QueueNoteOp extends Fenced {
   detail: string | null
 }
 
+/**
+ * The holder's answer to a pending comment command (apply version 6), once
+ * it asked the forge for the commenter's permission: `acted` (write, maintain
+ * or admin: apply carries the command out) or `refused` (`detail` says why).
+ * `sha`: for `queue`, the PR's head as the holder read it (what it joins at).
+ * Applied at most once per comment: a second answer finds nothing pending.
+ */
+export interface QueueCommandOp extends Fenced {
+  type: 'queue-command'
+  pr: number
+  comment: number
+  outcome: 'acted' | 'refused'
+  sha: string | null
+  detail: string | null
+}
+
 /** Asks the holder for a reconciliation now (any writer); repo null = every managed repo of the tenant. */
 export interface ReconcileRequestOp {
   type: 'reconcile-request'
@@ -342,7 +387,7 @@ export interface ReconcileResultOp extends Fenced {
   eventCount: number
 }
 
-export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | QueueControlOp | ReconcileRequestOp | ReconcileResultOp | QueuePriorityOp | QueueFreezeOp | QueueNoteOp
+export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | QueueControlOp | ReconcileRequestOp | ReconcileResultOp | QueuePriorityOp | QueueFreezeOp | QueueNoteOp | QueueCommandOp
 
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
@@ -388,7 +433,10 @@ export function packEvents(events: readonly EventOp[]): EventBatchOp[] {
   let bytes = overhead
   for (const e of events) {
     const size = b4a.byteLength(JSON.stringify(e)) + 1
-    if (cur.length > 0 && (cur.length === MAX_BATCH_EVENTS || bytes + size > MAX_OP_BYTES)) {
+    // A comment command (apply version 6) goes in a batch of its own: a group below 6 refuses a batch that holds one
+    // (as a build before 6 fails to decode it), and must not lose the other events with it.
+    const alone = e.event === 'issue_comment' || cur[0]?.event === 'issue_comment'
+    if (cur.length > 0 && (alone || cur.length === MAX_BATCH_EVENTS || bytes + size > MAX_OP_BYTES)) {
       out.push({ type: 'event-batch', events: cur })
       cur = []
       bytes = overhead
@@ -594,9 +642,16 @@ function validate(raw: unknown, strict = false): Decoded {
       if (!isRepo(repo)) return bad('repo')
       if (typeof frozen !== 'boolean') return bad('frozen')
       if (!isCount(ts)) return bad('ts')
+      // Version 6's field: a malformed one is dropped on decode (a build before 6 ignores it), refused when encoding.
+      const { exceptLabel } = raw
+      if (exceptLabel !== undefined && exceptLabel !== null) {
+        if (frozen && isLabel(exceptLabel)) return ok({ type: 'queue-freeze', tenant, repo, frozen, ts, exceptLabel })
+        if (strict) return bad('exceptLabel')
+      }
       return ok({ type: 'queue-freeze', tenant, repo, frozen, ts })
     }
     case 'queue-note':
+    case 'queue-command':
       return validateFenced(raw, strict)
     case 'capability': {
       const { forge, ts } = raw
@@ -622,7 +677,7 @@ function validateEvent(raw: Record<string, unknown>, strict: boolean): Decoded {
   if (!isRepo(repo)) return bad('repo')
   if (typeof delivery !== 'string' || !DELIVERY.test(delivery)) return bad('delivery')
   if (typeof bodySha256 !== 'string' || !HEX_KEY.test(bodySha256)) return bad('bodySha256')
-  if (event !== 'pull_request' && event !== 'check_run' && event !== 'check_suite' && event !== 'status') return bad('event')
+  if (event !== 'pull_request' && event !== 'check_run' && event !== 'check_suite' && event !== 'status' && event !== 'issue_comment') return bad('event')
   if (action !== null && !(typeof action === 'string' && WORD.test(action))) return bad('action')
   if (pr !== null && !isPrNumber(pr)) return bad('pr')
   if (!Array.isArray(prs) || prs.length > MAX_PRS || !prs.every(isPrNumber)) return bad('prs')
@@ -639,7 +694,12 @@ function validateEvent(raw: Record<string, unknown>, strict: boolean): Decoded {
     if (fact === null) return bad('check')
   }
   if (!isCount(ts)) return bad('ts')
-  return ok({
+  let cmd: CommentCommand | null = null
+  if (event === 'issue_comment') {
+    cmd = commentCommand(raw.command)
+    if (cmd === null || pr === null) return bad('command')
+  }
+  const op: EventOp = {
     type: 'event',
     tenant,
     repo,
@@ -657,7 +717,25 @@ function validateEvent(raw: Record<string, unknown>, strict: boolean): Decoded {
     label,
     check: fact,
     ts
-  })
+  }
+  if (cmd !== null) op.command = cmd
+  return ok(op)
+}
+
+/** A comment command as the codec admits it, or null. */
+function commentCommand(v: unknown): CommentCommand | null {
+  if (!isPlainObject(v)) return null
+  const { comment, user, verb, priority } = v
+  if (!isCount(comment) || comment < 1 || comment > MAX_COMMENT_ID) return null
+  if (typeof user !== 'string' || !LOGIN.test(user)) return null
+  if (typeof verb !== 'string' || !(COMMAND_VERBS as readonly string[]).includes(verb)) return null
+  if (verb === 'priority' ? !(typeof priority === 'string' && (PRIORITIES as readonly string[]).includes(priority)) : priority !== null) return null
+  return { comment, user, verb: verb as CommandVerb, priority: priority as Priority | null }
+}
+
+/** A GitHub login as the codec admits it. */
+export function isLogin(value: unknown): value is string {
+  return typeof value === 'string' && LOGIN.test(value)
 }
 
 const DETAIL = 500
@@ -692,6 +770,14 @@ function validateFenced(raw: Record<string, unknown>, strict: boolean): Decoded 
   }
   const { pr } = raw
   if (!isPrNumber(pr)) return bad('pr')
+  if (type === 'queue-command') {
+    const { comment, outcome, sha, detail } = raw
+    if (!isCount(comment) || comment < 1 || comment > MAX_COMMENT_ID) return bad('comment')
+    if (outcome !== 'acted' && outcome !== 'refused') return bad('outcome')
+    if (sha !== null && !isSha(sha)) return bad('sha')
+    if (detail !== null && !isText(detail, DETAIL)) return bad('detail')
+    return ok({ type, ...base, pr, comment, outcome, sha, detail })
+  }
   if (type === 'attempt-end') {
     const { attempt, outcome, detail } = raw
     if (!isOpId(attempt)) return bad('attempt')

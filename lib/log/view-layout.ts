@@ -68,6 +68,8 @@ export type RejectionReason =
   | 'repo-paused'
   /** A merge attempt of a PR below hotfix priority on a frozen repo (apply version 5). */
   | 'repo-frozen'
+  /** A comment command while COMMANDS_PENDING_MAX of the repo's wait for the holder (apply version 6). */
+  | 'commands-full'
 
 export interface TenureEntry {
   name: string

@@ -38,7 +38,7 @@
  */
 import { isForgeError, type BranchRules, type PullRequest } from './forge/forge.js'
 import { isLabel, type CheckFact, type WaitReason } from '../log/ops.js'
-import { conclusionRank, foldLabel, type GateResult } from './queue-state.js'
+import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from './queue-state.js'
 import type { QueueStatusState } from './queue-status.js'
 import { failing, gateFacts, gateOf } from './gate.js'
 import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
@@ -83,7 +83,7 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   const pull = await t.call((f) => f.getPull(repo, pr))
   const afterPull = await stillOpen(t, config)
   if (afterPull !== null) return afterPull
-  if (pull === null || !wanted(pull, config) || pull.headSha !== entry.prSha) {
+  if (pull === null || !wanted(pull, config, entry) || pull.headSha !== entry.prSha) {
     // The forge disagrees with the view (a webhook was missed or is late): record what it says; the view decides.
     await t.append(syncOp(config, pr, pull, entry.prSha, null))
     return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.merged ? 'merged' : pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
@@ -342,10 +342,11 @@ function forget(t: Tenure, op: string): void {
   t.attempts.called.delete(op)
 }
 
-function wanted(pull: PullRequest, config: RepoConfig): boolean {
+function wanted(pull: PullRequest, config: RepoConfig, entry: QueueEntry): boolean {
   // Folded as apply folds them (ASCII only, the same on every runtime), so the worker wants what the view queues.
   const label = foldLabel(config.label)
-  return pull.state === 'open' && !pull.draft && (pull.autoMerge || pull.labels.some((l) => foldLabel(l) === label))
+  // Apply version 6: an entry a comment command queued is wanted while open (no label at the forge says so).
+  return pull.state === 'open' && !pull.draft && (pull.autoMerge || entry.via === 'command' || pull.labels.some((l) => foldLabel(l) === label))
 }
 
 function decide(config: RepoConfig, entry: QueueEntry, status: 'evaluating' | 'gate_passed' | 'bounced', reason: string | null) {
@@ -437,9 +438,13 @@ async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntr
   if (pull.mergeable === false) return bounceShown(t, config, entry, `the PR cannot be merged (${pull.mergeableState ?? 'conflict'})`)
   if (pull.mergeable === null && mergeableReads < 3) return { next: 'wake', afterMs: MERGEABLE_RETRY_MS, what: 'mergeability being computed', mergeableUnknown: true }
 
-  if (entry.priority !== 'hotfix' && (await t.reads.freeze(tenant, repo, 'tip')) !== null) {
-    await note(t, config, entry, 'frozen', 'only hotfix priority merges')
-    show(t, config, entry, { kind: 'waiting', detail: 'frozen (only hotfix priority merges)', position: order.position })
+  // The rule apply's fence judges (queue-state mayMergeFrozen), on the entry's labels as the view holds them.
+  const freeze = await t.reads.freeze(tenant, repo, 'tip')
+  const version = await t.log.groupApplyVersion('tip')
+  if (freeze !== null && !mayMergeFrozen(entry, freeze, version)) {
+    const rule = freezeRule(freeze, version)
+    await note(t, config, entry, 'frozen', rule)
+    show(t, config, entry, { kind: 'waiting', detail: `frozen (${rule})`, position: order.position })
     return { next: 'done', what: 'frozen' }
   }
   if (pull.mergeableState === 'blocked') return waitForReview(t, config, entry, rules, order.position)

@@ -44,6 +44,18 @@
  * - the holder's notes (queue-note) say why an entry waits, at its head
  *   only; a new head or a bounce clears them. A repo-level note flags a
  *   base under GitHub's own merge queue.
+ *
+ * Apply version 6 (a group at 1-5 keeps its rules byte for byte):
+ * - a comment command (an issue_comment event) is recorded once per
+ *   comment id, whatever its delivery ids, as pending; the holder answers
+ *   it (queue-command, fenced) once it asked the forge for the author's
+ *   permission, and the answer is applied once: `acted` carries the command
+ *   out (queue at the head the holder read, dequeue, retry, priority),
+ *   `refused` changes no entry;
+ * - an entry queued by a command (via `command`) stays through a resync
+ *   that finds no queue label (nothing at the forge says it is queued);
+ * - each entry keeps its labels, and a freeze with an exception label
+ *   refuses every merge attempt of a PR that does not carry it.
  */
 import type { ViewTx } from '../log/view-tx.js'
 import {
@@ -55,6 +67,7 @@ import {
   type ForgeSyncOp,
   type QueueControlOp,
   type QueueDecideOp,
+  type QueueCommandOp,
   type QueueFreezeOp,
   type QueueNoteOp,
   type QueuePriorityOp,
@@ -65,7 +78,7 @@ import {
 } from '../log/ops.js'
 import { leaseKey, type RejectionReason } from '../log/view-layout.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
-import { evaluateGate, foldLabel, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
+import { evaluateGate, foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
 import { isQueueStatus, latest, ranked } from './gate.js'
 import {
   CHECKS_PER_SHA,
@@ -80,6 +93,14 @@ import {
   repoFlagKey,
   type FreezeEntry,
   type RepoFlag,
+  COMMANDS_MAX,
+  COMMANDS_PENDING_MAX,
+  commandKey,
+  commandSeqKey,
+  commandStateKey,
+  pendingCommandKey,
+  type CommandEntry,
+  type CommandState,
   type MergedEntry,
   SHA_MAX,
   attemptKey,
@@ -118,6 +139,7 @@ const EVICT_PER_OP = 4
 /** The apply versions whose rules are described in the header. */
 const V4 = 4
 const V5 = 5
+const V6 = 6
 
 export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: string): Promise<void> {
   const key = repoKey(op.tenant, op.repo)
@@ -147,7 +169,7 @@ class RepoScope {
     readonly tenant: string,
     readonly repo: string,
     state: RepoState | null,
-    private readonly id: string
+    readonly opId: string
   ) {
     this.state = { ...EMPTY_REPO_STATE, ...state }
   }
@@ -157,13 +179,13 @@ class RepoScope {
   }
 
   audit(ts: number, action: AuditAction, pr: number | null, sha: string | null, epoch: number | null, detail: string | null): void {
-    const entry: AuditEntry = { seq: this.state.audit, ts, action, prNumber: pr, prSha: sha, epoch, detail, op: this.id }
+    const entry: AuditEntry = { seq: this.state.audit, ts, action, prNumber: pr, prSha: sha, epoch, detail, op: this.opId }
     this.tx.put(auditKey(this.tenant, this.repo, this.state.audit), entry)
     this.state.audit++
   }
 
   event(entry: Omit<EventEntry, 'seq' | 'op'>): void {
-    this.tx.put(eventKey(this.tenant, this.repo, this.state.events), { ...entry, seq: this.state.events, op: this.id })
+    this.tx.put(eventKey(this.tenant, this.repo, this.state.events), { ...entry, seq: this.state.events, op: this.opId })
     this.state.events++
   }
 
@@ -212,13 +234,19 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
   await remember(tx, scope, op, version)
 
   const results: Array<{ pr: number; result: QueueResult }> = []
-  if (op.event === 'pull_request') {
+  if (op.event === 'issue_comment') {
+    // Version 6 only (apply.ts counts it before, as a build before 6 does).
+    if (op.command !== undefined && op.pr !== null) await recordCommand(tx, scope, op.pr, op.command, op.ts, count)
+  } else if (op.event === 'pull_request') {
     if (op.pr !== null && op.sha !== null) await indexSha(tx, scope, op.sha, op.pr, null)
-    const fact = pullRequestFact(op, config, version)
+    let fact = pullRequestFact(op, config, version)
+    // Version 6: auto-merge turned off does not take out an entry a command queued.
+    if (version >= V6 && fact?.kind === 'leave' && op.action === 'auto_merge_disabled' && op.pr !== null && (await scope.entry(op.pr))?.via === 'command') fact = null
     if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts, version) })
     if (version >= V5 && op.pr !== null && op.labels !== null && (await labelPriority(scope, op.pr, op.labels, op.ts))) {
       results.push({ pr: op.pr, result: 'reprioritized' })
     }
+    if (version >= V6 && op.pr !== null && op.labels !== null) await keepLabels(scope, op.pr, op.labels)
   } else if (version >= V5 && op.event === 'status' && op.check !== null && isQueueStatus(op.check.source ?? 'status', op.check.name)) {
     // The queue's own status on the PR (version 5): recorded as an event, no fact of any gate, and it wakes no PR
     // (each write would otherwise bring an evaluation of its PR back).
@@ -287,6 +315,8 @@ async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: 
   const out = queueTransition(pr, before, fact, ts)
   if (version >= V4 && fact.kind === 'leave' && fact.merged) await rememberMerged(tx, scope, pr, before?.prSha ?? null, ts)
   let entry = out.entry
+  // Version 6: a fresh entry (a re-join after a bounce, a retry) keeps the labels last listed for the PR.
+  if (version >= V6 && entry !== null && entry.labels === undefined && before?.labels !== undefined) entry = { ...entry, labels: before.labels }
   // Version 5: a note is about one head; a new head (or a fresh join) waits for nothing yet.
   if (version >= V5 && entry !== null && entry.wait !== undefined && (out.result === 'reevaluated' || out.result === 'joined')) entry = withoutWait(entry)
   if (out.audit !== null) scope.audit(ts, out.audit, pr, entry?.prSha ?? before?.prSha ?? null, fact.kind === 'decide' ? fact.epoch : null, auditDetail(fact, out.result))
@@ -443,7 +473,7 @@ async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | 
   return entry
 }
 
-export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp | QueueNoteOp
+export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp | QueueNoteOp | QueueCommandOp
 
 /**
  * The holder's fenced ops (DESIGN §1.6): accepted only from the device that
@@ -485,8 +515,11 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       if (version >= V4 && op.action === 'merge' && config.paused) return refuse('repo-paused', `merge at ${op.sha.slice(0, 12)}: the repo is paused`)
       const entry = await scope.entry(op.pr)
       if (entry === null || entry.prSha !== op.sha) return refuse('stale-decision', `${op.action} at ${op.sha.slice(0, 12)}: the entry is not at that head`)
-      if (version >= V5 && op.action === 'merge' && entry.priority !== 'hotfix' && (await tx.get<FreezeEntry>(freezeKey(op.tenant, op.repo))) !== null) {
-        return refuse('repo-frozen', `merge at ${op.sha.slice(0, 12)}: the repo is frozen (hotfix priority only)`)
+      if (version >= V5 && op.action === 'merge') {
+        const freeze = await tx.get<FreezeEntry>(freezeKey(op.tenant, op.repo))
+        if (freeze !== null && !mayMergeFrozen(entry, freeze, version)) {
+          return refuse('repo-frozen', `merge at ${op.sha.slice(0, 12)}: the repo is frozen (${version >= V6 && freeze.exceptLabel !== undefined ? `only PRs labelled ${freeze.exceptLabel}` : 'hotfix priority only'})`)
+        }
       }
       const key = attemptKey(op.tenant, op.repo, op.pr)
       const open = await tx.get<OpenAttempt>(key)
@@ -527,6 +560,11 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
         scope.audit(op.ts, 'wait', op.pr, op.sha, op.epoch, op.wait === null ? 'no longer waiting' : `${op.wait}${op.detail !== null ? `: ${op.detail}` : ''}`)
         break
       }
+    case 'queue-command': {
+      const refused = await answerCommand(tx, scope, config, op, version)
+      if (refused !== null) return refuse('stale-decision', refused)
+      break
+    }
     case 'reconcile-result': {
       const result: ReconcileResult = { fixed: op.fixed, staleLeases: op.staleLeases, queueLength: op.queueLength, eventCount: op.eventCount, epoch: op.epoch, ts: op.ts, op: id }
       tx.put(lastReconcileKey(op.tenant, op.repo), result)
@@ -565,7 +603,8 @@ async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, 
   } else {
     await indexSha(tx, scope, op.sha, op.pr, null)
   }
-  const wanted = (labelled || op.autoMerge) && !op.draft
+  // Version 6: an entry a command queued stays (no label at the forge says so).
+  const wanted = (labelled || op.autoMerge || (version >= V6 && entry !== null && entry.via === 'command')) && !op.draft
   const bouncedHere = entry !== null && entry.status === 'bounced' && entry.prSha === op.sha
   if (!wanted) {
     if (entry !== null) await transition(tx, scope, config, op.pr, { kind: 'leave', merged: false }, op.ts, version)
@@ -579,6 +618,7 @@ async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, 
     await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, version) }, op.ts, version)
   }
   if (version >= V5) await labelPriority(scope, op.pr, op.labels, op.ts)
+  if (version >= V6) await keepLabels(scope, op.pr, op.labels)
 }
 
 /** An operator's control from any writer: pause/resume a repo, remove an entry, retry a bounced PR now. */
@@ -622,18 +662,158 @@ export async function applyQueuePriority(tx: ViewTx, op: QueuePriorityOp, id: st
   scope.save()
 }
 
-/** Freeze or unfreeze a repo (version 5): while frozen, only hotfix priority merges (the attempt rule above). */
-export async function applyQueueFreeze(tx: ViewTx, op: QueueFreezeOp, id: string, count: Count): Promise<void> {
+/**
+ * Freeze or unfreeze a repo (version 5): while frozen, only hotfix priority
+ * merges (the attempt rule above). Version 6: a freeze may name the label
+ * that alone merges while frozen; freezing again with another one (or none)
+ * changes it.
+ */
+export async function applyQueueFreeze(tx: ViewTx, op: QueueFreezeOp, id: string, count: Count, version: number): Promise<void> {
   const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
   if (config === null) return count('unmanaged-repo')
   const key = freezeKey(op.tenant, op.repo)
-  const frozen = (await tx.get<FreezeEntry>(key)) !== null
-  if (frozen === op.frozen) return
+  const existing = await tx.get<FreezeEntry>(key)
+  const frozen = existing !== null
+  const except = version >= V6 ? op.exceptLabel : undefined
+  if (frozen === op.frozen && (version < V6 || !op.frozen || existing?.exceptLabel === except)) return
   const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
-  if (op.frozen) tx.put(key, { ts: op.ts, op: id } satisfies FreezeEntry)
+  if (op.frozen) tx.put(key, except === undefined ? ({ ts: op.ts, op: id } satisfies FreezeEntry) : ({ ts: op.ts, op: id, exceptLabel: except } satisfies FreezeEntry))
   else tx.del(key)
-  scope.audit(op.ts, op.frozen ? 'freeze' : 'unfreeze', null, null, null, null)
+  scope.audit(op.ts, op.frozen ? 'freeze' : 'unfreeze', null, null, null, except === undefined ? null : `except label ${except}`)
   scope.save()
+}
+
+/** Version 6: an entry's labels as the latest event or resync listed them (written only when they changed). */
+async function keepLabels(scope: RepoScope, pr: number, labels: readonly string[]): Promise<void> {
+  const entry = await scope.entry(pr)
+  if (entry === null) return
+  if (entry.labels !== undefined && entry.labels.length === labels.length && entry.labels.every((l, i) => l === labels[i])) return
+  scope.setEntry(pr, entry, { ...entry, labels: [...labels] })
+}
+
+/**
+ * Version 6: a comment command, once per comment id. A comment seen before
+ * (another delivery id for it, an edit GitHub sent as `created` again) is
+ * counted a duplicate and audited; over COMMANDS_PENDING_MAX waiting for the
+ * holder it is refused (`commands-full`). The record's FIFO is capped at
+ * COMMANDS_MAX, a few evicted per op; a pending command is never evicted
+ * from the pending set.
+ */
+async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: NonNullable<EventOp['command']>, ts: number, count: Count): Promise<void> {
+  const { tenant, repo } = scope
+  const key = commandKey(tenant, repo, command.comment)
+  if ((await tx.get<CommandEntry>(key)) !== null) {
+    await count('duplicate')
+    scope.audit(ts, 'duplicate', pr, null, null, `comment ${command.comment}`)
+    return
+  }
+  const stateKey = commandStateKey(tenant, repo)
+  const state = (await tx.get<CommandState>(stateKey)) ?? { first: 0, next: 0, pending: 0 }
+  if (state.pending >= COMMANDS_PENDING_MAX) {
+    await count('commands-full')
+    scope.audit(ts, 'rejected', pr, null, null, `comment ${command.comment}: ${COMMANDS_PENDING_MAX} commands wait for the holder`)
+    return
+  }
+  const entry: CommandEntry = {
+    comment: command.comment,
+    pr,
+    user: command.user,
+    verb: command.verb,
+    priority: command.priority,
+    ts,
+    op: scope.opId,
+    seq: state.next,
+    state: 'pending',
+    detail: null,
+    epoch: null,
+    answeredOp: null
+  }
+  tx.put(key, entry)
+  tx.put(pendingCommandKey(tenant, repo, command.comment), entry)
+  tx.put(commandSeqKey(tenant, repo, state.next), command.comment)
+  let { first, next } = state
+  next++
+  for (let i = 0; i < EVICT_PER_OP && next - first > COMMANDS_MAX; i++) {
+    const old = await tx.get<number>(commandSeqKey(tenant, repo, first))
+    tx.del(commandSeqKey(tenant, repo, first))
+    if (old !== null && old !== command.comment) tx.del(commandKey(tenant, repo, old))
+    first++
+  }
+  tx.put(stateKey, { first, next, pending: state.pending + 1 } satisfies CommandState)
+  scope.audit(ts, 'command', pr, null, null, `${commandText(entry)} by ${command.user} (comment ${command.comment}): pending`)
+}
+
+function commandText(c: Pick<CommandEntry, 'verb' | 'priority'>): string {
+  return c.priority === null ? c.verb : `${c.verb} ${c.priority}`
+}
+
+/**
+ * Version 6: the holder's answer to a pending command, applied once (null),
+ * or why it is refused (nothing pending for that comment and PR: answered
+ * before, by this holder or another).
+ */
+async function answerCommand(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: QueueCommandOp, version: number): Promise<string | null> {
+  const { tenant, repo } = scope
+  const pendingKey = pendingCommandKey(tenant, repo, op.comment)
+  const pending = await tx.get<CommandEntry>(pendingKey)
+  if (pending === null || pending.pr !== op.pr) return `comment ${op.comment}: no pending command`
+  let outcome = op.outcome
+  let detail = op.detail
+  if (outcome === 'acted') {
+    const done = await carryOut(tx, scope, config, pending, op, version)
+    if (done !== null) {
+      outcome = 'refused'
+      detail = done
+    }
+  }
+  tx.del(pendingKey)
+  const stateKey = commandStateKey(tenant, repo)
+  const state = (await tx.get<CommandState>(stateKey)) ?? { first: 0, next: 0, pending: 1 }
+  tx.put(stateKey, { ...state, pending: Math.max(0, state.pending - 1) } satisfies CommandState)
+  const answered: CommandEntry = { ...pending, state: outcome, detail, epoch: op.epoch, answeredOp: scope.opId }
+  // The record may have been evicted meanwhile (COMMANDS_MAX later comments): the answer is kept only where it still is.
+  if ((await tx.get<CommandEntry>(commandKey(tenant, repo, op.comment))) !== null) tx.put(commandKey(tenant, repo, op.comment), answered)
+  scope.audit(op.ts, 'command', op.pr, null, op.epoch, `${commandText(pending)} by ${pending.user} (comment ${op.comment}): ${outcome}${detail !== null ? `: ${detail}` : ''}`)
+  return null
+}
+
+/** What an acted command does to the queue; a reason when it could do nothing (the answer is then `refused`). */
+async function carryOut(tx: ViewTx, scope: RepoScope, config: RepoConfig, c: CommandEntry, op: QueueCommandOp, version: number): Promise<string | null> {
+  const before = await scope.entry(c.pr)
+  switch (c.verb) {
+    case 'queue': {
+      if (op.sha === null) return 'no head to queue at'
+      // Already in line: nothing to do, and the command is still answered as acted.
+      if (before !== null && before.status !== 'bounced') return null
+      const result = await transition(tx, scope, config, c.pr, { kind: 'join', sha: op.sha, via: 'command', draft: false }, op.ts, version)
+      if (result === 'already-merged') return 'already merged'
+      const after = await scope.entry(c.pr)
+      if (after !== null && before !== null && before.priority !== undefined && after.priority === undefined) {
+        scope.setEntry(c.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })
+      }
+      return null
+    }
+    case 'dequeue':
+      if (before === null) return 'not in the queue'
+      scope.setEntry(c.pr, before, null)
+      scope.audit(op.ts, 'leave', c.pr, before.prSha, op.epoch, `removed by a command of ${c.user}`)
+      return null
+    case 'retry': {
+      if (before === null) return 'not in the queue'
+      await transition(tx, scope, config, c.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, version)
+      const after = await scope.entry(c.pr)
+      if (after !== null && before.priority !== undefined && after.priority === undefined) {
+        scope.setEntry(c.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })
+      }
+      return null
+    }
+    case 'priority':
+      if (before === null) return 'not in the queue'
+      if (c.priority === null) return 'no level'
+      scope.setEntry(c.pr, before, { ...before, priority: c.priority, priorityBy: 'command' })
+      scope.audit(op.ts, 'priority', c.pr, before.prSha, op.epoch, `${c.priority} (command of ${c.user})`)
+      return null
+  }
 }
 
 export async function applyReconcileRequest(tx: ViewTx, op: ReconcileRequestOp, id: string): Promise<void> {

@@ -34,7 +34,11 @@ const QUEUE_KEY_PREFIXES = [
   'rflag/',
   ATTEMPT_PREFIX,
   'reconcile/',
-  'fenced/'
+  'fenced/',
+  'cmd/',
+  'cmdseq/',
+  'cstate/',
+  'cmdq/'
 ]
 
 export const queueFamily: OpFamily = {
@@ -50,9 +54,10 @@ export const queueFamily: OpFamily = {
     'forge-sync': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'reconcile-result': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-note': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
+    'queue-command': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-control': (op, c) => applyQueueControl(c.tx, op, c.id, c.count, c.version),
     'queue-priority': (op, c) => applyQueuePriority(c.tx, op, c.id, c.count),
-    'queue-freeze': (op, c) => applyQueueFreeze(c.tx, op, c.id, c.count),
+    'queue-freeze': (op, c) => applyQueueFreeze(c.tx, op, c.id, c.count, c.version),
     'reconcile-request': (op, c) => applyReconcileRequest(c.tx, op, c.id)
   },
   ...stateInRanges(QUEUE_KEY_PREFIXES.map(prefixRange))

@@ -13,7 +13,7 @@
  * FIFOs with a count cap per repo, evicted in op order.
  */
 import type { AuditAction, GateResult, JoinVia, QueueEntry, QueueResult } from './queue-state.js'
-import type { ForgeAction, MergeMethod, WebhookEventType } from '../log/ops.js'
+import type { CommandVerb, ForgeAction, MergeMethod, Priority, WebhookEventType } from '../log/ops.js'
 
 export const EVENTS_RING = 100
 export const AUDIT_RING = 200
@@ -137,10 +137,51 @@ export const mergedStateKey = (tenant: string, repo: string): string => `mstate/
 export const freezeKey = (tenant: string, repo: string): string => `freeze/${scope(tenant, repo)}`
 export const repoFlagKey = (tenant: string, repo: string): string => `rflag/${scope(tenant, repo)}`
 
-/** A repo frozen by an operator (apply version 5): only hotfix priority merges. */
+/** A repo frozen by an operator (apply version 5): only hotfix priority merges (version 6: only `exceptLabel` when set). */
 export interface FreezeEntry {
   ts: number
   op: string
+  /** Apply version 6: the label a PR must carry to merge while frozen (absent: hotfix priority, as at 5). */
+  exceptLabel?: string
+}
+
+/**
+ * Apply version 6: comment commands. Each comment's record (keyed by its
+ * id: a comment delivered twice, or under two delivery ids, is one
+ * command) in a FIFO of COMMANDS_MAX per repo, and the ones the holder has
+ * yet to answer, at most COMMANDS_PENDING_MAX per repo.
+ */
+export const COMMANDS_MAX = 2_000
+export const COMMANDS_PENDING_MAX = 100
+export const commandKey = (tenant: string, repo: string, comment: number): string => `cmd/${scope(tenant, repo)}/${pad(comment, 16)}`
+export const commandSeqKey = (tenant: string, repo: string, seq: number): string => `cmdseq/${scope(tenant, repo)}/${pad(seq, 15)}`
+export const commandStateKey = (tenant: string, repo: string): string => `cstate/${scope(tenant, repo)}`
+export const pendingCommandPrefix = (tenant: string, repo: string): string => `cmdq/${scope(tenant, repo)}/`
+export const pendingCommandKey = (tenant: string, repo: string, comment: number): string => pendingCommandPrefix(tenant, repo) + pad(comment, 16)
+
+export interface CommandEntry {
+  comment: number
+  pr: number
+  user: string
+  verb: CommandVerb
+  priority: Priority | null
+  /** The event's ts (the receiving device's clock). */
+  ts: number
+  /** The op that carried it. */
+  op: string
+  seq: number
+  state: 'pending' | 'acted' | 'refused'
+  detail: string | null
+  /** The holder's answer: its epoch and op (null while pending). */
+  epoch: number | null
+  answeredOp: string | null
+}
+
+/** The bounds of a repo's command FIFO and its pending count. */
+export interface CommandState {
+  first: number
+  next: number
+  pending: number
 }
 
 /** What the holder found about a repo that stops the whole queue (apply version 5). */

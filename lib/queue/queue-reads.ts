@@ -19,6 +19,9 @@ import {
   EMPTY_REPO_STATE,
   freezeKey,
   repoFlagKey,
+  commandKey,
+  pendingCommandPrefix,
+  type CommandEntry,
   type FreezeEntry,
   type RepoFlag,
   type AuditEntry,
@@ -69,6 +72,16 @@ export class QueueReads {
   /** The repo's flag (apply version 5: its base is under GitHub's merge queue), null when none. */
   flag(tenant: string, repo: string, mode: ReadMode): Promise<RepoFlag | null> {
     return this.log.value<RepoFlag>(repoFlagKey(tenant, repo), mode)
+  }
+
+  /** Apply version 6: the repo's comment commands the holder has yet to answer, oldest comment first. */
+  pendingCommands(tenant: string, repo: string, mode: ReadMode): Promise<CommandEntry[]> {
+    return this.log.values<CommandEntry>(pendingCommandPrefix(tenant, repo), mode)
+  }
+
+  /** Apply version 6: one comment's command record (null: never seen, or forgotten past COMMANDS_MAX). */
+  command(tenant: string, repo: string, comment: number, mode: ReadMode): Promise<CommandEntry | null> {
+    return this.log.value<CommandEntry>(commandKey(tenant, repo, comment), mode)
   }
 
   /** Every entry of every managed repo (the worker's scan). */

@@ -20,7 +20,8 @@ import type { Priority, WaitReason } from '../log/ops.js'
 
 export type QueueStatus = 'queued' | 'evaluating' | 'gate_passed' | 'bounced'
 export type GateResult = 'success' | 'failure' | 'pending'
-export type JoinVia = 'label' | 'auto-merge'
+/** `command` (apply version 6): a `/autolease queue` comment; a resync keeps it (no label says so). */
+export type JoinVia = 'label' | 'auto-merge' | 'command'
 
 export interface QueueEntry {
   prNumber: number
@@ -50,6 +51,12 @@ export interface QueueEntry {
   priorityBy?: 'label' | 'command'
   /** Apply version 5: why the holder found it waiting (a queue-note op), at `sha`; absent: it does not wait. */
   wait?: EntryWait
+  /**
+   * Apply version 6: the PR's labels as the latest pull_request event or
+   * resync listed them (absent: none listed since): what a freeze's
+   * exception label is judged on.
+   */
+  labels?: string[]
 }
 
 /** A queued PR's waiting reason as the holder recorded it (see ops.ts WaitReason). */
@@ -85,6 +92,8 @@ export type AuditAction =
   | 'freeze'
   | 'unfreeze'
   | 'wait'
+  /** Apply version 6: a comment command recorded, acted on or refused. */
+  | 'command'
 
 export type QueueFact =
   /** Labelled with the queue label, auto-merge enabled, or opened/reopened/ready while so. */
@@ -274,4 +283,23 @@ export function priorityRank(p: Priority | undefined): number {
  */
 export function queueOrder(a: QueueEntry, b: QueueEntry): number {
   return priorityRank(a.priority) - priorityRank(b.priority) || a.queuedAt - b.queuedAt || a.prNumber - b.prNumber
+}
+
+/**
+ * A frozen repo's merge rule (apply and the holder judge it alike): hotfix
+ * priority (version 5, and a freeze without an exception label), or, from
+ * version 6, carrying the freeze's exception label (ASCII-folded, as the
+ * queue label).
+ */
+export function mayMergeFrozen(entry: Pick<QueueEntry, 'priority' | 'labels'>, freeze: { exceptLabel?: string }, version: number): boolean {
+  if (version >= 6 && freeze.exceptLabel !== undefined) {
+    const wanted = foldLabel(freeze.exceptLabel)
+    return (entry.labels ?? []).some((l) => foldLabel(l) === wanted)
+  }
+  return entry.priority === 'hotfix'
+}
+
+/** What a frozen repo lets through, in words (the holder's note and status, `queue`). */
+export function freezeRule(freeze: { exceptLabel?: string }, version: number): string {
+  return version >= 6 && freeze.exceptLabel !== undefined ? `only PRs labelled ${freeze.exceptLabel} merge` : 'only hotfix priority merges'
 }

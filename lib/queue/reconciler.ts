@@ -131,6 +131,8 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
     if (listed.has(entry.prNumber) || busy(entry.prNumber)) continue
     const pull = await t.call((f) => f.getPull(repo, entry.prNumber))
     if (busy(entry.prNumber)) continue
+    // Apply version 6: an entry a comment command queued is not listed (no label), and stays while open at its head.
+    if (entry.via === 'command' && pull !== null && pull.state === 'open' && !pull.merged && !pull.draft && pull.headSha === entry.prSha) continue
     await t.append(syncOp(config, entry.prNumber, pull, entry.prSha, null))
     const why = pull === null ? 'gone' : pull.merged ? 'merged' : pull.state === 'closed' ? 'closed' : pull.draft ? 'a draft' : 'no longer labelled'
     fixed.push(`#${entry.prNumber}${entry.status === 'bounced' ? ' (bounced)' : ''} left: ${why}`)

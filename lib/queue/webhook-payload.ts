@@ -13,7 +13,11 @@
  *   key or a missing field never picks up something from a prototype.
  * - A reason never echoes payload or header text beyond a short word, so an
  *   answer built from it cannot carry attacker-chosen bytes.
- * - Every well-formed delivery GitHub sends for the four events is taken
+ * - issue_comment (apply version 6): a `created` comment on a PR whose
+ *   first line is a command (parseCommand: strict, the body's first 200
+ *   characters only) becomes an op with `command`; every other comment is
+ *   `ignored`. Whether its author may command is the holder's question.
+ * - Every well-formed delivery GitHub sends for the five events is taken
  *   (an op or `ignored`, never `invalid`; checked against every example in
  *   @octokit/webhooks-examples, github.com and GHES): where a field the
  *   mapping would like is absent or beyond the codec's bounds it falls back
@@ -26,7 +30,7 @@
  *   a conclusion that is not a word, a label beyond GitHub's own limits).
  */
 import { createHash } from 'node:crypto'
-import { decodeOp, encodeOp, isLabel, isRepo, isSha, normalizeRepo, type CheckFact, type EventOp, type WebhookEventType } from '../log/ops.js'
+import { decodeOp, encodeOp, isLabel, isLogin, isRepo, isSha, normalizeRepo, PRIORITIES, type CheckFact, type CommentCommand, type EventOp, type Priority, type WebhookEventType } from '../log/ops.js'
 import { STATUS_SOURCE, checkName, runSource, suiteName, suiteSource, type AppRef } from './gate.js'
 
 export interface WebhookInput {
@@ -70,12 +74,13 @@ export function bodySha256(body: Uint8Array): string {
 function map(input: WebhookInput): WebhookMapping {
   const { event, payload } = input
   if (event === 'ping') return ignored('ping')
-  if (event !== 'pull_request' && event !== 'check_run' && event !== 'check_suite' && event !== 'status') {
+  if (event !== 'pull_request' && event !== 'check_run' && event !== 'check_suite' && event !== 'status' && event !== 'issue_comment') {
     return ignored(typeof event === 'string' && WORD.test(event) ? `event ${event} is not used` : 'event is not used')
   }
   if (!isObject(payload)) throw new Invalid('payload is not a JSON object')
   const action = event === 'status' ? null : word(field(payload, 'action'), 'action')
   if ((event === 'check_run' || event === 'check_suite') && action !== 'completed') return ignored(`${event} ${action} is not used`)
+  if (event === 'issue_comment' && action !== 'created') return ignored(`issue_comment ${action} is not used`)
 
   const base = {
     type: 'event' as const,
@@ -98,6 +103,23 @@ function map(input: WebhookInput): WebhookMapping {
   }
   let op: EventOp
   switch (event) {
+    case 'issue_comment': {
+      const issue = object(field(payload, 'issue'), 'issue')
+      // A comment on an issue, not a PR: GitHub marks a PR's issue with a `pull_request` object.
+      if (!isObject(field(issue, 'pull_request'))) return ignored('comment on an issue, not a pull request')
+      const comment = object(field(payload, 'comment'), 'comment')
+      const parsed = parseCommand(field(comment, 'body'))
+      if (parsed === null) return ignored('comment is no command')
+      const user = field(comment, 'user')
+      const login = isObject(user) ? field(user, 'login') : undefined
+      // Every login GitHub sends passes; one that would not is no command anyone can be asked about.
+      if (!isLogin(login)) return ignored('comment author is not a login')
+      const id = field(comment, 'id')
+      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new Invalid('comment.id missing or not an id')
+      const command: CommentCommand = { comment: id, user: login, verb: parsed.verb, priority: parsed.priority }
+      op = { ...base, pr: prNumber(field(issue, 'number'), 'issue.number'), command }
+      break
+    }
     case 'pull_request': {
       const pr = object(field(payload, 'pull_request'), 'pull_request')
       const head = object(field(pr, 'head'), 'pull_request.head')
@@ -149,6 +171,32 @@ function map(input: WebhookInput): WebhookMapping {
       break
   }
   return { kind: 'op', op: throughCodec(op) }
+}
+
+/**
+ * The command grammar (README, "Commands in PR comments"): the comment's
+ * first line, after leading blank lines and spaces, is exactly
+ * `/autolease queue`, `/autolease dequeue`, `/autolease retry` or
+ * `/autolease priority <hotfix|high|normal|low>`, words separated by spaces
+ * or tabs, case-insensitive, nothing else on the line (later lines are free
+ * text). Only the first COMMAND_SCAN characters of the body are looked at.
+ */
+export const COMMAND_PREFIX = '/autolease'
+const COMMAND_SCAN = 200
+const COMMAND_LINE = /^\/autolease[ \t]+(queue|dequeue|retry|priority[ \t]+(hotfix|high|normal|low))[ \t]*$/i
+
+export function parseCommand(body: unknown): { verb: CommentCommand['verb']; priority: Priority | null } | null {
+  if (typeof body !== 'string') return null
+  const head = body.slice(0, COMMAND_SCAN).replace(/^[ \t]*(?:\r?\n[ \t]*)*/, '')
+  const line = head.split(/\r?\n/, 1)[0] ?? ''
+  const m = COMMAND_LINE.exec(line.trimEnd())
+  if (m === null) return null
+  const word = (m[1] ?? '').toLowerCase()
+  if (word.startsWith('priority')) {
+    const level = (m[2] ?? '').toLowerCase()
+    return (PRIORITIES as readonly string[]).includes(level) ? { verb: 'priority', priority: level as Priority } : null
+  }
+  return { verb: word as 'queue' | 'dequeue' | 'retry', priority: null }
 }
 
 /** The op as every peer's apply will see it, or Invalid naming the field the codec refused. */

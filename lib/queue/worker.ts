@@ -52,6 +52,7 @@ import { reconcileRepo } from './reconciler.js'
 import { Tenure, type AttemptMemory, type WorkerMetrics, type WorkerSettings } from './tenure.js'
 import { BranchRulesCache } from './branch-rules.js'
 import { QueueStatusWriter } from './queue-status.js'
+import { CommandServer, PermissionCache } from './comment-commands.js'
 
 export interface WorkerElector {
   epoch(): number | null
@@ -127,6 +128,8 @@ export class HolderWorker extends EventEmitter {
   private readonly attempts: AttemptMemory = { announced: new Set(), called: new Set() }
   private readonly rules: BranchRulesCache
   private readonly statuses: QueueStatusWriter
+  /** Apply version 6: comment commands (the permission cache outlives tenures: it is the forge's answer, not the log's). */
+  private readonly commands: CommandServer
   private scanning = false
   private rescan = false
   private wakeTimer: NodeJS.Timeout | null = null
@@ -156,6 +159,7 @@ export class HolderWorker extends EventEmitter {
     this.metrics = opts.metrics ?? { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: () => {} }
     this.rules = new BranchRulesCache(this.now)
     this.statuses = new QueueStatusWriter(opts.forge, opts.logger)
+    this.commands = new CommandServer(new PermissionCache(this.now), opts.logger, this.now)
     // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
     this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
   }
@@ -188,7 +192,7 @@ export class HolderWorker extends EventEmitter {
     this.endTenure()
     let timer: NodeJS.Timeout | null = null
     const idle = await Promise.race([
-      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle()]).then(() => true),
+      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle(), this.commands.idle()]).then(() => true),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))
     ])
     if (timer) clearTimeout(timer)
@@ -335,6 +339,9 @@ export class HolderWorker extends EventEmitter {
         this.submit(t, config, a.pr, wake?.why ?? 'open attempt')
       }
       if (config.paused) continue
+      // Apply version 6: comment commands waiting for an answer (a paused repo's wait: its fence is closed).
+      const commands = await reads.pendingCommands(config.tenant, config.repo, 'tip')
+      if (commands.length > 0) this.commands.serve(t, config, commands, () => this.kick())
       // Unfrozen (apply version 5): every entry is looked at again, as after a resume (a freeze changes no entry's facts).
       const frozen = (await reads.freeze(config.tenant, config.repo, 'tip')) !== null
       if ((this.frozen.get(s) ?? false) && !frozen) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)

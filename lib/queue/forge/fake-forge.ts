@@ -65,6 +65,15 @@
  *   the base it landed on, and whether its checks had all passed.
  * - `POST /statuses/{sha}` creates a commit status (and its webhook), as
  *   the queue's own status on the PR.
+ * - Comments on PRs by any user (`commentBy`) send `issue_comment`
+ *   (`created`) webhooks; `replayComment` sends the same comment's webhook
+ *   again under a new delivery id. Collaborator permissions per user
+ *   (`setPermission`; a user never given one has `none`), read at
+ *   `GET /collaborators/{user}/permission` as GitHub answers it
+ *   (`permission` and `role_name`). Reactions on comments
+ *   (`POST /issues/comments/{id}/reactions`: 201, or 200 when the same
+ *   user already reacted with that content, as GitHub) are kept per
+ *   comment (`reactions`), every request among the mutations.
  *
  * Not modelled: branches and git objects (a commit is known once some PR
  * head, check or status used its SHA), issues that are not PRs, reviews
@@ -287,6 +296,14 @@ interface CommentState {
   createdAt: number
 }
 
+export type FakePermission = 'admin' | 'maintain' | 'write' | 'triage' | 'read' | 'none'
+
+export interface ReactionRecord {
+  id: number
+  content: string
+  user: string
+}
+
 interface PullState extends FakePull {
   id: number
   createdAt: number
@@ -315,6 +332,10 @@ interface RepoState {
   protection: Map<string, BranchProtection>
   ci: ((sha: string, pr: number) => string | null) | null
   merges: MergeRecord[]
+  /** Collaborator permission per login (lower-cased); absent: none. */
+  permissions: Map<string, FakePermission>
+  /** Reactions per comment id. */
+  reactions: Map<number, ReactionRecord[]>
 }
 
 interface HookState extends HookInit {
@@ -713,6 +734,40 @@ export class FakeForge extends ReadyResource {
     return (r.comments.get(number) ?? []).map((c) => ({ body: c.body, user: c.user }))
   }
 
+  /** A user's permission on the repo (what `GET /collaborators/{user}/permission` answers); `none` removes it. */
+  setPermission(repo: string, user: string, level: FakePermission): void {
+    const r = this.repoState(repo)
+    if (!['admin', 'maintain', 'write', 'triage', 'read', 'none'].includes(level)) throw new Error(`not a permission: ${String(level)}`)
+    if (level === 'none') r.permissions.delete(user.toLowerCase())
+    else r.permissions.set(user.toLowerCase(), level)
+  }
+
+  /** `user` comments `body` on PR `number`: an `issue_comment` (created) webhook. Returns the comment's id. */
+  commentBy(repo: string, number: number, user: string, body: string): number {
+    const { r, pr } = this.pullState(repo, number)
+    const c: CommentState = { id: this.newId(), body, user, createdAt: this.now() }
+    const list = r.comments.get(number) ?? []
+    list.push(c)
+    r.comments.set(number, list)
+    this.commentEvent(r, pr, c)
+    return c.id
+  }
+
+  /** The `issue_comment` (created) webhook of comment `id` sent again, under a new delivery id (as a second hook, or an edit, would). */
+  replayComment(repo: string, id: number): void {
+    const r = this.repoState(repo)
+    for (const [n, list] of r.comments) {
+      const c = list.find((x) => x.id === id)
+      if (c !== undefined) return this.commentEvent(r, r.pulls.get(n)!, c)
+    }
+    throw new Error(`no comment ${id} in ${repo}`)
+  }
+
+  /** The reactions on comment `id`, in order of creation. */
+  reactions(repo: string, id: number): ReactionRecord[] {
+    return (this.repoState(repo).reactions.get(id) ?? []).map((x) => ({ ...x }))
+  }
+
   /** Every request received, in order of arrival. */
   requests(): RequestRecord[] {
     return this.requestLog.map((r) => ({ ...r }))
@@ -1091,6 +1146,28 @@ export class FakeForge extends ReadyResource {
       const st = r.statuses.get(sha)!.get(context)!
       return { status: 201, body: { id: st.id, state: st.state, context, description: st.description, created_at: iso(st.createdAt), updated_at: iso(st.updatedAt) } }
     }
+    if (rest[0] === 'collaborators' && rest.length === 3 && rest[2] === 'permission' && method === 'GET') {
+      const user = rest[1]!
+      const level = r.permissions.get(user.toLowerCase()) ?? 'none'
+      // GitHub's `permission` is the legacy level (maintain reads as write, triage as read); `role_name` the role.
+      const legacy = level === 'maintain' ? 'write' : level === 'triage' ? 'read' : level
+      return { status: 200, body: { permission: legacy, role_name: level, user: { ...this.userJson(user), permissions: { admin: level === 'admin', maintain: level === 'admin' || level === 'maintain', push: ['admin', 'maintain', 'write'].includes(level), triage: level !== 'read' && level !== 'none', pull: level !== 'none' } } } }
+    }
+    if (rest[0] === 'issues' && rest[1] === 'comments' && rest.length === 4 && rest[3] === 'reactions' && method === 'POST') {
+      const id = /^[1-9][0-9]{0,15}$/.test(rest[2]!) ? Number(rest[2]) : null
+      const exists = id !== null && [...r.comments.values()].some((list) => list.some((c) => c.id === id))
+      if (id === null || !exists) return notFound()
+      const content = (parseJson(raw) as { content?: unknown } | null)?.content
+      if (typeof content !== 'string' || !['+1', '-1', 'laugh', 'confused', 'heart', 'hooray', 'rocket', 'eyes'].includes(content)) return invalid('content', 'invalid')
+      const list = r.reactions.get(id) ?? []
+      const same = list.find((x) => x.content === content && x.user === login)
+      const reaction = same ?? { id: this.newId(), content, user: login }
+      if (same === undefined) {
+        list.push(reaction)
+        r.reactions.set(id, list)
+      }
+      return { status: same === undefined ? 201 : 200, body: { id: reaction.id, node_id: nodeId('Reaction', reaction.id), user: this.userJson(login), content, created_at: iso(this.now()) } }
+    }
     if (rest[0] === 'issues' && n !== null) {
       const pr = r.pulls.get(n)
       if (!pr) return notFound()
@@ -1330,6 +1407,10 @@ export class FakeForge extends ReadyResource {
       setRateLimit: this.setRateLimit,
       protect: this.protect,
       approve: this.approve,
+      setPermission: this.setPermission,
+      commentBy: this.commentBy,
+      replayComment: this.replayComment,
+      reactions: this.reactions,
       pull: this.pull,
       pulls: this.pulls,
       comments: this.comments,
@@ -1365,6 +1446,41 @@ export class FakeForge extends ReadyResource {
       payload.after = extra.after
     }
     this.emitHook(r, 'pull_request', payload, sender)
+  }
+
+  private commentEvent(r: RepoState, pr: PullState, c: CommentState): void {
+    const a = `${this.api()}/repos/${r.fullName}`
+    const html = `${this.api()}/${r.fullName}/pull/${pr.number}`
+    const issue: Record<string, unknown> = {
+      url: `${a}/issues/${pr.number}`,
+      repository_url: a,
+      labels_url: `${a}/issues/${pr.number}/labels{/name}`,
+      comments_url: `${a}/issues/${pr.number}/comments`,
+      events_url: `${a}/issues/${pr.number}/events`,
+      html_url: html,
+      id: pr.id,
+      node_id: nodeId('PullRequest', pr.id),
+      number: pr.number,
+      title: pr.title,
+      user: this.userJson(pr.author),
+      labels: pr.labels.map((l) => this.labelJson(r, l)),
+      state: pr.state,
+      locked: false,
+      assignee: null,
+      assignees: [],
+      milestone: null,
+      comments: (r.comments.get(pr.number) ?? []).length,
+      created_at: iso(pr.createdAt),
+      updated_at: iso(pr.updatedAt),
+      closed_at: pr.closedAt === null ? null : iso(pr.closedAt),
+      author_association: 'OWNER',
+      active_lock_reason: null,
+      draft: pr.draft,
+      pull_request: { url: `${a}/pulls/${pr.number}`, html_url: html, diff_url: `${html}.diff`, patch_url: `${html}.patch`, merged_at: pr.mergedAt === null ? null : iso(pr.mergedAt) },
+      body: null,
+      performed_via_github_app: null
+    }
+    this.emitHook(r, 'issue_comment', { action: 'created', issue, comment: this.commentJson(r, pr.number, c) }, c.user)
   }
 
   private emitHook(r: RepoState, event: string, payload: Record<string, unknown>, sender = ACTOR): void {
@@ -1458,7 +1574,9 @@ export class FakeForge extends ReadyResource {
         suiteIds: new Map(),
         protection: new Map(),
         ci: null,
-        merges: []
+        merges: [],
+        permissions: new Map(),
+        reactions: new Map()
       }
       this.repoMap.set(key, r)
     }

@@ -166,6 +166,18 @@ export interface CommitStatusWrite {
   description: string
 }
 
+/**
+ * A user's permission on a repository (apply version 6: who may command the
+ * queue): GitHub's `role_name` where it says one, else its `permission`;
+ * `none` for a user who is no collaborator.
+ */
+export type RepoPermission = 'admin' | 'maintain' | 'write' | 'triage' | 'read' | 'none'
+/** The permissions that may command the queue from a comment. */
+export const COMMAND_PERMISSIONS: readonly RepoPermission[] = ['admin', 'maintain', 'write']
+
+/** A reaction on a comment (GitHub's content names). */
+export type ReactionContent = '+1' | '-1' | 'laugh' | 'confused' | 'heart' | 'hooray' | 'rocket' | 'eyes'
+
 /** The forge's primary rate limit as its last answer told it (GitHub's x-ratelimit-* headers). */
 export interface RateLimitReading {
   limit: number
@@ -194,6 +206,10 @@ export interface Forge {
   updateBranch(repo: Repo, number: number, opts: UpdateBranchOptions): Promise<UpdateBranchOutcome>
   /** Write a commit status on `sha` (the queue's own, shown on the PR). */
   setCommitStatus(repo: Repo, sha: string, status: CommitStatusWrite, ctx: MutationContext): Promise<void>
+  /** `GET /repos/{repo}/collaborators/{user}/permission` (Metadata read); a user the forge does not know is `none`. */
+  getPermission(repo: Repo, user: string): Promise<RepoPermission>
+  /** A reaction on an issue or PR comment (Issues or Pull requests write): how the queue answers a comment command. */
+  react(repo: Repo, comment: number, content: ReactionContent, ctx: MutationContext): Promise<void>
   /** The rate limit as the newest window's lowest count seen; null before any answer said (or a forge without one). Optional: a forge may not know. */
   rateLimit?(): RateLimitReading | null
 }

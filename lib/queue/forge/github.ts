@@ -99,8 +99,10 @@ import {
   type MutationContext,
   type PullRequest,
   type RateLimitReading,
+  type ReactionContent,
   type RemoveLabelOutcome,
   type Repo,
+  type RepoPermission,
   type StatusReading
 } from './forge.js'
 
@@ -164,6 +166,9 @@ const DEFAULT_BASE_URL = 'https://api.github.com'
 /** plugin-retry's own list (400, 401, 403, 404, 410, 422, 451) plus 405, 409 (answers) and 429 (plugin-throttling's). */
 const DO_NOT_RETRY = [400, 401, 403, 404, 405, 409, 410, 422, 429, 451]
 const SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
+/** A login as ops.ts admits it (it goes into a URL path). */
+const LOGIN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}(?:\[bot\])?$/
+const PERMISSIONS = new Set<string>(['admin', 'maintain', 'write', 'triage', 'read', 'none'])
 /** GitHub asks to wait at least a minute after a secondary rate limit that names no Retry-After. */
 const SECONDARY_FALLBACK_S = 60
 /** Where the call's deadline rides along in octokit's per-request options (read by the rate-limit handlers). */
@@ -445,6 +450,32 @@ export class GitHubForge implements Forge {
       },
       this.statusSpacer
     )
+  }
+
+  async getPermission(repo: Repo, user: string): Promise<RepoPermission> {
+    const { owner, name } = splitRepo(repo)
+    if (typeof user !== 'string' || !LOGIN.test(user)) throw new ForgeError('invalid', `not a login: ${JSON.stringify(String(user).slice(0, 40))}`)
+    return this.call(`getPermission ${repo} ${user}`, async (request) => {
+      try {
+        const { data } = await this.octokit.rest.repos.getCollaboratorPermissionLevel({ owner, repo: name, username: user, request })
+        const role = (data as { role_name?: unknown }).role_name
+        const level = typeof role === 'string' && PERMISSIONS.has(role) ? role : data.permission
+        return PERMISSIONS.has(level) ? (level as RepoPermission) : 'none'
+      } catch (err) {
+        // 404: no such user, or not a collaborator (GitHub answers either way for some repos).
+        if (statusOf(err) === 404) return 'none'
+        throw err
+      }
+    })
+  }
+
+  async react(repo: Repo, comment: number, content: ReactionContent, ctx: MutationContext): Promise<void> {
+    const { owner, name } = splitRepo(repo)
+    if (!Number.isSafeInteger(comment) || comment < 1) throw new ForgeError('invalid', `not a comment id: ${String(comment)}`)
+    const headers = mutationHeaders(ctx)
+    await this.mutation(repo, `react ${repo} comment ${comment}`, ctx, async (request) => {
+      await this.octokit.rest.reactions.createForIssueComment({ owner, repo: name, comment_id: comment, content, headers, request: { ...request, retries: 0 } })
+    })
   }
 
   async listCandidates(repo: Repo, label: string): Promise<PullRequest[]> {
