@@ -43,6 +43,7 @@ import { EventEmitter } from 'node:events'
 import type { Logger } from '../daemon/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
 import { isForgeError, type Forge } from './forge/forge.js'
+import { asTenantForges, type TenantForges } from './forge/tenant-forges.js'
 import { FencedWriter } from './fenced-writer.js'
 import { PrLock } from './pr-lock.js'
 import type { QueueReads } from './queue-reads.js'
@@ -63,7 +64,8 @@ export interface WorkerOptions {
   log: IntentLog
   reads: QueueReads
   elector: WorkerElector
-  forge: Forge
+  /** One forge for every tenant, or each tenant's own (tenant-forges.ts): a tenant without one is skipped. */
+  forge: Forge | TenantForges
   logger: Logger
   metrics?: WorkerMetrics
   dryRun?: boolean
@@ -127,6 +129,9 @@ export class HolderWorker extends EventEmitter {
   private readonly attempts: AttemptMemory = { announced: new Set(), called: new Set() }
   private readonly rules: BranchRulesCache
   private readonly statuses: QueueStatusWriter
+  private readonly forges: TenantForges
+  /** Tenants whose repos are skipped for want of a credential, each said once (again after it had one). */
+  private readonly uncovered = new Set<string>()
   private scanning = false
   private rescan = false
   private wakeTimer: NodeJS.Timeout | null = null
@@ -155,7 +160,8 @@ export class HolderWorker extends EventEmitter {
     }
     this.metrics = opts.metrics ?? { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: () => {} }
     this.rules = new BranchRulesCache(this.now)
-    this.statuses = new QueueStatusWriter(opts.forge, opts.logger)
+    this.forges = asTenantForges(opts.forge)
+    this.statuses = new QueueStatusWriter(this.forges, opts.logger)
     // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
     this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
   }
@@ -221,7 +227,7 @@ export class HolderWorker extends EventEmitter {
       log: this.opts.log,
       reads: this.opts.reads,
       fenced: new FencedWriter(this.opts.log, this.wall),
-      forge: this.opts.forge,
+      forges: this.forges,
       logger: this.opts.logger,
       metrics: this.metrics,
       settings: this.settings,
@@ -318,7 +324,7 @@ export class HolderWorker extends EventEmitter {
     if (this.tenure !== t || !t.holding()) return
     const reads = this.opts.reads
     const now = this.now()
-    for (const config of await reads.repos('tip')) {
+    for (const config of this.workable(await reads.repos('tip'))) {
       const s = scope(config)
       const wasPaused = this.paused.get(s) ?? false
       this.paused.set(s, config.paused)
@@ -451,6 +457,25 @@ export class HolderWorker extends EventEmitter {
     this.wakeTimer = setTimeout(() => this.kick(), Math.max(0, earliest - this.now()) + 5)
   }
 
+  /**
+   * The repos this device can work on: those of tenants it has a forge
+   * credential for. The others are left alone (never a call with another
+   * tenant's credential); one warning per tenant says so.
+   */
+  private workable(repos: RepoConfig[]): RepoConfig[] {
+    return repos.filter((r) => {
+      if (this.forges.forTenant(r.tenant) !== null) {
+        this.uncovered.delete(r.tenant)
+        return true
+      }
+      if (!this.uncovered.has(r.tenant)) {
+        this.uncovered.add(r.tenant)
+        this.opts.logger.warn({ tenant: r.tenant }, 'no forge credential for this tenant: its repos are not worked on by this device')
+      }
+      return false
+    })
+  }
+
   /** Reconcile requests appended by any device (`autolease reconcile`) that no tenure has answered yet. */
   private async serveRequests(t: Tenure): Promise<void> {
     const repos = await this.opts.reads.repos('tip')
@@ -469,7 +494,7 @@ export class HolderWorker extends EventEmitter {
   private reconcileAll(t: Tenure, request: { op: string; tenant: string; repo: string | null } | null, why: string): void {
     const run = async (): Promise<void> => {
       if (this.tenure !== t || !t.holding()) return
-      const all = await this.opts.reads.repos('tip')
+      const all = this.workable(await this.opts.reads.repos('tip'))
       const repos = request === null ? all : targets(all, request)
       for (const config of repos) {
         if (this.tenure !== t || !t.holding()) return

@@ -192,6 +192,19 @@ export interface RequestRecord {
   abandoned: boolean
   /** The request carried If-None-Match (a 304 answer is `status` 304). */
   conditional: boolean
+  /** Which credential the request carried (`credentialId` of its token or JWT, never the secret itself); null without one. */
+  credential: string | null
+}
+
+/** A token's (or JWT's) name in the fake's records: a short hash, so a record never holds a secret. */
+export function credentialId(token: string): string {
+  return createHash('sha256').update(token).digest('hex').slice(0, 12)
+}
+
+/** Where a token is valid (`requireToken`): repos by owner or by owner/name, case-insensitive; none given: everywhere. */
+export interface TokenScope {
+  owners?: string[]
+  repos?: string[]
 }
 
 export interface MutationRecord extends RequestRecord {
@@ -241,6 +254,8 @@ export interface AppInit {
   installationId: number
   /** Default `fake-app`. */
   slug?: string
+  /** Where its installation's tokens are valid (an installation on one organisation); default everywhere. */
+  scope?: TokenScope
 }
 
 /** Releases a hold; also tells how many requests it caught. */
@@ -364,6 +379,7 @@ export interface FakeRateLimit {
 
 interface AppState {
   appId: string
+  scope: { owners: Set<string>; repos: Set<string> } | null
   publicKeyPem: string
   installationId: number
   slug: string
@@ -389,8 +405,9 @@ export class FakeForge extends ReadyResource {
   private readonly repoMap = new Map<string, RepoState>()
   private readonly hooks = new Map<number, HookState>()
   private readonly apps = new Map<string, AppState>()
-  private readonly tokens = new Set<string>()
-  private readonly issued = new Map<string, { expiresAt: number; login: string }>()
+  /** Required tokens and where each is valid (null: everywhere). */
+  private readonly tokens = new Map<string, { owners: Set<string>; repos: Set<string> } | null>()
+  private readonly issued = new Map<string, { expiresAt: number; login: string; scope: { owners: Set<string>; repos: Set<string> } | null }>()
   private tokenRequired = false
   private readonly holds = new Set<HoldState>()
   private readonly fails: FailState[] = []
@@ -760,17 +777,23 @@ export class FakeForge extends ReadyResource {
 
   // ---- programmatic API: auth and hooks -----------------------------------------------------
 
-  /** From now on, REST calls need `Authorization: token|Bearer X` with a token given here or issued to an app installation. */
-  requireToken(token: string): void {
+  /**
+   * From now on, REST calls need `Authorization: token|Bearer X` with a token given here or issued to an
+   * app installation. With `scope`, the token is valid only for those repos (by owner or owner/name): a
+   * call on another repo with it is answered 403 "Resource not accessible by personal access token", as
+   * GitHub answers a fine-grained token used outside its repos. Each tenant's credential can so be checked
+   * to go only to that tenant's repos.
+   */
+  requireToken(token: string, scope?: TokenScope): void {
     if (typeof token !== 'string' || token === '') throw new Error('requireToken: a non-empty token')
-    this.tokens.add(token)
+    this.tokens.set(token, toScope(scope))
     this.tokenRequired = true
   }
 
   /** A GitHub App: its JWTs (RS256, signed by the matching private key) may mint installation tokens. */
   registerApp(app: AppInit): void {
     if (!/-----BEGIN [A-Z ]*PUBLIC KEY-----/.test(app.publicKeyPem)) throw new Error('registerApp: publicKeyPem must be a PEM public key')
-    this.apps.set(String(app.appId), { appId: String(app.appId), publicKeyPem: app.publicKeyPem, installationId: app.installationId, slug: app.slug ?? 'fake-app', id: this.newId() })
+    this.apps.set(String(app.appId), { appId: String(app.appId), scope: toScope(app.scope), publicKeyPem: app.publicKeyPem, installationId: app.installationId, slug: app.slug ?? 'fake-app', id: this.newId() })
   }
 
   addHook(hook: HookInit): number {
@@ -899,7 +922,8 @@ export class FakeForge extends ReadyResource {
       time: this.now(),
       status: null,
       abandoned: false,
-      conditional: req.headers['if-none-match'] !== undefined
+      conditional: req.headers['if-none-match'] !== undefined,
+      credential: credentialOf(req.headers.authorization)
     }
     this.requestLog.push(rec)
     let mrec: MutationRecord | null = null
@@ -991,14 +1015,21 @@ export class FakeForge extends ReadyResource {
       return null
     }
     if (!this.tokenRequired) return null
-    if (credential !== null && this.tokenValid(credential)) return null
-    return { status: 401, body: { message: 'Bad credentials', documentation_url: DOCS } }
+    const scope = credential === null ? undefined : this.tokenScope(credential)
+    if (scope === undefined) return { status: 401, body: { message: 'Bad credentials', documentation_url: DOCS } }
+    if (scope === null) return null
+    const where = /^\/(?:repos\/([^/]+)\/([^/]+)|orgs\/([^/]+))/.exec(path)
+    const owner = (where?.[1] ?? where?.[3] ?? '').toLowerCase()
+    const repo = where?.[1] !== undefined ? `${owner}/${where[2]!.toLowerCase()}` : null
+    if (scope.owners.has(owner) || (repo !== null && scope.repos.has(repo))) return null
+    return { status: 403, body: { message: 'Resource not accessible by personal access token', documentation_url: DOCS } }
   }
 
-  private tokenValid(token: string): boolean {
-    if (this.tokens.has(token)) return true
+  /** Where a token is valid: null everywhere, undefined when it is not valid at all. */
+  private tokenScope(token: string): { owners: Set<string>; repos: Set<string> } | null | undefined {
+    if (this.tokens.has(token)) return this.tokens.get(token)!
     const issued = this.issued.get(token)
-    return issued !== undefined && issued.expiresAt > this.now()
+    return issued !== undefined && issued.expiresAt > this.now() ? issued.scope : undefined
   }
 
   private loginOf(header: string | undefined): string {
@@ -1043,7 +1074,7 @@ export class FakeForge extends ReadyResource {
       if (s.length === 4 && s[3] === 'access_tokens' && method === 'POST') {
         const token = `ghs_${randomBytes(18).toString('hex')}`
         const expiresAt = this.now() + 3600_000
-        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]` })
+        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]`, scope: app.scope })
         return {
           status: 201,
           body: {
@@ -1917,6 +1948,16 @@ export async function runFakeForge(opts: RunFakeForgeOptions = {}): Promise<void
   } finally {
     await forge.close()
   }
+}
+
+function credentialOf(header: string | undefined): string | null {
+  const token = /^(?:token|bearer)\s+(\S+)$/i.exec(header ?? '')?.[1]
+  return token === undefined ? null : credentialId(token)
+}
+
+function toScope(scope: TokenScope | undefined): { owners: Set<string>; repos: Set<string> } | null {
+  if (scope === undefined || (scope.owners === undefined && scope.repos === undefined)) return null
+  return { owners: new Set((scope.owners ?? []).map((o) => o.toLowerCase())), repos: new Set((scope.repos ?? []).map((r) => r.toLowerCase())) }
 }
 
 function describe(method: string, path: string, query: URLSearchParams): FakeRequestInfo {

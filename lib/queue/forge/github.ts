@@ -112,14 +112,24 @@ export interface GitHubAppConfig {
   installationId: number
 }
 
-export interface GitHubForgeConfig {
-  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
-  baseUrl?: string
-  /** Exactly one of token, tokenFile, tokenEnv, app. */
+/** One credential: exactly one of token, tokenFile, tokenEnv, app. */
+export interface ForgeCredential {
   token?: string
   tokenFile?: string
   tokenEnv?: string
   app?: GitHubAppConfig
+}
+
+export interface GitHubForgeConfig extends ForgeCredential {
+  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
+  baseUrl?: string
+  /**
+   * Credentials per tenant (tenant-forges.ts): a tenant listed here has its
+   * calls made with its own credential; every other tenant with the
+   * top-level one (the default), which may then be left out. One
+   * GitHubForge takes the top-level credential only.
+   */
+  tenants?: Record<string, ForgeCredential>
   /** Bound on every call (default 10000). */
   timeoutMs?: number
   /** Minimum gap between the starts of two mutating calls on one repo (default 1000). */
