@@ -53,6 +53,7 @@ import { reconcileRepo } from './reconciler.js'
 import { Tenure, type AttemptMemory, type WorkerMetrics, type WorkerSettings } from './tenure.js'
 import { BranchRulesCache } from './branch-rules.js'
 import { QueueStatusWriter } from './queue-status.js'
+import { Redeliverer, type RedeliverySettings } from './redelivery.js'
 
 export interface WorkerElector {
   epoch(): number | null
@@ -79,6 +80,8 @@ export interface WorkerOptions {
   blockedPollMs?: number
   /** Apply version 5: the queue's commit status on each PR (default true). */
   statuses?: boolean
+  /** Redelivery of failed webhooks (redelivery.ts): the hooks per tenant and the period; none without. */
+  redelivery?: RedeliverySettings
   /** Evaluations in parallel (different PRs); default 8. */
   parallel?: number
   /** Default 30 s. */
@@ -136,6 +139,8 @@ export class HolderWorker extends EventEmitter {
   private rescan = false
   private wakeTimer: NodeJS.Timeout | null = null
   private reconcileTimer: NodeJS.Timeout | null = null
+  private readonly redeliverer: Redeliverer | null
+  private redeliveryTimer: NodeJS.Timeout | null = null
   private reconciling: Promise<void> | null = null
   private readonly onupdate = (): void => {
     this.refreshRepos()
@@ -162,6 +167,7 @@ export class HolderWorker extends EventEmitter {
     this.rules = new BranchRulesCache(this.now)
     this.forges = asTenantForges(opts.forge)
     this.statuses = new QueueStatusWriter(this.forges, opts.logger)
+    this.redeliverer = opts.redelivery === undefined ? null : new Redeliverer(opts.redelivery, this.forges, opts.reads, opts.logger, this.wall)
     // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
     this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
   }
@@ -194,7 +200,7 @@ export class HolderWorker extends EventEmitter {
     this.endTenure()
     let timer: NodeJS.Timeout | null = null
     const idle = await Promise.race([
-      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle()]).then(() => true),
+      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle(), this.redeliverer?.idle()]).then(() => true),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))
     ])
     if (timer) clearTimeout(timer)
@@ -256,6 +262,19 @@ export class HolderWorker extends EventEmitter {
     this.reconcileAll(t, null, 'elected')
     this.reconcileTimer = setInterval(() => this.reconcileAll(t, null, 'schedule'), this.reconcileMs)
     this.reconcileTimer.unref()
+    if (this.redeliverer !== null) {
+      const redeliverer = this.redeliverer
+      const run = (): void => {
+        if (this.tenure !== t || !t.holding()) return
+        redeliverer
+          .run({ epoch: t.epoch, fence: () => this.tenure === t && t.holding() })
+          .then((r) => this.emit('redelivery', r))
+          .catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'redelivery run failed; trying again next period'))
+      }
+      run()
+      this.redeliveryTimer = setInterval(run, redeliverer.periodMs)
+      this.redeliveryTimer.unref()
+    }
   }
 
   private endTenure(): void {
@@ -272,7 +291,8 @@ export class HolderWorker extends EventEmitter {
     this.served.clear()
     if (this.wakeTimer) clearTimeout(this.wakeTimer)
     if (this.reconcileTimer) clearInterval(this.reconcileTimer)
-    this.wakeTimer = this.reconcileTimer = null
+    if (this.redeliveryTimer) clearInterval(this.redeliveryTimer)
+    this.wakeTimer = this.reconcileTimer = this.redeliveryTimer = null
   }
 
   /** The fences' snapshot of the repo configs, re-read at the tip (one read at a time; another after it if updates came meanwhile). */

@@ -232,8 +232,10 @@ export interface HookInit {
 }
 
 export interface DeliveryRecord {
-  /** X-GitHub-Delivery: kept by deliverAgain. */
+  /** X-GitHub-Delivery (GitHub's `guid`): kept by deliverAgain. */
   id: string
+  /** This attempt's own id (GitHub's delivery `id`; a redelivery gets a new one): what the deliveries API lists and redelivers. */
+  attemptId: number
   hookId: number
   url: string
   event: string
@@ -813,10 +815,25 @@ export class FakeForge extends ReadyResource {
     if (!orig) throw new Error(`deliverAgain: no delivery ${deliveryId}`)
     const hook = this.hooks.get(orig.hookId)
     if (!hook) throw new Error(`deliverAgain: hook ${orig.hookId} was removed`)
-    const rec: DeliveryRecord = { ...orig, time: this.now(), status: null, error: null, suppressed: false, redelivery: true }
+    const rec: DeliveryRecord = { ...orig, attemptId: this.newId(), time: this.now(), status: null, error: null, suppressed: false, redelivery: true }
     this.deliveryLog.push(rec)
     await this.enqueue(hook, rec)
     return { ...rec }
+  }
+
+  /**
+   * Rewrites what every attempt of delivery `guid` got as an answer, as the deliveries API lists it
+   * (null: no answer): a receiver that applied a delivery but whose answer GitHub never saw (status 0),
+   * or one that refused it (401). Nothing is sent.
+   */
+  setDeliveryStatus(guid: string, status: number | null): void {
+    const found = this.deliveryLog.filter((d) => d.id === guid)
+    if (found.length === 0) throw new Error(`setDeliveryStatus: no delivery ${guid}`)
+    for (const d of found) {
+      d.status = status
+      d.suppressed = false
+      d.error = status === null ? 'no answer' : null
+    }
   }
 
   /** Resolves when every delivery queued so far has been answered (or failed). */
@@ -927,7 +944,7 @@ export class FakeForge extends ReadyResource {
     }
     this.requestLog.push(rec)
     let mrec: MutationRecord | null = null
-    if (method !== 'GET' && method !== 'HEAD' && !path.startsWith('/app/')) {
+    if (method !== 'GET' && method !== 'HEAD' && !/^\/app\/installations\/[^/]+\/access_tokens$/.test(path)) {
       mrec = { ...rec, body: parseJson(raw), epoch: epochOf(req.headers[EPOCH_HEADER]) }
       this.mutationLog.push(mrec)
     }
@@ -1087,6 +1104,11 @@ export class FakeForge extends ReadyResource {
       }
       return notFound()
     }
+    if (s[0] === 'app' && s[1] === 'hook' && s[2] === 'deliveries') return this.hookDeliveries([...this.hooks.values()].filter((h) => h.installationId !== undefined), s.slice(3), method, query, base, path)
+    if (s[0] === 'orgs' && s[2] === 'hooks' && s[4] === 'deliveries') {
+      const hook = this.hooks.get(Number(s[3]))
+      return hook === undefined ? notFound() : this.hookDeliveries([hook], s.slice(5), method, query, base, path)
+    }
     if (s[0] !== 'repos' || s[1] === undefined || s[2] === undefined) return notFound()
     const r = this.repoMap.get(`${s[1]}/${s[2]}`.toLowerCase())
     if (!r) return notFound()
@@ -1095,6 +1117,11 @@ export class FakeForge extends ReadyResource {
     const login = this.loginOf(req.headers.authorization)
 
     if (rest.length === 0 && method === 'GET') return { status: 200, body: this.repoJson(r) }
+    if (rest[0] === 'hooks' && rest[2] === 'deliveries') {
+      const hook = this.hooks.get(Number(rest[1]))
+      if (hook === undefined || (hook.repoKeys !== null && !hook.repoKeys.has(r.fullName.toLowerCase()))) return notFound()
+      return this.hookDeliveries([hook], rest.slice(3), method, query, base, path)
+    }
     if (rest.length === 1 && rest[0] === 'installation' && method === 'GET') {
       const app = this.appOf(/^bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? null)!
       return { status: 200, body: this.installationJson(app) }
@@ -1386,6 +1413,50 @@ export class FakeForge extends ReadyResource {
     }
   }
 
+  /**
+   * GitHub's hook deliveries API over `hooks`: GET lists every attempt,
+   * newest first, cursor-paginated (per_page, default 30, at most 100); a
+   * suppressed delivery (hooksEnabled false: sent while nobody listened) is
+   * listed as a failed attempt with status_code 0; POST
+   * `{id}/attempts` redelivers that attempt (202) as deliverAgain does.
+   */
+  private hookDeliveries(hooks: HookState[], rest: string[], method: string, query: URLSearchParams, base: string, path: string): Reply {
+    const ids = new Set(hooks.map((h) => h.id))
+    // An attempt still in flight is not listed yet (GitHub lists an attempt once it ended).
+    const all = this.deliveryLog.filter((d) => ids.has(d.hookId) && (d.status !== null || d.suppressed || d.error !== null)).reverse()
+    if (rest.length === 0 && method === 'GET') {
+      const perPage = Math.min(100, Math.max(1, Number(query.get('per_page') ?? 30) || 30))
+      const from = Math.max(0, Number(query.get('cursor') ?? 0) || 0)
+      const page = all.slice(from, from + perPage)
+      const headers: Record<string, string> = {}
+      if (from + perPage < all.length) headers.link = `<${base}${path}?per_page=${perPage}&cursor=${from + perPage}>; rel="next"`
+      const body = page.map((d) => ({
+        id: d.attemptId,
+        guid: d.id,
+        delivered_at: iso(d.time),
+        redelivery: d.redelivery,
+        duration: 0,
+        status: d.status === null ? (d.suppressed ? 'failed to connect' : d.error === null ? 'pending' : d.error) : d.status >= 200 && d.status < 300 ? 'OK' : 'Invalid HTTP Response: ' + d.status,
+        status_code: d.status ?? 0,
+        event: d.event,
+        action: d.action,
+        installation_id: null,
+        repository_id: null
+      }))
+      return { status: 200, body, headers }
+    }
+    if (rest.length === 2 && rest[1] === 'attempts' && method === 'POST') {
+      const d = this.deliveryLog.find((x) => ids.has(x.hookId) && String(x.attemptId) === rest[0])
+      if (d === undefined) return notFound()
+      const hook = this.hooks.get(d.hookId)!
+      const rec: DeliveryRecord = { ...d, attemptId: this.newId(), time: this.now(), status: null, error: null, suppressed: !this.hooksEnabled, redelivery: true }
+      this.deliveryLog.push(rec)
+      if (this.hooksEnabled) void this.enqueue(hook, rec)
+      return { status: 202, body: {} }
+    }
+    return notFound()
+  }
+
   // ---- webhooks -----------------------------------------------------------------------------
 
   private prEvent(r: RepoState, pr: PullState, action: string, sender: string, extra: Record<string, unknown> = {}): void {
@@ -1406,6 +1477,7 @@ export class FakeForge extends ReadyResource {
       full.sender = this.userJson(sender)
       const rec: DeliveryRecord = {
         id: randomUUID(),
+        attemptId: this.newId(),
         hookId: hook.id,
         url: hook.url,
         event,
