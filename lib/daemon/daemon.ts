@@ -385,6 +385,7 @@ export class Daemon extends ReadyResource {
       dryRun: this.opts.dryRun === true,
       ...(this.opts.reconcileMs !== undefined ? { reconcileMs: this.opts.reconcileMs } : {}),
       ...(this.opts.gateTimeoutMs !== undefined ? { gateTimeoutMs: this.opts.gateTimeoutMs } : {}),
+      ...(config.redelivery !== undefined ? { redelivery: config.redelivery } : {}),
       confirmTimeoutMs: Math.max(10_000, this.config.leaseMs * 3),
       pause: testPause(process.env),
       metrics: {

@@ -36,23 +36,12 @@
  * (their guid is in no dedup index): the intake then answers them 2xx.
  */
 import type { Logger } from '../daemon/logger.js'
-import type { Forge, HookDelivery, HookRef, MutationContext } from './forge/forge.js'
+import type { Forge, HookDelivery, HookRef, MutationContext, RedeliverySettings } from './forge/forge.js'
+
+export type { RedeliverySettings }
 import { isForgeError } from './forge/forge.js'
 import type { TenantForges } from './forge/tenant-forges.js'
 import type { QueueReads } from './queue-reads.js'
-
-export interface RedeliverySettings {
-  /** Hooks per tenant. */
-  hooks: Record<string, HookRef[]>
-  /** Default 60 s. */
-  periodMs?: number
-  /** Pages of deliveries read per hook per run (default 3). */
-  maxPages?: number
-  /** Redelivery requests per run (default 20). */
-  maxPerRun?: number
-  /** Deliveries older than this are left alone (default 3 days, as long as GitHub keeps them). */
-  maxAgeMs?: number
-}
 
 export interface RedeliveryRun {
   /** guids asked for. */

@@ -35,6 +35,7 @@ import { exposure, readBoundedFile, readPrivateFile } from '../../daemon/private
 import { AutoleaseError } from '../../errors.js'
 import { isTenant } from '../../log/ops.js'
 import type { ForgeCredential, GitHubAppConfig, GitHubForgeConfig } from './github.js'
+import type { HookRef, RedeliverySettings } from './forge.js'
 
 const MAX_FILE_BYTES = 256 * 1024
 /** A token or a PEM key: far below this. */
@@ -53,8 +54,10 @@ const TOP_KEYS = new Set([
   'rateLimitRetries',
   'pageSize',
   'userAgent',
-  'tenants'
+  'tenants',
+  'redelivery'
 ])
+const REDELIVERY_KEYS = new Set(['periodS', 'maxPages', 'maxPerRun', 'hooks'])
 const TENANT_KEYS = new Set(['token', 'tokenFile', 'tokenEnv', 'app'])
 const MAX_TENANTS = 256
 const APP_KEYS = new Set(['appId', 'privateKey', 'privateKeyFile', 'installationId'])
@@ -98,6 +101,7 @@ export function loadForgeConfig(file: string, env: Record<string, string | undef
     }
   }
 
+  if (top.redelivery !== undefined) out.redelivery = redelivery(top.redelivery, refuse)
   if (top.baseUrl !== undefined) out.baseUrl = baseUrl(top.baseUrl, refuse)
   if (top.userAgent !== undefined) {
     if (typeof top.userAgent !== 'string' || top.userAgent.trim() === '' || /[\r\n]/.test(top.userAgent)) throw refuse('userAgent', 'a non-empty single-line string')
@@ -187,6 +191,44 @@ function appConfig(raw: unknown, field: string, dir: string, mode: number, file:
     out.privateKey = secretFile(app.privateKeyFile, `${field}.privateKeyFile`, dir, file, refuse)
   }
   if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(out.privateKey)) throw refuse(app.privateKeyFile === undefined ? `${field}.privateKey` : `${field}.privateKeyFile`, 'not a PEM private key')
+  return out
+}
+
+/**
+ * `redelivery`: {periodS (default 60), maxPages (3), maxPerRun (20), hooks:
+ * {"<tenant>": [{"app": true} | {"repo": "owner/name", "id": N} | {"org": "name", "id": N}]}}.
+ */
+function redelivery(raw: unknown, refuse: Refuse): RedeliverySettings {
+  const r = object(raw, 'redelivery', REDELIVERY_KEYS, refuse)
+  const int = (key: string, min: number, max: number): number | undefined => {
+    const v = r[key]
+    if (v === undefined) return undefined
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) throw refuse(`redelivery.${key}`, `an integer from ${min} to ${max}, got ${JSON.stringify(v)}`)
+    return v
+  }
+  const out: RedeliverySettings = { hooks: {} }
+  const periodS = int('periodS', 1, 86_400)
+  if (periodS !== undefined) out.periodMs = periodS * 1000
+  const maxPages = int('maxPages', 1, 10)
+  if (maxPages !== undefined) out.maxPages = maxPages
+  const maxPerRun = int('maxPerRun', 1, 100)
+  if (maxPerRun !== undefined) out.maxPerRun = maxPerRun
+  const hooks = object(r.hooks, 'redelivery.hooks', null, refuse)
+  for (const [tenant, list] of Object.entries(hooks)) {
+    const field = `redelivery.hooks.${tenant.slice(0, 64)}`
+    if (!isTenant(tenant)) throw refuse(field, 'not a tenant id')
+    if (!Array.isArray(list) || list.length === 0 || list.length > 100) throw refuse(field, 'a list of 1 to 100 hooks')
+    out.hooks[tenant] = list.map((h: unknown, i: number): HookRef => {
+      const at = `${field}[${i}]`
+      const hook = object(h, at, new Set(['app', 'repo', 'org', 'id']), refuse)
+      if (hook.app === true && Object.keys(hook).length === 1) return { kind: 'app' }
+      const id = hook.id
+      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id <= 0) throw refuse(at, '{"app": true}, or {"repo": "owner/name", "id": N} or {"org": "name", "id": N} with a positive hook id')
+      if (typeof hook.repo === 'string' && hook.org === undefined && /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/.test(hook.repo)) return { kind: 'repo', repo: hook.repo.toLowerCase(), id }
+      if (typeof hook.org === 'string' && hook.repo === undefined && /^[A-Za-z0-9][A-Za-z0-9-]{0,38}$/.test(hook.org)) return { kind: 'org', org: hook.org, id }
+      throw refuse(at, '{"app": true}, or {"repo": "owner/name", "id": N} or {"org": "name", "id": N}')
+    })
+  }
   return out
 }
 

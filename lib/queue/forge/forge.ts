@@ -181,6 +181,20 @@ export interface RateLimitReading {
 /** A webhook whose deliveries the holder may list and redeliver (redelivery.ts): the App's, or a repository's or organization's hook. */
 export type HookRef = { kind: 'app' } | { kind: 'repo'; repo: Repo; id: number } | { kind: 'org'; org: string; id: number }
 
+/** Redelivery of failed webhooks (redelivery.ts; the forge config's `redelivery`). */
+export interface RedeliverySettings {
+  /** Hooks per tenant. */
+  hooks: Record<string, HookRef[]>
+  /** Default 60 s. */
+  periodMs?: number
+  /** Pages of deliveries read per hook per run (default 3). */
+  maxPages?: number
+  /** Redelivery requests per run (default 20). */
+  maxPerRun?: number
+  /** Deliveries older than this are left alone (default 3 days, as long as GitHub keeps them). */
+  maxAgeMs?: number
+}
+
 /** One delivery attempt as GitHub lists it (a redelivery is another entry with the same guid). */
 export interface HookDelivery {
   /** The attempt's id (what a redelivery names). */

@@ -101,6 +101,7 @@ import {
   type MutationContext,
   type PullRequest,
   type RateLimitReading,
+  type RedeliverySettings,
   type RemoveLabelOutcome,
   type Repo,
   type StatusReading
@@ -132,6 +133,8 @@ export interface GitHubForgeConfig extends ForgeCredential {
    * GitHubForge takes the top-level credential only.
    */
   tenants?: Record<string, ForgeCredential>
+  /** The holder's redelivery of failed webhooks (redelivery.ts); not a setting of the client itself. */
+  redelivery?: RedeliverySettings
   /** Bound on every call (default 10000). */
   timeoutMs?: number
   /** Minimum gap between the starts of two mutating calls on one repo (default 1000). */

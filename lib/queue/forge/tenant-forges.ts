@@ -47,7 +47,8 @@ export function asTenantForges(forge: Forge | TenantForges): TenantForges {
 
 /** Builds each credential's GitHubForge now (a credential that fails to load throws INVALID_CONFIG, as createGitHubForge). */
 export function createTenantForges(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}): TenantForges {
-  const { tenants = {}, token, tokenFile, tokenEnv, app, ...shared } = config
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  const { tenants = {}, token, tokenFile, tokenEnv, app, redelivery: _redelivery, ...shared } = config
   const build = (cred: ForgeCredential): Forge => createGitHubForge({ ...shared, ...cred }, deps)
   const hasDefault = token !== undefined || tokenFile !== undefined || tokenEnv !== undefined || app !== undefined
   const fallback = hasDefault ? build({ token, tokenFile, tokenEnv, app }) : null
