@@ -18,11 +18,11 @@
  * The ops are raw JSON bytes, so both builds decode the same bytes.
  */
 import test from 'brittle'
-import { createHash } from 'node:crypto'
 import b4a from 'b4a'
 import type { View } from '../lib/log/apply.js'
 import { apply } from '../lib/families.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
+import { replayFold, viewHash, type ApplyFn } from './helpers/fold-replay.js'
 
 const F = 'f'.repeat(64)
 const W = 'e'.repeat(64)
@@ -143,12 +143,6 @@ function sequence(version: number): Array<[string, Raw[]]> {
   ]
 }
 
-/** The same digest as IntentLog.viewHash: every key and JSON value, in key order. */
-function viewHash(view: MemoryView): string {
-  const h = createHash('sha256')
-  for (const [k, v] of [...view.data.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) h.update(k).update('\u0000').update(JSON.stringify(v)).update('\u0001')
-  return h.digest('hex')
-}
 
 /** A device that is no writer of the group. */
 const D = 'd'.repeat(64)
@@ -178,16 +172,7 @@ function version5Tail(): Array<[string, Raw[]]> {
 }
 
 async function replay(version: number, tail = false): Promise<{ hash: string; view: MemoryView }> {
-  const view = new MemoryView()
-  const lengths = new Map<string, number>()
-  for (const [author, ops] of [...sequence(version), ...(tail ? version5Tail() : [])]) {
-    const nodes = ops.map((op) => {
-      const n = (lengths.get(author) ?? 0) + 1
-      lengths.set(author, n)
-      return node(author, n, b4a.from(JSON.stringify({ v: 1, ...op })))
-    })
-    await apply(nodes, view as unknown as View, host([]))
-  }
+  const view = await replayFold([...sequence(version), ...(tail ? version5Tail() : [])], apply as ApplyFn)
   return { hash: viewHash(view), view }
 }
 

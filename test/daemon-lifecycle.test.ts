@@ -106,6 +106,10 @@ test('a group upgraded past this build while the daemon runs: it stops, claims n
   const fatal = after.findIndex((l) => l.msg === 'stopping: this build cannot follow the group')
   t.ok(fatal >= 0 && after[fatal]!.code === 'VERSION_AHEAD', 'one line says why, with the code')
   t.absent(after.slice(fatal).some((l) => l.msg === 'elected'), 'nothing claimed after it')
-  t.is(after.filter((l) => l.msg === 'demoted').length, 1, 'the holder stepped down once')
+  // Stepped down once for the stop, and ended not holding. A deadline demotion (and a new election) between
+  // the mark and the fatal line is the lease's own business while the upgrade op is appended and
+  // confirmed (seen once in CI: two demoted lines), not this test's.
+  const roles = after.filter((l) => l.msg === 'demoted' || l.msg === 'elected')
+  t.ok(after.slice(fatal).filter((l) => l.msg === 'demoted').length <= 1 && roles.at(-1)?.msg === 'demoted', `the holder stepped down once for the stop and ended not holding (${roles.map((l) => `${String(l.msg)}${l.reason === undefined ? '' : `(${String(l.reason)})`}`).join(', ')})`)
   t.ok(after.some((l) => l.msg === 'stopped' && l.exitCode === EXIT.VERSION_AHEAD), 'and stopped')
 })

@@ -7,11 +7,9 @@
  * build gives (test/queue-apply-v6.test.ts holds the hash of 4d14bd3, the
  * last build before version 6).
  */
-import { createHash } from 'node:crypto'
-import b4a from 'b4a'
-import type { View } from '../../lib/log/apply.js'
 import { apply } from '../../lib/families.js'
-import { MemoryView, host, node } from './memory-view.js'
+import { replayFold, viewHash, type ApplyFn } from './fold-replay.js'
+import type { MemoryView } from './memory-view.js'
 
 type Raw = Record<string, unknown>
 export const F = 'f'.repeat(64)
@@ -74,21 +72,6 @@ export function v6Sequence(version: number): Array<[string, Raw[]]> {
 }
 
 export async function replayV6(version: number): Promise<{ hash: string; view: MemoryView }> {
-  const view = new MemoryView()
-  const lengths = new Map<string, number>()
-  for (const [author, ops] of v6Sequence(version)) {
-    const nodes = ops.map((op) => {
-      const n = (lengths.get(author) ?? 0) + 1
-      lengths.set(author, n)
-      return node(author, n, b4a.from(JSON.stringify({ v: 1, ...op })))
-    })
-    await apply(nodes, view as unknown as View, host([]))
-  }
+  const view = await replayFold(v6Sequence(version), apply as ApplyFn)
   return { hash: viewHash(view), view }
-}
-
-export function viewHash(view: MemoryView): string {
-  const h = createHash('sha256')
-  for (const [k, v] of [...view.data.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) h.update(k).update('\u0000').update(JSON.stringify(v)).update('\u0001')
-  return h.digest('hex')
 }
