@@ -13,7 +13,11 @@
  * of 2026-12-02, seed 7) as under heavy load (2026-12-02, a 43 s failover)
  * the run ended with none: the run uses OUT_OF_BOUND_LEASE_MS (8000: a
  * 4.8 s overlap less the latencies) and cuts the holder only once the
- * others have seen its record (nemesis.ts outOfBound).
+ * others have seen its record (nemesis.ts outOfBound). That reported the
+ * overlap in 3 runs (1.9-4.5 s), the first clean-clone CI run included,
+ * and then in a second CI run it exited 0 with none: still not
+ * deterministic, so not in `npm test`. Run it by hand:
+ * `node dist/test/nemesis/out-of-bound-run.js` (root, libfaketime).
  */
 import test from 'brittle'
 import tmp from 'test-tmp'
@@ -21,9 +25,9 @@ import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
-import { faketimeMissing } from './nemesis/clock.js'
+import { faketimeMissing } from './clock.js'
 
-const RUN = fileURLToPath(new URL('./nemesis/run.js', import.meta.url))
+const RUN = fileURLToPath(new URL('./run.js', import.meta.url))
 const SEED = Number(process.env.AUTOLEASE_NEMESIS_SEED ?? 7)
 const root = typeof process.getuid === 'function' && process.getuid() === 0
 
