@@ -73,7 +73,7 @@ export type { View }
  * them when it fails to decode them (unknown type; an attempt action it
  * does not know is an invalid field), before any authorization, as there.
  * Version 6: commands in PR comments and a freeze's exception label
- * (lib/queue/queue-commands.ts): issue_comment events, the holder's
+ * (lib/queue/queue-apply.ts, lib/queue/comment-commands.ts): issue_comment events, the holder's
  * answers (queue-command), the labels of each entry. In a group at 1-5
  * they are counted as a version-5 build counts them when it fails to
  * decode them (beforeVersion6), before any authorization.
