@@ -76,49 +76,70 @@ export type { View }
  * (lib/queue/queue-apply.ts, lib/queue/comment-commands.ts): issue_comment events, the holder's
  * answers (queue-command), the labels of each entry. In a group at 1-5
  * they are counted as a version-5 build counts them when it fails to
- * decode them (beforeVersion6), before any authorization.
+ * decode them (CODEC_ADDITIONS), before any authorization.
  */
 export const APPLY_VERSION = 6
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
-const VERSION_5_TYPES = new Set<Op['type']>(['queue-priority', 'queue-freeze', 'queue-note'])
-const VERSION_6_TYPES = new Set<Op['type']>(['queue-command'])
+/**
+ * What each version since 5 added to the codec, stated once for both ways
+ * an op of it can arrive in a group below that version: as an op this
+ * build decodes (olderBuildFailure) and as one it refuses (decodeFailure).
+ * Either way it is counted as a build before that version counts it, so
+ * that builds of both versions in one group keep byte-identical views (a
+ * version-5 build once counted a malformed queue-note `invalid-field`
+ * where a version-4 build counted `unknown-type`: a mixed fleet diverged
+ * on a counter). Versions 2-4 predate this rule and keep their own checks
+ * (dispatch, queue-apply): their builds did not decode the fields first.
+ */
+interface CodecAddition {
+  version: number
+  /** Op types a build before `version` does not know: its codec fails them on the type. */
+  types: ReadonlySet<string>
+  /** How a build before `version` fails an op of a type it knows (null: it decodes it too). */
+  olderFailure(op: Op): 'invalid-field' | null
+}
+const CODEC_ADDITIONS: readonly CodecAddition[] = [
+  {
+    version: 5,
+    types: new Set<Op['type']>(['queue-priority', 'queue-freeze', 'queue-note']),
+    olderFailure: (op) => (op.type === 'attempt' && op.action === 'update-branch' ? 'invalid-field' : null),
+  },
+  {
+    version: 6,
+    types: new Set<Op['type']>(['queue-command']),
+    // An issue_comment event is an invalid `event` field, alone or in a
+    // batch (the intake puts each in a batch of its own, ops.ts packEvents).
+    olderFailure: (op) =>
+      (op.type === 'event' && op.event === 'issue_comment') ||
+      (op.type === 'event-batch' && op.events.some((e) => e.event === 'issue_comment'))
+        ? 'invalid-field'
+        : null,
+  },
+]
 
 /**
- * How an op this build fails to decode is counted in a group at
- * `groupVersion`. An op of a version-5 type in a group at 1-4 is counted
- * as a version-4 build counts it (its codec fails it on the type, before
- * any field): unknown type, not the field this codec refused, so that
- * version-4 and version-5 builds in one group keep byte-identical views
- * (a version-5 build counted a malformed queue-note `invalid-field` where
- * a version-4 build counted `unknown-type`). Types older than version 5
- * keep the reason every build since their version has given. The same
- * for version-6 types in a group at 1-5.
+ * How an op this build refuses to decode is counted in a group at
+ * `groupVersion`: a field refused in an op of a type added after the
+ * group's version is an unknown type there. Other reasons, and types as
+ * old as the group, keep the reason every build since their version gives.
  */
 function decodeFailure(decoded: { reason: DecodeFailure; type?: string }, groupVersion: number): DecodeFailure {
   if (decoded.reason !== 'invalid-field' || decoded.type === undefined) return decoded.reason
-  if (groupVersion < 5 && (VERSION_5_TYPES as Set<string>).has(decoded.type)) return 'unknown-type'
-  if (groupVersion < 6 && (VERSION_6_TYPES as Set<string>).has(decoded.type)) return 'unknown-type'
-  return decoded.reason
+  const type = decoded.type
+  const added = CODEC_ADDITIONS.some((a) => groupVersion < a.version && a.types.has(type))
+  return added ? 'unknown-type' : decoded.reason
 }
 
-/** How a build before version 5 failed to decode an op this one decodes (null: it decoded it too). */
-function beforeVersion5(op: Op): 'unknown-type' | 'invalid-field' | null {
-  if (VERSION_5_TYPES.has(op.type)) return 'unknown-type'
-  if (op.type === 'attempt' && op.action === 'update-branch') return 'invalid-field'
-  return null
-}
-
-/**
- * How a build before version 6 failed to decode an op this one decodes: an
- * issue_comment event is an invalid `event` field, alone or in a batch (the
- * intake puts each in a batch of its own, ops.ts packEvents).
- */
-function beforeVersion6(op: Op): 'unknown-type' | 'invalid-field' | null {
-  if (VERSION_6_TYPES.has(op.type)) return 'unknown-type'
-  if (op.type === 'event' && op.event === 'issue_comment') return 'invalid-field'
-  if (op.type === 'event-batch' && op.events.some((e) => e.event === 'issue_comment')) return 'invalid-field'
+/** How the builds a group at `groupVersion` may hold fail an op this one decodes (null: they decode it). */
+function olderBuildFailure(op: Op, groupVersion: number): 'unknown-type' | 'invalid-field' | null {
+  for (const a of CODEC_ADDITIONS) {
+    if (groupVersion >= a.version) continue
+    if (a.types.has(op.type)) return 'unknown-type'
+    const failure = a.olderFailure(op)
+    if (failure !== null) return failure
+  }
   return null
 }
 
@@ -233,10 +254,8 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode, handlerFo
   const groupVersion = version ?? FIRST_VERSION
   if (groupVersion > APPLY_VERSION) return count('version-ahead')
   if (!decoded.ok) return count(decodeFailure(decoded, groupVersion))
-  const older = groupVersion < 5 ? beforeVersion5(decoded.op) : null
+  const older = olderBuildFailure(decoded.op, groupVersion)
   if (older !== null) return count(older)
-  const older6 = groupVersion < 6 ? beforeVersion6(decoded.op) : null
-  if (older6 !== null) return count(older6)
   if (writer === null || writer.removed) return count('unauthorized')
   return dispatch(tx, host, decoded.op, writer, id, groupVersion, count, handlerFor)
 }
