@@ -468,6 +468,18 @@ function raw(server: WebhookServer, bytes: string, waitMs = 2000, endAfter = tru
   })
 }
 
+test('bytes that do not parse after a well-framed request: its answer still comes, then the connection closes', async (t) => {
+  const { server, answers } = await setup(t)
+  // Node's client sends a DELETE's body with no Content-Length and no chunking when the header is
+  // left out: the server reads the body as a next request that does not parse. The socket used to
+  // be destroyed there, with the DELETE's 405 still in flight (fuzz-webhook seed 224809).
+  const started = Date.now()
+  const got = await raw(server, 'DELETE /webhook/acme HTTP/1.1\r\nHost: x\r\n\r\n{"action":"labeled"}\u0000 not a request\r\n\r\n', 3000, false)
+  t.ok(got.startsWith('HTTP/1.1 405 '), `the DELETE is answered: ${got.split('\r\n')[0] ?? '(nothing)'}`)
+  t.ok(Date.now() - started < 2500, 'and the server closes the connection after it (not the client, not a timeout)')
+  t.alike(answers.map(([s]) => s).sort(), [400, 405], 'counted: the 405 and the malformed rest')
+})
+
 test('malformed requests, aborted connections and slow clients never crash the server', async (t) => {
   const { server, intake } = await setup(t, { requestTimeoutMs: 600, headersTimeoutMs: 300 })
   t.ok((await raw(server, 'garbage\r\n\r\n')).startsWith('HTTP/1.1 400'), 'garbage: 400')

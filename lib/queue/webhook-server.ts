@@ -110,6 +110,8 @@ export class WebhookServer extends ReadyResource {
   private readonly inflight = new Set<Promise<void>>()
   /** Sockets with a request being handled: a parse error on a pipelined request there must not write into that answer. */
   private readonly busy = new Map<Socket, number>()
+  /** Sockets whose later bytes did not parse while an answer was in flight: closed once it is sent (onclienterror). */
+  private readonly closeWhenAnswered = new Set<Socket>()
   /** Strict: a body that is not UTF-8 has no string form the signature check could cover byte for byte. */
   private readonly utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
@@ -176,8 +178,12 @@ export class WebhookServer extends ReadyResource {
     this.busy.set(socket, (this.busy.get(socket) ?? 0) + 1)
     res.once('close', () => {
       const n = (this.busy.get(socket) ?? 1) - 1
-      if (n <= 0) this.busy.delete(socket)
-      else this.busy.set(socket, n)
+      if (n > 0) {
+        this.busy.set(socket, n)
+        return
+      }
+      this.busy.delete(socket)
+      if (this.closeWhenAnswered.delete(socket)) socket.destroySoon()
     })
     const done = this.route(req)
       .catch(() => ({ status: 500, reason: 'internal error', body: { ok: false, error: 'internal error' } }) satisfies Answer)
@@ -328,8 +334,17 @@ export class WebhookServer extends ReadyResource {
   }
 
   private onclienterror(err: NodeJS.ErrnoException, socket: Socket): void {
-    if (err.code === 'ECONNRESET' || !socket.writable || this.busy.has(socket)) {
+    if (err.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy()
+      return
+    }
+    // Bytes after a well-framed request did not parse (a DELETE's body sent
+    // with no Content-Length is read as a next request): that request's
+    // answer still goes out, then the connection closes. Destroying the
+    // socket here lost it (fuzz-webhook seed 224809).
+    if (this.busy.has(socket)) {
+      this.onanswer(400, 'malformed request')
+      this.closeWhenAnswered.add(socket)
       return
     }
     const [status, text, reason]: [number, string, string] =
