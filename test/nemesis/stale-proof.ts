@@ -35,7 +35,7 @@ export const MUTANT_LINE = 'const openAtQueue = ctx.fence(); const gate = { fenc
 
 export interface BuildVerdict {
   build: 'mutant' | 'fix'
-  rounds: Array<Pick<Round, 'round' | 'holder' | 'epoch' | 'staleMutations' | 'lateAtForge' | 'error'>>
+  rounds: Array<Pick<Round, 'round' | 'tries' | 'holder' | 'epoch' | 'staleMutations' | 'lateAtForge' | 'error'>>
   /** Rounds whose checker verdict contains a stale-mutation violation. */
   detected: number
   violationsByKind: Record<string, number>
@@ -67,7 +67,7 @@ export async function proveBuild(build: 'mutant' | 'fix', rounds: number, outDir
     const r = await runStaleScenario({ rounds, distDir, outDir: out, leaseMs: 2000, print: (l) => print(`[${build}] ${l}`) })
     return {
       build,
-      rounds: r.rounds.map(({ round, holder, epoch, staleMutations, lateAtForge, error }) => ({ round, holder, epoch, staleMutations, lateAtForge, error })),
+      rounds: r.rounds.map(({ round, tries, holder, epoch, staleMutations, lateAtForge, error }) => ({ round, tries, holder, epoch, staleMutations, lateAtForge, error })),
       detected: r.rounds.filter((x) => x.staleMutations > 0).length,
       violationsByKind: r.report.summary.violationsByKind,
       harnessErrors: r.harnessErrors
@@ -80,7 +80,7 @@ export async function proveBuild(build: 'mutant' | 'fix', rounds: number, outDir
 export function formatVerdict(v: BuildVerdict): string[] {
   return [
     `${v.build}: stale mutation reported in ${v.detected} of ${v.rounds.length} rounds`,
-    ...v.rounds.map((r) => `  round ${r.round}: holder ${r.holder} epoch ${r.epoch}: stale-mutation ${r.staleMutations}, late at the forge ${r.lateAtForge}${r.error === null ? '' : `, error: ${r.error}`}`),
+    ...v.rounds.map((r) => `  round ${r.round}${r.tries > 1 ? ` (${r.tries} tries)` : ''}: holder ${r.holder} epoch ${r.epoch}: stale-mutation ${r.staleMutations}, late at the forge ${r.lateAtForge}${r.error === null ? '' : `, error: ${r.error}`}`),
     ...v.harnessErrors.map((e) => `  harness error: ${e}`)
   ]
 }

@@ -37,6 +37,8 @@ const PRS_PER_ROUND = 5
 
 export interface Round {
   round: number
+  /** Tries it took (a try whose premise broke before the stop is tried again). */
+  tries: number
   from: HostMs
   to: HostMs
   holder: string
@@ -90,18 +92,58 @@ export async function runStaleScenario(o: StaleOptions): Promise<StaleResult> {
   }
 }
 
+/** Tries of one round whose premise broke before the stop (see `round`). */
+const TRIES_PER_ROUND = 3
+
+/**
+ * One round, tried again (new PRs, once the last try's are merged) while
+ * its premise breaks before the stop: the scenario needs one tenure with
+ * all five attempts made and four of them waiting in its spacing. A holder
+ * that was demoted in the meantime (a renew confirmed past its deadline on
+ * a loaded machine: at leaseMs 2000 a clean-clone CI run saw one, and a
+ * same-epoch re-election after it left a PR without its epoch's attempt
+ * for the whole wait) has fenced its waiting merges itself: there is
+ * nothing stale left to send, so such a try proves nothing either way.
+ */
 async function round(rig: Rig, n: number, leaseMs: number): Promise<Round> {
+  const from = hostNow()
+  for (let t = 1; ; t++) {
+    const r = await tryRound(rig, n, t, leaseMs)
+    if (r.interrupted === null || t === TRIES_PER_ROUND) {
+      const out: Round = { ...r.round, from, tries: t }
+      if (r.interrupted !== null) out.error = `its premise broke in each of ${t} tries (last: ${r.interrupted})`
+      rig.say(`round ${n}: holder ${out.holder} at epoch ${out.epoch}: ${out.lateAtForge} of its mutations reached the forge after its successor's${out.error === null ? '' : ` (error: ${out.error})`}`)
+      return out
+    }
+    rig.say(`round ${n} try ${t}: ${r.interrupted}; tried again`)
+  }
+}
+
+async function tryRound(rig: Rig, n: number, tryNo: number, leaseMs: number): Promise<{ round: Round; interrupted: string | null }> {
   const c = rig.cluster
   const forge = rig.forge
   const from = hostNow()
-  const out: Round = { round: n, from, to: from, holder: '?', epoch: 0, staleMutations: 0, lateAtForge: 0, error: null }
+  const out: Round = { round: n, from, to: from, tries: tryNo, holder: '?', epoch: 0, staleMutations: 0, lateAtForge: 0, error: null }
   const release = forge.hold((r) => r.method === 'PUT' && r.path.endsWith('/merge'), { mode: 'response' })
+  // Demotions before the stop, by device: any of the holder's breaks the premise.
+  const demoted = new Map<Device, HostMs>()
+  const listeners = c.devices.map((d) => {
+    const on = (l: { msg: string }): void => {
+      if (l.msg === 'demoted' && !demoted.has(d)) demoted.set(d, hostNow())
+    }
+    d.on('role', on)
+    return () => d.off('role', on)
+  })
+  const unlisten = (): void => {
+    for (const off of listeners) off()
+  }
+  let interrupted: string | null = null
   let stopped: Device | null = null
+  const prs: number[] = []
   try {
     await c.waitFor(() => c.holder() !== null, 60_000, 'a holder')
-    const prs: number[] = []
     for (let k = 0; k < PRS_PER_ROUND; k++) {
-      const sha = new Rng(n * 100 + k).hex(20)
+      const sha = new Rng(n * 100 + tryNo * 10 + k).hex(20)
       prs.push(forge.createPull(REPO, { headSha: sha, labels: [LABEL] }).number)
       forge.setCheck(REPO, sha, 'ci', 'success')
       rig.checks.push({ repo: REPO, sha, name: 'ci', conclusion: 'success', time: hostNow() })
@@ -115,41 +157,54 @@ async function round(rig: Rig, n: number, leaseMs: number): Promise<Round> {
     if (holder === undefined) throw new Error(`no device holds epoch ${epoch}`)
     out.holder = holder.name
     out.epoch = epoch
+    const broke = (): string | null => (demoted.has(holder) ? `holder ${holder.name} (epoch ${epoch}) was demoted before the stop` : null)
     // Every merge attempt of this holder in the log: the other four are then past their evaluation's last check.
     const standby = c.devices.find((d) => d !== holder && d.serving)!
+    let seen = new Map<number, Array<number | null>>()
     await c.waitFor(
       async () => {
+        if (broke() !== null) return true
         const audit = (await standby.control('audit', { repo: REPO }, 5_000).catch(() => [])) as Array<{ entries: Array<{ action: string; prNumber: number | null; epoch: number | null; detail: string | null }> }>
-        const attempts = new Set((audit[0]?.entries ?? []).filter((a) => a.action === 'attempt' && a.detail === 'merge' && a.epoch === epoch).map((a) => a.prNumber))
-        return prs.every((p) => attempts.has(p))
+        seen = new Map(prs.map((p) => [p, (audit[0]?.entries ?? []).filter((a) => a.action === 'attempt' && a.detail === 'merge' && a.prNumber === p).map((a) => a.epoch)]))
+        return prs.every((p) => seen.get(p)!.includes(epoch))
       },
       60_000,
       `the ${PRS_PER_ROUND} merge attempts of epoch ${epoch} in ${standby.name}'s view`
-    )
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; merge attempts seen by PR (their epochs): ${[...seen].map(([p, e]) => `#${p} [${e.join(',')}]`).join(' ')}`)
+    })
     await sleep(1000)
-    rig.fault('sigstop', holder, `holder (epoch ${epoch}) SIGSTOPped with ${PRS_PER_ROUND - 1} merges waiting in its spacing behind a held answer`)
-    holder.stop()
-    stopped = holder
-    release()
-    await c.waitFor(() => forge.mutations().some((m) => m.epoch !== null && m.epoch > epoch), 90_000, 'a mutation of a newer epoch at the forge')
-    const newerSeq = forge.mutations().find((m) => m.epoch !== null && m.epoch > epoch)!.seq
-    rig.fault('sigcont', holder, `resumed after the successor's first mutation (#${newerSeq})`)
-    holder.cont()
-    stopped = null
-    // Its queued merges would go out one spacing apart: give them all the time they need.
-    await sleep(PRS_PER_ROUND * 1000 + leaseMs)
-    out.lateAtForge = forge.mutations().filter((m) => m.epoch === epoch && m.seq > newerSeq).length
-    // The round ends once the PRs are merged (by whoever holds), so the next round starts clean.
-    await c.waitFor(() => prs.every((p) => forge.pull(REPO, p).merged), 90_000, 'the round\'s PRs merged')
+    interrupted = broke()
+    if (interrupted === null) {
+      rig.fault('sigstop', holder, `holder (epoch ${epoch}) SIGSTOPped with ${PRS_PER_ROUND - 1} merges waiting in its spacing behind a held answer`)
+      holder.stop()
+      stopped = holder
+      unlisten()
+      release()
+      await c.waitFor(() => forge.mutations().some((m) => m.epoch !== null && m.epoch > epoch), 90_000, 'a mutation of a newer epoch at the forge')
+      const newerSeq = forge.mutations().find((m) => m.epoch !== null && m.epoch > epoch)!.seq
+      rig.fault('sigcont', holder, `resumed after the successor's first mutation (#${newerSeq})`)
+      holder.cont()
+      stopped = null
+      // Its queued merges would go out one spacing apart: give them all the time they need.
+      await sleep(PRS_PER_ROUND * 1000 + leaseMs)
+      out.lateAtForge = forge.mutations().filter((m) => m.epoch === epoch && m.seq > newerSeq).length
+    }
   } catch (err) {
     out.error = (err as Error).message
   } finally {
+    unlisten()
     release()
     stopped?.cont()
+    // The try ends once the PRs are merged (by whoever holds), so the next one starts clean.
+    if (out.error === null) {
+      await c.waitFor(() => prs.every((p) => forge.pull(REPO, p).merged), 90_000, 'the round\'s PRs merged').catch((err: Error) => {
+        out.error = err.message
+      })
+    }
     out.to = hostNow()
   }
-  rig.say(`round ${n}: holder ${out.holder} at epoch ${out.epoch}: ${out.lateAtForge} of its mutations reached the forge after its successor's${out.error === null ? '' : ` (error: ${out.error})`}`)
-  return out
+  return { round: out, interrupted: out.error === null ? interrupted : null }
 }
 
 async function main(): Promise<number> {
@@ -163,7 +218,7 @@ async function main(): Promise<number> {
     print: (l) => console.log(l)
   })
   console.log(formatReport(result.report))
-  for (const r of result.rounds) console.log(`round ${r.round}: stale-mutation ${r.staleMutations}, late at the forge ${r.lateAtForge}${r.error === null ? '' : `, error: ${r.error}`}`)
+  for (const r of result.rounds) console.log(`round ${r.round}${r.tries > 1 ? ` (${r.tries} tries)` : ''}: stale-mutation ${r.staleMutations}, late at the forge ${r.lateAtForge}${r.error === null ? '' : `, error: ${r.error}`}`)
   for (const e of result.harnessErrors) console.log(`harness error: ${e}`)
   console.log(`history: ${join(outDir, 'history.json')}`)
   return 0
