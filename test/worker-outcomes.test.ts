@@ -205,3 +205,59 @@ test('a bounce apply refuses (a device acting on a tenure that is not the confir
   t.is(g.fake.comments(REPO, pr.number).length, 0, 'nothing said at the forge')
   t.ok((await g.queue(h)).some((e) => e.prNumber === pr.number && e.status !== 'bounced'), 'the entry is not bounced in the view')
 })
+
+test('a tenure that ends while an evaluation records its verdict leaves nothing to the next: re-elected at the same epoch, the PR is evaluated again and merged', { timeout: 120_000 }, async (t) => {
+  const electors = new Map<number, TestElector>()
+  let armed: number | null = null
+  let flap: (() => void) | null = null
+  const g = await queueGroup(t, {
+    leaseMs: LEASE_MS,
+    electorFor: (d) => {
+      const e = new TestElector()
+      electors.set(d.index, e)
+      return e
+    },
+    // The holder's deadline passes while it reads the PR (its elector says so before it says 'demoted')...
+    forgeFor: (d, forge) =>
+      new Proxy(forge, {
+        get(target, prop) {
+          const value: unknown = Reflect.get(target, prop, target)
+          if (typeof value !== 'function') return value
+          const fn = (value as (...a: unknown[]) => unknown).bind(target)
+          if (prop !== 'getPull') return fn
+          return async (repo: string, pr: number) => {
+            const pull = await fn(repo, pr)
+            if (armed === pr) {
+              armed = null
+              electors.get(d.index)!.value = null
+            }
+            return pull
+          }
+        }
+      }),
+    // ...and the demotion lands between the verdict ("not holding") and its recording.
+    worker: { pause: (point) => void (point === 'evaluated' && flap?.()) }
+  })
+  const h = await g.holder()
+  const epoch = g.cluster.devices[h]!.elector!.epoch()!
+  const holder = electors.get(h)!
+  // Queued with its gate passed while nobody acts: the view holds every fact the evaluations will see.
+  const head = sha('flap')
+  const pr = g.fake.createPull(REPO, { headSha: head, labels: [LABEL] })
+  g.fake.setCheck(REPO, head, 'ci', 'success')
+  await waitFor(async () => (await g.queue(h)).some((e) => e.prNumber === pr.number && e.gateResult === 'success'), 30_000, 'the PR queued, its gate passed')
+  const tenures = (): number => g.lines.filter((l) => l.device === h && l.msg === 'queue worker started').length
+  armed = pr.number
+  flap = () => {
+    flap = null
+    holder.set(null)
+    // Re-elected at the same epoch: a new tenure, which starts from the log, never from the ended one.
+    setTimeout(() => holder.set(epoch), 100)
+  }
+  holder.set(epoch)
+  await waitFor(() => flap === null && tenures() === 2, 30_000, 'the demotion and the next tenure')
+  const cut = verdicts(g, h, pr.number)
+  t.alike(cut, ['not holding'], 'the first tenure\'s evaluation ended "not holding"')
+  await eventually(t, () => g.fake.pull(REPO, pr.number).merged, 30_000, 'merged by the next tenure, with no new event')
+  t.is(merges(g, pr.number).length, 1, 'one merge call')
+})

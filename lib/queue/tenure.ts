@@ -45,9 +45,11 @@ export interface WorkerMetrics {
  * Test-only points where the process stops itself (lib/daemon/test-pause.ts):
  * `before-merge` after a merge attempt is confirmed, before evaluation's own
  * holding() check; `before-send` inside a mutation's fence, after every wait
- * (spacing, rate limits, retries), right before the fence is judged.
+ * (spacing, rate limits, retries), right before the fence is judged;
+ * `evaluated` after an evaluation's verdict, before the worker records it
+ * (the tenure's facts, wakes and backoffs).
  */
-export type PausePoint = 'before-merge' | 'before-send'
+export type PausePoint = 'before-merge' | 'before-send' | 'evaluated'
 
 export interface WorkerSettings {
   /** Decide and log, never mutate the forge. */

@@ -242,9 +242,13 @@ export class HolderWorker extends EventEmitter {
 
   private async startTenure(t: Tenure): Promise<void> {
     try {
-      for (const r of await this.opts.reads.repos('tip')) {
-        this.eventSeq.set(scope(r), (await this.opts.reads.state(r.tenant, r.repo, 'tip')).events)
-        this.paused.set(scope(r), r.paused)
+      const first: Array<[string, number, boolean]> = []
+      for (const r of await this.opts.reads.repos('tip')) first.push([scope(r), (await this.opts.reads.state(r.tenant, r.repo, 'tip')).events, r.paused])
+      // Read first, written only if the tenure still lasts (each tenure's state is its own).
+      if (this.tenure !== t) return
+      for (const [s, events, paused] of first) {
+        this.eventSeq.set(s, events)
+        this.paused.set(s, paused)
       }
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'queue worker: first read failed; scanning anyway')
@@ -322,16 +326,22 @@ export class HolderWorker extends EventEmitter {
     if (this.tenure !== t || !t.holding()) return
     const reads = this.opts.reads
     const now = this.now()
-    for (const config of await reads.repos('tip')) {
+    const repos = await reads.repos('tip')
+    for (const config of repos) {
+      // Every write below is this tenure's state: a scan that outlived its tenure writes nothing.
+      if (this.tenure !== t) return
       const s = scope(config)
       const wasPaused = this.paused.get(s) ?? false
       this.paused.set(s, config.paused)
       if (wasPaused && !config.paused) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)
 
-      const touched = new Set(await this.touchedByEvents(config))
+      const touched = new Set(await this.touchedByEvents(t, config))
+      if (this.tenure !== t) return
       // An event for a PR whose evaluation runs marks it dirty (one more run after, never in parallel).
       for (const pr of touched) this.submit(t, config, pr, 'event')
-      for (const a of await reads.openAttempts(config.tenant, config.repo, 'tip')) {
+      const open = await reads.openAttempts(config.tenant, config.repo, 'tip')
+      if (this.tenure !== t) return
+      for (const a of open) {
         if (touched.has(a.pr) || this.lock.busy(lockKey(config, a.pr))) continue
         // An attempt left open by a failure waits out the failure's backoff: never an immediate re-send.
         const wake = this.wakes.get(prKey(config, a.pr))
@@ -341,12 +351,15 @@ export class HolderWorker extends EventEmitter {
       if (config.paused) continue
       // Apply version 6: comment commands waiting for an answer (a paused repo's wait: its fence is closed).
       const commands = await reads.pendingCommands(config.tenant, config.repo, 'tip')
+      if (this.tenure !== t) return
       if (commands.length > 0) this.commands.serve(t, config, commands, () => this.kick())
       // Unfrozen (apply version 5): every entry is looked at again, as after a resume (a freeze changes no entry's facts).
       const frozen = (await reads.freeze(config.tenant, config.repo, 'tip')) !== null
+      if (this.tenure !== t) return
       if ((this.frozen.get(s) ?? false) && !frozen) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)
       this.frozen.set(s, frozen)
       const entries = await reads.queue(config.tenant, config.repo, 'tip')
+      if (this.tenure !== t) return
       // The head of the queue waiting its turn (apply version 5): the entry before it left, so its turn came.
       const head = headOfQueue(entries)
       if (head !== null && head.wait?.reason === 'turn' && head.wait.sha === head.prSha && !touched.has(head.prNumber) && !this.lock.busy(lockKey(config, head.prNumber)) && !this.backingOff(prKey(config, head.prNumber))) {
@@ -368,9 +381,11 @@ export class HolderWorker extends EventEmitter {
   }
 
   /** PRs that events appended since the last scan touched (all results of the events ring past our cursor). */
-  private async touchedByEvents(config: RepoConfig): Promise<number[]> {
+  private async touchedByEvents(t: Tenure, config: RepoConfig): Promise<number[]> {
     const s = scope(config)
     const state = await this.opts.reads.state(config.tenant, config.repo, 'tip')
+    // The cursor is the tenure's: an ended tenure's scan moving it would hide these events from the next one.
+    if (this.tenure !== t) return []
     const from = this.eventSeq.get(s) ?? state.events
     this.eventSeq.set(s, state.events)
     if (state.events <= from) return []
@@ -412,10 +427,19 @@ export class HolderWorker extends EventEmitter {
     }
     // A tenure that ended while the evaluation ran (a demotion, a release) leaves its state to the
     // next tenure to rebuild, but the operator still learns how this evaluation ended.
-    const ended = this.tenure !== t
+    let ended = this.tenure !== t
+    let entry: QueueEntry | undefined
+    if (!ended) {
+      this.settings.pause('evaluated')
+      entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
+      // Per-tenure state is written only while its tenure lasts. A demotion during that read once let the
+      // ended tenure's facts land in the next one's (endTenure had cleared them just before): re-elected at
+      // the same epoch, three PRs whose evaluations ended "not holding" counted as known and were never
+      // evaluated again (the nemesis stale-mutation scenario, 90 s without a merge on a quiet machine).
+      ended = this.tenure !== t
+    }
     if (!ended) {
       this.failures.delete(key)
-      const entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
       if (entry !== undefined) this.known.set(key, facts(entry))
       if (verdict.next === 'wake') {
         this.wakes.set(key, { at: this.now() + verdict.afterMs, why: verdict.what })
