@@ -175,17 +175,22 @@ class TestElector extends EventEmitter implements WorkerElector {
   }
 }
 
+/** Every device's worker on a TestElector of its own (kept in `electors` by device index). */
+function testElectors(electors: Map<number, TestElector>): (d: { index: number }) => TestElector {
+  return (d) => {
+    const e = new TestElector()
+    electors.set(d.index, e)
+    return e
+  }
+}
+
 test('a bounce apply refuses (a device acting on a tenure that is not the confirmed one) is logged as refused, never as bounced, never counted', { timeout: 120_000 }, async (t) => {
   let bounces = 0
   const electors = new Map<number, TestElector>()
   const g = await queueGroup(t, {
     leaseMs: LEASE_MS,
     // No worker acts on its own device's elector: the test says who believes it holds.
-    electorFor: (d) => {
-      const e = new TestElector()
-      electors.set(d.index, e)
-      return e
-    },
+    electorFor: testElectors(electors),
     worker: { metrics: { merged: () => {}, bounced: () => bounces++, forgeError: () => {}, inflight: () => {} } }
   })
   const h = await g.holder()
@@ -212,11 +217,7 @@ test('a tenure that ends while an evaluation records its verdict leaves nothing 
   let flap: (() => void) | null = null
   const g = await queueGroup(t, {
     leaseMs: LEASE_MS,
-    electorFor: (d) => {
-      const e = new TestElector()
-      electors.set(d.index, e)
-      return e
-    },
+    electorFor: testElectors(electors),
     // The holder's deadline passes while it reads the PR (its elector says so before it says 'demoted')...
     forgeFor: (d, forge) =>
       new Proxy(forge, {
