@@ -130,9 +130,10 @@ export type DaemonStatus = {
    * The intent log's lengths in nodes: everything linearized here, the
    * indexed prefix (what autolease confirms on) and the quorum-signed
    * prefix (the persistent system core's, patches/README.md). signed far
-   * behind indexed means this device's quorum signing stalled.
+   * behind indexed means this device's quorum signing stalled. `own`: this
+   * device's own nodes, appended and in the indexed prefix here.
    */
-  log: { length: number; indexed: number; signed: number }
+  log: { length: number; indexed: number; signed: number; own: { appended: number; indexed: number } }
   /** null without a forge; epoch null while not holding. */
   worker: { epoch: number | null; inFlight: number } | null
   /**
@@ -565,7 +566,7 @@ export class Daemon extends ReadyResource {
       webhookPort: this.webhooks?.port ?? null,
       runners: this.runs.attached,
       forcedAcks: log.forcedAcks,
-      log: { length: log.base.length, indexed: log.base.indexedLength, signed: log.base.signedLength },
+      log: { length: log.base.length, indexed: log.base.indexedLength, signed: log.base.signedLength, own: log.own },
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
       forge: this.forgeStatus(),
       capability: this.capabilities!.state(),

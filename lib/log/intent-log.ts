@@ -206,6 +206,16 @@ export class IntentLog extends ReadyResource {
     return this.base.writable
   }
 
+  /**
+   * This device's own nodes (ops and acks): how many it appended, and how
+   * many of them the indexed prefix holds here. `indexed < appended` means
+   * something this device wrote is not yet confirmed (an idle tail of acks
+   * stays so until the next real op).
+   */
+  get own(): { appended: number; indexed: number } {
+    return { appended: this.base.local.length, indexed: this.base.localWriter?.indexed ?? 0 }
+  }
+
   get isIndexer(): boolean {
     return this.base.isIndexer
   }

@@ -208,9 +208,23 @@ export class Rig {
         120_000,
         'every device connected and one holder'
       )
-      const target = Math.max(...(await Promise.all(c.devices.map(async (d) => (await d.status())?.log.length ?? 0))))
+      // What each device wrote before now (its last stored delivery among it) must be in the indexed prefix.
+      // A max of the devices' linearized lengths does not say that: a delivery op at one device's tip may
+      // be ordered after that many nodes once the others see it (one lost-event in a CI run was that race).
+      const appended = await Promise.all(c.devices.map(async (d) => (await d.status())?.log.own.appended ?? 0))
+      let target = 0
+      await c.waitFor(
+        async () => {
+          const s = await Promise.all(c.devices.map((d) => d.status()))
+          if (!s.every((x, i) => x !== null && x.log.own.indexed >= appended[i]!)) return false
+          target = Math.max(...s.map((x) => x!.log.indexed))
+          return true
+        },
+        120_000,
+        `every device's own nodes (${appended.join(', ')}) to be indexed`
+      )
       await c.waitFor(async () => (await Promise.all(c.devices.map((d) => d.status()))).every((s) => s !== null && s.log.indexed >= target), 120_000, `every device to index the log to ${target}`)
-      this.say(`settled: every device indexed the log to ${target}`)
+      this.say(`settled: every device indexed the log to ${target} (its own nodes to ${appended.join(', ')})`)
     } catch (err) {
       this.harnessErrors.push(`settle: ${(err as Error).message}`)
     }

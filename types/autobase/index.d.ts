@@ -89,6 +89,8 @@ declare module 'autobase' {
     readonly key: Uint8Array
     readonly discoveryKey: Uint8Array
     readonly local: Hypercore
+    /** Internal (autobase 7): this device's writer; null until it is a writer. `indexed`: how many of its nodes are in the indexed prefix here. */
+    readonly localWriter: { readonly indexed: number } | null
     readonly view: V
     /** The system core: its length counts every linearized node. */
     readonly core: Hypercore
