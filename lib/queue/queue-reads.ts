@@ -10,6 +10,7 @@ import {
   REPO_PREFIX,
   attemptPrefix,
   auditPrefix,
+  dedupKey,
   eventsPrefix,
   lastReconcileKey,
   queuePrefix,
@@ -25,6 +26,7 @@ import {
   type FreezeEntry,
   type RepoFlag,
   type AuditEntry,
+  type DedupEntry,
   type EventEntry,
   type OpenAttempt,
   type QueueEntry,
@@ -114,6 +116,11 @@ export class QueueReads {
   /** The reconcile requests kept (the latest RECONCILE_REQUESTS_KEPT). */
   reconcileRequests(mode: ReadMode): Promise<ReconcileRequest[]> {
     return this.log.values<ReconcileRequest>(RECONCILE_REQUEST_PREFIX, mode)
+  }
+
+  /** Whether delivery `guid` was applied to this repo's view (the dedup index: a week, 5,000 per repo). */
+  async applied(tenant: string, repo: string, guid: string, mode: ReadMode): Promise<boolean> {
+    return (await this.log.value<DedupEntry>(dedupKey(tenant, repo, guid), mode)) !== null
   }
 
   reconcileRequest(op: string, mode: ReadMode): Promise<ReconcileRequest | null> {

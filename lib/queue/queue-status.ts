@@ -28,7 +28,8 @@
  * credentials (the App needs `statuses: write`).
  */
 import type { Logger } from '../util/logger.js'
-import type { CommitStatusWrite, Forge, MutationContext } from './forge/forge.js'
+import type { CommitStatusWrite, MutationContext } from './forge/forge.js'
+import type { TenantForges } from './forge/tenant-forges.js'
 import { isForgeError } from './forge/forge.js'
 import { QUEUE_STATUS_PREFIX } from './gate.js'
 
@@ -76,7 +77,7 @@ export class QueueStatusWriter {
   private readonly inFlight = new Set<Promise<void>>()
 
   constructor(
-    private readonly forge: Forge,
+    private readonly forges: TenantForges,
     private readonly logger: Logger
   ) {}
 
@@ -86,6 +87,8 @@ export class QueueStatusWriter {
    * (kind and detail) writes nothing.
    */
   show(tenant: string, repo: string, sha: string, state: QueueStatusState, ctx: MutationContext): void {
+    const forge = this.forges.forTenant(tenant)
+    if (forge === null) return // no credential for the tenant here: its work is not done on this device
     const key = `${tenant}/${repo}@${sha}`
     const change = `${state.kind}|${state.detail ?? ''}`
     if (this.written.get(key) === change) return
@@ -93,7 +96,7 @@ export class QueueStatusWriter {
     this.written.set(key, change)
     while (this.written.size > REMEMBERED) this.written.delete(this.written.keys().next().value as string)
     const { state: s, description } = describeStatus(state)
-    const write = this.forge
+    const write = forge
       .setCommitStatus(repo, sha, { context: queueStatusContext(tenant), state: s, description }, ctx)
       .catch((err: unknown) => {
         // Not written (or not known to be): written again at the next change.

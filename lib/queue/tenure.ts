@@ -26,7 +26,8 @@ import type { Logger } from '../util/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
 import { toOpText } from '../log/ops.js'
 import type { Forge, MutationContext } from './forge/forge.js'
-import { isForgeError } from './forge/forge.js'
+import { ForgeError, isForgeError } from './forge/forge.js'
+import type { TenantForges } from './forge/tenant-forges.js'
 import type { FencedWriter } from './fenced-writer.js'
 import type { FencedOutcome } from './queue-layout.js'
 import type { QueueReads } from './queue-reads.js'
@@ -94,7 +95,7 @@ export class Tenure {
   readonly attempts: AttemptMemory
   readonly rules: BranchRulesCache
   readonly statuses: QueueStatusWriter
-  private readonly forge: Forge
+  private readonly forges: TenantForges
   private readonly currentEpoch: () => number | null
   private readonly repoOpen: (tenant: string, repo: string) => boolean
 
@@ -106,7 +107,7 @@ export class Tenure {
     log: IntentLog
     reads: QueueReads
     fenced: FencedWriter
-    forge: Forge
+    forges: TenantForges
     logger: Logger
     metrics: WorkerMetrics
     settings: WorkerSettings
@@ -121,7 +122,7 @@ export class Tenure {
     this.log = opts.log
     this.reads = opts.reads
     this.fenced = opts.fenced
-    this.forge = opts.forge
+    this.forges = opts.forges
     this.logger = opts.logger
     this.metrics = opts.metrics
     this.settings = opts.settings
@@ -169,11 +170,17 @@ export class Tenure {
     return this.holding() ? 'repo paused before the call' : 'lease lost before the call'
   }
 
-  /** A forge call, counted in flight; its ForgeError counted by kind and rethrown (a fenced call is not the forge's error). */
-  async call<T>(fn: (forge: Forge) => Promise<T>): Promise<T> {
+  /**
+   * A forge call with `tenant`'s forge (its own credential: tenant-forges.ts), counted in flight; its
+   * ForgeError counted by kind and rethrown (a fenced call is not the forge's error). A tenant without a
+   * credential on this device gets ForgeError `auth` before any I/O (the worker skips such tenants).
+   */
+  async call<T>(tenant: string, fn: (forge: Forge) => Promise<T>): Promise<T> {
+    const forge = this.forges.forTenant(tenant)
+    if (forge === null) throw new ForgeError('auth', `no forge credential for tenant ${tenant} on this device`)
     this.metrics.inflight(1)
     try {
-      return await fn(this.forge)
+      return await fn(forge)
     } catch (err) {
       if (isForgeError(err) && err.kind !== 'fenced') this.metrics.forgeError(err.kind)
       throw err

@@ -201,6 +201,19 @@ export interface RequestRecord {
   abandoned: boolean
   /** The request carried If-None-Match (a 304 answer is `status` 304). */
   conditional: boolean
+  /** Which credential the request carried (`credentialId` of its token or JWT, never the secret itself); null without one. */
+  credential: string | null
+}
+
+/** A token's (or JWT's) name in the fake's records: a short hash, so a record never holds a secret. */
+export function credentialId(token: string): string {
+  return createHash('sha256').update(token).digest('hex').slice(0, 12)
+}
+
+/** Where a token is valid (`requireToken`): repos by owner or by owner/name, case-insensitive; none given: everywhere. */
+export interface TokenScope {
+  owners?: string[]
+  repos?: string[]
 }
 
 export interface MutationRecord extends RequestRecord {
@@ -228,8 +241,10 @@ export interface HookInit {
 }
 
 export interface DeliveryRecord {
-  /** X-GitHub-Delivery: kept by deliverAgain. */
+  /** X-GitHub-Delivery (GitHub's `guid`): kept by deliverAgain. */
   id: string
+  /** This attempt's own id (GitHub's delivery `id`; a redelivery gets a new one): what the deliveries API lists and redelivers. */
+  attemptId: number
   hookId: number
   url: string
   event: string
@@ -250,6 +265,8 @@ export interface AppInit {
   installationId: number
   /** Default `fake-app`. */
   slug?: string
+  /** Where its installation's tokens are valid (an installation on one organisation); default everywhere. */
+  scope?: TokenScope
 }
 
 /** Releases a hold; also tells how many requests it caught. */
@@ -385,6 +402,7 @@ export interface FakeRateLimit {
 
 interface AppState {
   appId: string
+  scope: { owners: Set<string>; repos: Set<string> } | null
   publicKeyPem: string
   installationId: number
   slug: string
@@ -410,8 +428,9 @@ export class FakeForge extends ReadyResource {
   private readonly repoMap = new Map<string, RepoState>()
   private readonly hooks = new Map<number, HookState>()
   private readonly apps = new Map<string, AppState>()
-  private readonly tokens = new Set<string>()
-  private readonly issued = new Map<string, { expiresAt: number; login: string }>()
+  /** Required tokens and where each is valid (null: everywhere). */
+  private readonly tokens = new Map<string, { owners: Set<string>; repos: Set<string> } | null>()
+  private readonly issued = new Map<string, { expiresAt: number; login: string; scope: { owners: Set<string>; repos: Set<string> } | null }>()
   private tokenRequired = false
   private readonly holds = new Set<HoldState>()
   private readonly fails: FailState[] = []
@@ -815,17 +834,23 @@ export class FakeForge extends ReadyResource {
 
   // ---- programmatic API: auth and hooks -----------------------------------------------------
 
-  /** From now on, REST calls need `Authorization: token|Bearer X` with a token given here or issued to an app installation. */
-  requireToken(token: string): void {
+  /**
+   * From now on, REST calls need `Authorization: token|Bearer X` with a token given here or issued to an
+   * app installation. With `scope`, the token is valid only for those repos (by owner or owner/name): a
+   * call on another repo with it is answered 403 "Resource not accessible by personal access token", as
+   * GitHub answers a fine-grained token used outside its repos. Each tenant's credential can so be checked
+   * to go only to that tenant's repos.
+   */
+  requireToken(token: string, scope?: TokenScope): void {
     if (typeof token !== 'string' || token === '') throw new Error('requireToken: a non-empty token')
-    this.tokens.add(token)
+    this.tokens.set(token, toScope(scope))
     this.tokenRequired = true
   }
 
   /** A GitHub App: its JWTs (RS256, signed by the matching private key) may mint installation tokens. */
   registerApp(app: AppInit): void {
     if (!/-----BEGIN [A-Z ]*PUBLIC KEY-----/.test(app.publicKeyPem)) throw new Error('registerApp: publicKeyPem must be a PEM public key')
-    this.apps.set(String(app.appId), { appId: String(app.appId), publicKeyPem: app.publicKeyPem, installationId: app.installationId, slug: app.slug ?? 'fake-app', id: this.newId() })
+    this.apps.set(String(app.appId), { appId: String(app.appId), scope: toScope(app.scope), publicKeyPem: app.publicKeyPem, installationId: app.installationId, slug: app.slug ?? 'fake-app', id: this.newId() })
   }
 
   addHook(hook: HookInit): number {
@@ -845,10 +870,25 @@ export class FakeForge extends ReadyResource {
     if (!orig) throw new Error(`deliverAgain: no delivery ${deliveryId}`)
     const hook = this.hooks.get(orig.hookId)
     if (!hook) throw new Error(`deliverAgain: hook ${orig.hookId} was removed`)
-    const rec: DeliveryRecord = { ...orig, time: this.now(), status: null, error: null, suppressed: false, redelivery: true }
+    const rec: DeliveryRecord = { ...orig, attemptId: this.newId(), time: this.now(), status: null, error: null, suppressed: false, redelivery: true }
     this.deliveryLog.push(rec)
     await this.enqueue(hook, rec)
     return { ...rec }
+  }
+
+  /**
+   * Rewrites what every attempt of delivery `guid` got as an answer, as the deliveries API lists it
+   * (null: no answer): a receiver that applied a delivery but whose answer GitHub never saw (status 0),
+   * or one that refused it (401). Nothing is sent.
+   */
+  setDeliveryStatus(guid: string, status: number | null): void {
+    const found = this.deliveryLog.filter((d) => d.id === guid)
+    if (found.length === 0) throw new Error(`setDeliveryStatus: no delivery ${guid}`)
+    for (const d of found) {
+      d.status = status
+      d.suppressed = false
+      d.error = status === null ? 'no answer' : null
+    }
   }
 
   /** Resolves when every delivery queued so far has been answered (or failed). */
@@ -954,11 +994,12 @@ export class FakeForge extends ReadyResource {
       time: this.now(),
       status: null,
       abandoned: false,
-      conditional: req.headers['if-none-match'] !== undefined
+      conditional: req.headers['if-none-match'] !== undefined,
+      credential: credentialOf(req.headers.authorization)
     }
     this.requestLog.push(rec)
     let mrec: MutationRecord | null = null
-    if (method !== 'GET' && method !== 'HEAD' && !path.startsWith('/app/')) {
+    if (method !== 'GET' && method !== 'HEAD' && !/^\/app\/installations\/[^/]+\/access_tokens$/.test(path)) {
       mrec = { ...rec, body: parseJson(raw), epoch: epochOf(req.headers[EPOCH_HEADER]) }
       this.mutationLog.push(mrec)
     }
@@ -1046,14 +1087,21 @@ export class FakeForge extends ReadyResource {
       return null
     }
     if (!this.tokenRequired) return null
-    if (credential !== null && this.tokenValid(credential)) return null
-    return { status: 401, body: { message: 'Bad credentials', documentation_url: DOCS } }
+    const scope = credential === null ? undefined : this.tokenScope(credential)
+    if (scope === undefined) return { status: 401, body: { message: 'Bad credentials', documentation_url: DOCS } }
+    if (scope === null) return null
+    const where = /^\/(?:repos\/([^/]+)\/([^/]+)|orgs\/([^/]+))/.exec(path)
+    const owner = (where?.[1] ?? where?.[3] ?? '').toLowerCase()
+    const repo = where?.[1] !== undefined ? `${owner}/${where[2]!.toLowerCase()}` : null
+    if (scope.owners.has(owner) || (repo !== null && scope.repos.has(repo))) return null
+    return { status: 403, body: { message: 'Resource not accessible by personal access token', documentation_url: DOCS } }
   }
 
-  private tokenValid(token: string): boolean {
-    if (this.tokens.has(token)) return true
+  /** Where a token is valid: null everywhere, undefined when it is not valid at all. */
+  private tokenScope(token: string): { owners: Set<string>; repos: Set<string> } | null | undefined {
+    if (this.tokens.has(token)) return this.tokens.get(token)!
     const issued = this.issued.get(token)
-    return issued !== undefined && issued.expiresAt > this.now()
+    return issued !== undefined && issued.expiresAt > this.now() ? issued.scope : undefined
   }
 
   private loginOf(header: string | undefined): string {
@@ -1098,7 +1146,7 @@ export class FakeForge extends ReadyResource {
       if (s.length === 4 && s[3] === 'access_tokens' && method === 'POST') {
         const token = `ghs_${randomBytes(18).toString('hex')}`
         const expiresAt = this.now() + 3600_000
-        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]` })
+        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]`, scope: app.scope })
         return {
           status: 201,
           body: {
@@ -1111,6 +1159,11 @@ export class FakeForge extends ReadyResource {
       }
       return notFound()
     }
+    if (s[0] === 'app' && s[1] === 'hook' && s[2] === 'deliveries') return this.hookDeliveries([...this.hooks.values()].filter((h) => h.installationId !== undefined), s.slice(3), method, query, base, path)
+    if (s[0] === 'orgs' && s[2] === 'hooks' && s[4] === 'deliveries') {
+      const hook = this.hooks.get(Number(s[3]))
+      return hook === undefined ? notFound() : this.hookDeliveries([hook], s.slice(5), method, query, base, path)
+    }
     if (s[0] !== 'repos' || s[1] === undefined || s[2] === undefined) return notFound()
     const r = this.repoMap.get(`${s[1]}/${s[2]}`.toLowerCase())
     if (!r) return notFound()
@@ -1119,6 +1172,11 @@ export class FakeForge extends ReadyResource {
     const login = this.loginOf(req.headers.authorization)
 
     if (rest.length === 0 && method === 'GET') return { status: 200, body: this.repoJson(r) }
+    if (rest[0] === 'hooks' && rest[2] === 'deliveries') {
+      const hook = this.hooks.get(Number(rest[1]))
+      if (hook === undefined || (hook.repoKeys !== null && !hook.repoKeys.has(r.fullName.toLowerCase()))) return notFound()
+      return this.hookDeliveries([hook], rest.slice(3), method, query, base, path)
+    }
     if (rest.length === 1 && rest[0] === 'installation' && method === 'GET') {
       const app = this.appOf(/^bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? null)!
       return { status: 200, body: this.installationJson(app) }
@@ -1436,6 +1494,50 @@ export class FakeForge extends ReadyResource {
     }
   }
 
+  /**
+   * GitHub's hook deliveries API over `hooks`: GET lists every attempt,
+   * newest first, cursor-paginated (per_page, default 30, at most 100); a
+   * suppressed delivery (hooksEnabled false: sent while nobody listened) is
+   * listed as a failed attempt with status_code 0; POST
+   * `{id}/attempts` redelivers that attempt (202) as deliverAgain does.
+   */
+  private hookDeliveries(hooks: HookState[], rest: string[], method: string, query: URLSearchParams, base: string, path: string): Reply {
+    const ids = new Set(hooks.map((h) => h.id))
+    // An attempt still in flight is not listed yet (GitHub lists an attempt once it ended).
+    const all = this.deliveryLog.filter((d) => ids.has(d.hookId) && (d.status !== null || d.suppressed || d.error !== null)).reverse()
+    if (rest.length === 0 && method === 'GET') {
+      const perPage = Math.min(100, Math.max(1, Number(query.get('per_page') ?? 30) || 30))
+      const from = Math.max(0, Number(query.get('cursor') ?? 0) || 0)
+      const page = all.slice(from, from + perPage)
+      const headers: Record<string, string> = {}
+      if (from + perPage < all.length) headers.link = `<${base}${path}?per_page=${perPage}&cursor=${from + perPage}>; rel="next"`
+      const body = page.map((d) => ({
+        id: d.attemptId,
+        guid: d.id,
+        delivered_at: iso(d.time),
+        redelivery: d.redelivery,
+        duration: 0,
+        status: d.status === null ? (d.suppressed ? 'failed to connect' : d.error === null ? 'pending' : d.error) : d.status >= 200 && d.status < 300 ? 'OK' : 'Invalid HTTP Response: ' + d.status,
+        status_code: d.status ?? 0,
+        event: d.event,
+        action: d.action,
+        installation_id: null,
+        repository_id: null
+      }))
+      return { status: 200, body, headers }
+    }
+    if (rest.length === 2 && rest[1] === 'attempts' && method === 'POST') {
+      const d = this.deliveryLog.find((x) => ids.has(x.hookId) && String(x.attemptId) === rest[0])
+      if (d === undefined) return notFound()
+      const hook = this.hooks.get(d.hookId)!
+      const rec: DeliveryRecord = { ...d, attemptId: this.newId(), time: this.now(), status: null, error: null, suppressed: !this.hooksEnabled, redelivery: true }
+      this.deliveryLog.push(rec)
+      if (this.hooksEnabled) void this.enqueue(hook, rec)
+      return { status: 202, body: {} }
+    }
+    return notFound()
+  }
+
   // ---- webhooks -----------------------------------------------------------------------------
 
   private prEvent(r: RepoState, pr: PullState, action: string, sender: string, extra: Record<string, unknown> = {}): void {
@@ -1491,6 +1593,7 @@ export class FakeForge extends ReadyResource {
       full.sender = this.userJson(sender)
       const rec: DeliveryRecord = {
         id: randomUUID(),
+        attemptId: this.newId(),
         hookId: hook.id,
         url: hook.url,
         event,
@@ -2035,6 +2138,16 @@ export async function runFakeForge(opts: RunFakeForgeOptions = {}): Promise<void
   } finally {
     await forge.close()
   }
+}
+
+function credentialOf(header: string | undefined): string | null {
+  const token = /^(?:token|bearer)\s+(\S+)$/i.exec(header ?? '')?.[1]
+  return token === undefined ? null : credentialId(token)
+}
+
+function toScope(scope: TokenScope | undefined): { owners: Set<string>; repos: Set<string> } | null {
+  if (scope === undefined || (scope.owners === undefined && scope.repos === undefined)) return null
+  return { owners: new Set((scope.owners ?? []).map((o) => o.toLowerCase())), repos: new Set((scope.repos ?? []).map((r) => r.toLowerCase())) }
 }
 
 function describe(method: string, path: string, query: URLSearchParams): FakeRequestInfo {

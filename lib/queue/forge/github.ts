@@ -94,12 +94,15 @@ import {
   type UpdateBranchOptions,
   type UpdateBranchOutcome,
   type GateReading,
+  type HookDelivery,
+  type HookRef,
   type MergeOptions,
   type MergeOutcome,
   type MutationContext,
   type PullRequest,
   type RateLimitReading,
   type ReactionContent,
+  type RedeliverySettings,
   type RemoveLabelOutcome,
   type Repo,
   type RepoPermission,
@@ -114,14 +117,26 @@ export interface GitHubAppConfig {
   installationId: number
 }
 
-export interface GitHubForgeConfig {
-  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
-  baseUrl?: string
-  /** Exactly one of token, tokenFile, tokenEnv, app. */
+/** One credential: exactly one of token, tokenFile, tokenEnv, app. */
+export interface ForgeCredential {
   token?: string
   tokenFile?: string
   tokenEnv?: string
   app?: GitHubAppConfig
+}
+
+export interface GitHubForgeConfig extends ForgeCredential {
+  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
+  baseUrl?: string
+  /**
+   * Credentials per tenant (tenant-forges.ts): a tenant listed here has its
+   * calls made with its own credential; every other tenant with the
+   * top-level one (the default), which may then be left out. One
+   * GitHubForge takes the top-level credential only.
+   */
+  tenants?: Record<string, ForgeCredential>
+  /** The holder's redelivery of failed webhooks (redelivery.ts); not a setting of the client itself. */
+  redelivery?: RedeliverySettings
   /** Bound on every call (default 10000). */
   timeoutMs?: number
   /** Minimum gap between the starts of two mutating calls on one repo (default 1000). */
@@ -494,6 +509,51 @@ export class GitHubForge implements Forge {
   }
 
   /**
+   * The hook's recent deliveries (newest first), at most `maxPages` pages
+   * of pageSize: GET /app/hook/deliveries (the App's JWT: auth-app signs
+   * /app/hook routes itself), /repos/{o}/{r}/hooks/{id}/deliveries or
+   * /orgs/{org}/hooks/{id}/deliveries; cursor-paginated (Link rel="next").
+   */
+  async listHookDeliveries(hook: HookRef, maxPages: number): Promise<HookDelivery[]> {
+    const path = hookPath(hook)
+    return this.call(`listHookDeliveries ${path}`, async (request) => {
+      const out: HookDelivery[] = []
+      let cursor: string | null = null
+      for (let page = 0; page < maxPages; page++) {
+        const res: { data: unknown; headers: { link?: string } } = await this.octokit.request(`GET ${path}/deliveries`, { per_page: this.settings.pageSize, ...(cursor === null ? {} : { cursor }), request })
+        const items = Array.isArray(res.data) ? (res.data as Array<Record<string, unknown>>) : []
+        for (const d of items) {
+          if (typeof d.id !== 'number' || typeof d.guid !== 'string') continue
+          const at = typeof d.delivered_at === 'string' ? Date.parse(d.delivered_at) : NaN
+          out.push({
+            id: d.id,
+            guid: d.guid,
+            statusCode: typeof d.status_code === 'number' ? d.status_code : 0,
+            redelivery: d.redelivery === true,
+            deliveredAt: Number.isFinite(at) ? at : 0,
+            event: typeof d.event === 'string' ? d.event : '',
+            action: typeof d.action === 'string' ? d.action : null
+          })
+        }
+        const next: string | undefined = /<([^>]+)>;\s*rel="next"/.exec(String(res.headers.link ?? ''))?.[1]
+        cursor = next === undefined ? null : new URL(next).searchParams.get('cursor')
+        if (items.length === 0 || cursor === null) break
+      }
+      return out
+    })
+  }
+
+  /** POST .../deliveries/{id}/attempts: GitHub sends that delivery again (same guid, `redelivery: true`). A mutation: fenced, spaced per hook. */
+  async redeliver(hook: HookRef, id: number, ctx: MutationContext): Promise<void> {
+    if (!Number.isSafeInteger(id) || id <= 0) throw new ForgeError('invalid', `not a delivery id: ${String(id)}`)
+    const path = hookPath(hook)
+    const headers = mutationHeaders(ctx)
+    await this.mutation(path, `redeliver ${path} ${id}`, ctx, async (request) => {
+      await this.octokit.request(`POST ${path}/deliveries/{delivery_id}/attempts`, { delivery_id: id, headers, request: { ...request, retries: 0 } })
+    })
+  }
+
+  /**
    * A mutating call: after its turn in the repo's spacing, one call() whose
    * every request passes the fence on its way to fetch. A call the fence
    * stopped before it sent anything frees the spacing at once (GitHub saw
@@ -734,6 +794,18 @@ function checkNumber(number: number): void {
 
 function checkSha(sha: string): void {
   if (typeof sha !== 'string' || !SHA.test(sha)) throw new ForgeError('invalid', `not a commit SHA (40 or 64 lower-case hex): ${JSON.stringify(sha)}`)
+}
+
+/** The REST path of a hook (without /deliveries). */
+function hookPath(hook: HookRef): string {
+  if (hook.kind === 'app') return '/app/hook'
+  if (!Number.isSafeInteger(hook.id) || hook.id <= 0) throw new ForgeError('invalid', `not a hook id: ${String(hook.id)}`)
+  if (hook.kind === 'repo') {
+    const { owner, name } = splitRepo(hook.repo)
+    return `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}/hooks/${hook.id}`
+  }
+  if (typeof hook.org !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9-]{0,38}$/.test(hook.org)) throw new ForgeError('invalid', `not an organization: ${JSON.stringify(hook.org)}`)
+  return `/orgs/${hook.org}/hooks/${hook.id}`
 }
 
 /** The epoch header of a mutation; a context without an epoch or a fence is refused before any I/O. */

@@ -1,0 +1,106 @@
+/**
+ * Redelivery of failed webhooks (redelivery.ts): a delivery that reached
+ * no device (the fake forge's hooks off: every attempt "failed to
+ * connect") is redelivered and applied within one redelivery period once
+ * the holder is told about the hooks, with the reconcile an hour away; a
+ * delivery already applied (its answer lost: status 0) and one our intake
+ * refused (401) are never asked for; no guid is asked twice; each request
+ * is a fenced mutation carrying the holder's epoch. Plus the pure rule.
+ */
+import test from 'brittle'
+import tmp from 'test-tmp'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
+import { candidates } from '../lib/queue/redelivery.js'
+import type { HookRef } from '../lib/queue/forge/forge.js'
+import { queueGroup, LABEL, REPO, TENANT } from './helpers/queue-group.js'
+import { waitFor } from './helpers/cluster.js'
+import { sha } from './forge-helpers.js'
+
+const PERIOD_MS = 2_000
+
+test('candidates: failed and never redelivered, no 2xx, not refused by the intake, young enough', (t) => {
+  const d = (guid: string, statusCode: number, redelivery = false, deliveredAt = 1_000, id = Math.floor(Math.random() * 1e9) + 1) => ({ id, guid, statusCode, redelivery, deliveredAt, event: 'pull_request', action: 'labeled' })
+  const picked = candidates(
+    [d('down', 0), d('busy', 503), d('ok', 202), d('retried', 0), d('retried', 0, true), d('bad-sig', 401), d('late', 0, false, 1_000, 7), d('late', 202, true), d('old', 0, false, -1e9), d('limited', 429)],
+    2_000,
+    3_600_000
+  ).map((c) => c.guid)
+  t.alike(picked.sort(), ['busy', 'down', 'limited'], 'down (0), 503 and 429 are asked for; 2xx, already redelivered, 401 and too old are not')
+})
+
+test('a delivery no device got is redelivered and applied within one period; an applied one and a refused one are never asked for', { timeout: 90_000 }, async (t) => {
+  const hooks: Record<string, HookRef[]> = {}
+  const g = await queueGroup(t, { size: 2, worker: { reconcileMs: 3_600_000, redelivery: { hooks, periodMs: PERIOD_MS } } })
+  const h = await g.holder()
+
+  // Applied normally, then its answer "lost" (GitHub saw no 2xx): must never be redelivered.
+  const applied = g.fake.createPull(REPO, { headSha: sha('applied'), labels: [LABEL] })
+  await waitFor(async () => (await g.queue()).some((e) => e.prNumber === applied.number), 15_000, 'the applied PR queued')
+  await g.fake.settled()
+  const deliveriesOf = (pr: number) => g.fake.deliveries().filter((d) => d.event === 'pull_request' && (JSON.parse(d.body) as { number?: number }).number === pr)
+  const appliedGuids = [...new Set(deliveriesOf(applied.number).map((d) => d.id))]
+  for (const guid of appliedGuids) g.fake.setDeliveryStatus(guid, null)
+
+  // Every device down when GitHub sent it.
+  g.fake.hooksEnabled = false
+  const missed = g.fake.createPull(REPO, { headSha: sha('missed'), labels: [LABEL] })
+  const refused = g.fake.createPull(REPO, { headSha: sha('refused'), labels: [LABEL] })
+  const missedGuids = [...new Set(deliveriesOf(missed.number).map((d) => d.id))]
+  const refusedGuids = [...new Set(deliveriesOf(refused.number).map((d) => d.id))]
+  for (const guid of refusedGuids) g.fake.setDeliveryStatus(guid, 401) // our intake refused it (a bad signature)
+  t.ok(missedGuids.length > 0 && refusedGuids.length > 0, `deliveries recorded as failed (${missedGuids.length} missed, ${refusedGuids.length} refused)`)
+  t.absent((await g.queue()).some((e) => e.prNumber === missed.number), 'the missed PR is not queued')
+
+  // The devices are back; the holder is told about every device's hook (a repository hook each).
+  g.fake.hooksEnabled = true
+  const back = performance.now()
+  hooks[TENANT] = g.hooks.map((id) => ({ kind: 'repo', repo: REPO, id }))
+  await waitFor(async () => (await g.queue(h)).some((e) => e.prNumber === missed.number), PERIOD_MS + 8_000, 'the missed PR queued by a redelivery')
+  const ms = Math.round(performance.now() - back)
+  t.ok(ms < PERIOD_MS + 5_000, `applied ${ms} ms after the holder learnt the hooks (period ${PERIOD_MS} ms; the reconcile is an hour away)`)
+
+  // Two more periods: nothing asked twice, nothing applied or refused asked at all.
+  await new Promise((resolve) => setTimeout(resolve, 2 * PERIOD_MS + 500))
+  await g.fake.settled()
+  const redeliveries = g.fake.deliveries().filter((d) => d.redelivery)
+  const count = (guid: string) => redeliveries.filter((d) => d.id === guid).length
+  t.ok(missedGuids.every((guid) => count(guid) === 1), `each missed delivery redelivered exactly once (${missedGuids.map(count).join(', ')})`)
+  t.ok(appliedGuids.every((guid) => count(guid) === 0), 'an applied delivery is never redelivered')
+  t.ok(refusedGuids.every((guid) => count(guid) === 0), 'a delivery the intake refused is never redelivered')
+  t.absent((await g.queue()).some((e) => e.prNumber === refused.number), 'so the refused one stays out')
+  const asks = g.fake.mutations().filter((m) => /\/hooks\/[0-9]+\/deliveries\/[0-9]+\/attempts$/.test(m.path))
+  const epochs = new Set(asks.map((m) => m.epoch))
+  t.is(asks.length, redeliveries.length, `every redelivery was asked by a mutation (${asks.length})`)
+  t.ok(asks.length > 0 && !epochs.has(null), `each carried its holder's epoch (${[...epochs].join(', ')})`)
+  t.alike(g.fake.staleMutations(), [], 'none from a stale holder (the fence)')
+  t.ok(g.lines.some((l) => l.msg === 'asked for a redelivery'), 'logged')
+})
+
+test('config: redelivery {periodS, maxPages, maxPerRun, hooks per tenant}', async (t) => {
+  const dir = await tmp(t)
+  const file = join(dir, 'forge.json')
+  const load = (redelivery: unknown): unknown => {
+    writeFileSync(file, JSON.stringify({ token: 'ghp_x', redelivery }), { mode: 0o600 })
+    return loadForgeConfig(file, {}).redelivery
+  }
+  t.alike(load({ periodS: 30, maxPages: 2, hooks: { acme: [{ app: true }, { repo: 'Acme/App', id: 5 }, { org: 'acme', id: 6 }] } }), {
+    hooks: { acme: [{ kind: 'app' }, { kind: 'repo', repo: 'acme/app', id: 5 }, { kind: 'org', org: 'acme', id: 6 }] },
+    periodMs: 30_000,
+    maxPages: 2
+  })
+  for (const [bad, label] of [
+    [{ hooks: { acme: [{ repo: 'acme/app' }] } }, 'a repo hook without an id'],
+    [{ hooks: { acme: [] } }, 'no hooks'],
+    [{ periodS: 0, hooks: { acme: [{ app: true }] } }, 'period 0'],
+    [{ hooks: { acme: [{ app: true }] }, every: 1 }, 'an unknown key']
+  ] as const) {
+    try {
+      load(bad)
+      t.fail(`${label}: accepted`)
+    } catch (err) {
+      t.ok(/redelivery/.test((err as Error).message), `${label}: ${(err as Error).message}`)
+    }
+  }
+})
