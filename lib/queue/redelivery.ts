@@ -80,12 +80,13 @@ export class Redeliverer {
   private readonly maxPages: number
   private readonly maxPerRun: number
   private readonly maxAgeMs: number
-  private running: Promise<RedeliveryRun> | null = null
+  /** The run in flight and the tenure's context it runs under. */
+  private running: { ctx: MutationContext; done: Promise<RedeliveryRun> } | null = null
 
   constructor(
     private readonly settings: RedeliverySettings,
     private readonly forges: TenantForges,
-    private readonly reads: QueueReads,
+    private readonly reads: Pick<QueueReads, 'repos' | 'applied'>,
     private readonly logger: Logger,
     private readonly wall: () => number = Date.now
   ) {
@@ -95,17 +96,27 @@ export class Redeliverer {
     this.maxAgeMs = settings.maxAgeMs ?? 3 * 24 * 3600_000
   }
 
-  /** One run (one at a time: a run asked for meanwhile joins it). `ctx` is the tenure's fence (holding). */
+  /**
+   * One run, one at a time. `ctx` is the tenure's fence (holding), one
+   * object per tenure: a run asked for while one of the same tenure runs
+   * joins it; one of a new tenure starts once the old one ended (that
+   * one's fence is closed: joined, the new holder's run at election would
+   * have been a run that stops at once, and its missed deliveries would
+   * have waited a whole period).
+   */
   run(ctx: MutationContext): Promise<RedeliveryRun> {
-    this.running ??= this.once(ctx).finally(() => {
-      this.running = null
+    if (this.running !== null && this.running.ctx === ctx) return this.running.done
+    const before = this.running?.done.catch(() => null) ?? null
+    const done: Promise<RedeliveryRun> = (before === null ? this.once(ctx) : before.then(() => this.once(ctx))).finally(() => {
+      if (this.running?.done === done) this.running = null
     })
-    return this.running
+    this.running = { ctx, done }
+    return done
   }
 
   /** The run in flight has ended (drain). */
   async idle(): Promise<void> {
-    if (this.running) await this.running.catch(() => {})
+    while (this.running !== null) await this.running.done.catch(() => {})
   }
 
   private async once(ctx: MutationContext): Promise<RedeliveryRun> {

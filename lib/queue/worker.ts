@@ -42,7 +42,7 @@
 import { EventEmitter } from 'node:events'
 import type { Logger } from '../util/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
-import { isForgeError, type Forge } from './forge/forge.js'
+import { isForgeError, type Forge, type MutationContext } from './forge/forge.js'
 import { asTenantForges, type TenantForges } from './forge/tenant-forges.js'
 import { FencedWriter } from './fenced-writer.js'
 import { PrLock } from './pr-lock.js'
@@ -272,10 +272,12 @@ export class HolderWorker extends EventEmitter {
     this.reconcileTimer.unref()
     if (this.redeliverer !== null) {
       const redeliverer = this.redeliverer
+      // One context for the tenure (redelivery.ts joins a run of the same one); its fence as every mutation's.
+      const ctx: MutationContext = { epoch: t.epoch, fence: () => this.tenure === t && t.holding() }
       const run = (): void => {
         if (this.tenure !== t || !t.holding()) return
         redeliverer
-          .run({ epoch: t.epoch, fence: () => this.tenure === t && t.holding() })
+          .run(ctx)
           .then((r) => this.emit('redelivery', r))
           .catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'redelivery run failed; trying again next period'))
       }
