@@ -96,7 +96,7 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   const reading = await t.call(tenant, (f) => f.getGate(repo, entry.prSha))
   const afterGate = await stillOpen(t, config)
   if (afterGate !== null) return afterGate
-  const facts = gateFacts(reading)
+  const facts = gateFacts(reading, await t.ownCheck(tenant, repo))
   const gate = gateOf(facts, config.requiredChecks)
   if (gate !== entry.gateResult) {
     // What the forge says now, for the view (a check webhook may have been missed).
@@ -410,7 +410,7 @@ async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntr
   const reading = await t.call(config.tenant, (f) => f.getGate(repo, entry.prSha))
   const afterGate = await stillOpen(t, config)
   if (afterGate !== null) return afterGate
-  const facts = gateFacts(reading)
+  const facts = gateFacts(reading, await t.ownCheck(tenant, repo))
   const gate = gateOf(facts, config.requiredChecks)
   if (gate !== entry.gateResult) await t.append(syncOp(config, entry.prNumber, pull, entry.prSha, facts))
   const order = await line(t, config, entry)
@@ -604,7 +604,7 @@ function repoNote(config: RepoConfig, wait: 'merge-queue' | null, detail: string
 /** The queue's status on the PR, when statuses are on (never awaited: it never delays the evaluation). */
 function show(t: Tenure, config: RepoConfig, entry: QueueEntry, state: QueueStatusState): void {
   if (!t.settings.statuses || t.settings.dryRun) return
-  t.statuses.show(config.tenant, config.repo, entry.prSha, state, t.fence(config.tenant, config.repo))
+  t.statuses.show(config.tenant, config.repo, entry.prSha, state, t.fence(config.tenant, config.repo), () => t.showWith(config.tenant, config.repo))
 }
 
 /** The counted checks not finished yet, by name (for the status). */

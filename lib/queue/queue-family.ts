@@ -55,6 +55,7 @@ export const queueFamily: OpFamily = {
     'reconcile-result': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-note': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-command': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
+    'queue-check-app': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-control': (op, c) => applyQueueControl(c.tx, op, c.id, c.count, c.version),
     'queue-priority': (op, c) => applyQueuePriority(c.tx, op, c.id, c.count),
     'queue-freeze': (op, c) => applyQueueFreeze(c.tx, op, c.id, c.count, c.version),

@@ -55,6 +55,8 @@ export interface RepoState {
    * version 4 judges against each op's own ts and keeps this as information.
    */
   maxTs: number
+  /** Apply version 7: the GitHub App whose check run shows the queue on this repo's PRs (queue-check-app); absent: none recorded. */
+  checkApp?: number
 }
 
 export interface EventEntry {

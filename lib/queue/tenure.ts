@@ -32,7 +32,10 @@ import type { FencedWriter } from './fenced-writer.js'
 import type { FencedOutcome } from './queue-layout.js'
 import type { QueueReads } from './queue-reads.js'
 import type { BranchRulesCache } from './branch-rules.js'
-import type { QueueStatusWriter } from './queue-status.js'
+import type { QueueStatusWriter, ShowWith } from './queue-status.js'
+
+/** The apply version from which an App credential shows the queue as a check run (queue-check-app). */
+const CHECK_RUN_VERSION = 7
 
 export interface WorkerMetrics {
   merged(repo: string): void
@@ -96,6 +99,8 @@ export class Tenure {
   readonly rules: BranchRulesCache
   readonly statuses: QueueStatusWriter
   private readonly forges: TenantForges
+  /** Per tenant/repo: how the queue shows itself on its PRs in this tenure (showWith). */
+  private readonly showing = new Map<string, Promise<ShowWith | null>>()
   private readonly currentEpoch: () => number | null
   private readonly repoOpen: (tenant: string, repo: string) => boolean
 
@@ -187,6 +192,55 @@ export class Tenure {
     } finally {
       this.metrics.inflight(-1)
     }
+  }
+
+  /**
+   * How the queue shows itself on `tenant`/`repo`'s PRs in this tenure
+   * (queue-status.ts): a check run when the group runs apply version 7 and
+   * the tenant's credential is a GitHub App, whose id is then recorded in
+   * the view first (queue-check-app, confirmed: the gate must know the
+   * check run is the queue's own before it exists); else a commit status.
+   * null while that cannot be known (the App not read, the op not
+   * confirmed): nothing is shown then. Asked off the evaluation's path
+   * (the writer's turn), once per repo per tenure.
+   */
+  showWith(tenant: string, repo: string): Promise<ShowWith | null> {
+    const key = `${tenant}/${repo}`
+    const known = this.showing.get(key)
+    if (known !== undefined) return known
+    const resolved = this.resolveShowWith(tenant, repo).then(
+      (how) => {
+        if (how === null) this.showing.delete(key)
+        return how
+      },
+      (err: unknown) => {
+        this.showing.delete(key)
+        this.logger.warn({ tenant, repo, kind: isForgeError(err) ? err.kind : 'internal', err: (err as Error).message }, 'queue status: the credential not read; shown at the next change')
+        return null
+      }
+    )
+    this.showing.set(key, resolved)
+    return resolved
+  }
+
+  private async resolveShowWith(tenant: string, repo: string): Promise<ShowWith | null> {
+    if ((await this.log.groupApplyVersion('tip')) < CHECK_RUN_VERSION) return { kind: 'status' }
+    const forge = this.forges.forTenant(tenant)
+    if (forge === null) return null
+    const app = (await forge.app?.()) ?? null
+    if (app === null) return { kind: 'status' }
+    if ((await this.reads.state(tenant, repo, 'tip')).checkApp !== app.id) {
+      if (!this.holding()) return null
+      const recorded = await this.confirm({ type: 'queue-check-app', tenant, repo, app: app.id })
+      if (!recorded.ok) return null
+    }
+    return { kind: 'check-run', app: app.id }
+  }
+
+  /** The queue's own check run as the view records it (apply version 7), for every gate this tenure reads (gate.ts gateFacts). */
+  async ownCheck(tenant: string, repo: string): Promise<{ tenant: string; app: number } | null> {
+    const app = (await this.reads.state(tenant, repo, 'tip')).checkApp
+    return app === undefined ? null : { tenant, app }
   }
 
   /** Append a fenced op of this tenure without waiting. */

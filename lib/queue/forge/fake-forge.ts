@@ -65,6 +65,23 @@
  *   the base it landed on, and whether its checks had all passed.
  * - `POST /statuses/{sha}` creates a commit status (and its webhook), as
  *   the queue's own status on the PR.
+ * - Check runs of a GitHub App (`registerApp`), as the queue writes its own
+ *   with an App credential: `POST /check-runs` and `PATCH
+ *   /check-runs/{id}` with an installation token (a personal token is
+ *   answered 403, as GitHub: only Apps write check runs; an App updates
+ *   only its own), each App with its own check suite per head; they are
+ *   listed with the CI's runs (`check_name`, `app_id` and `filter` as
+ *   GitHub reads them) and send `check_run` created / completed webhooks,
+ *   and `check_suite` completed once every run of that App's suite on the
+ *   head completed. `GET /app` with the App's JWT answers the App.
+ *   `checkRuns(repo, sha)` lists them.
+ * - Hook deliveries as GitHub's API lists them (`/app/hook/deliveries`,
+ *   the App's hooks; `/repos/{o}/{r}/hooks/{id}/deliveries`,
+ *   `/orgs/{org}/hooks/{id}/deliveries`), and `POST .../attempts`
+ *   redelivers one (a new attempt id, the same guid, `redelivery: true`).
+ * - Tokens scoped to owners or repos (`requireToken(token, scope)`, an
+ *   App's `scope`): a token used elsewhere is answered 403, and every
+ *   request records which credential it carried (`credentialId`, a hash).
  * - Comments on PRs by any user (`commentBy`) send `issue_comment`
  *   (`created`) webhooks; `replayComment` sends the same comment's webhook
  *   again under a new delivery id. Collaborator permissions per user
@@ -297,6 +314,13 @@ interface CheckRunState {
   completedAt: number | null
 }
 
+/** A check run an App created through the REST API (the queue's own, with an App credential). */
+interface AppRunState extends CheckRunState {
+  app: AppState
+  title: string | null
+  summary: string | null
+}
+
 interface StatusState {
   id: number
   context: string
@@ -342,6 +366,10 @@ interface RepoState {
   nextNumber: number
   pulls: Map<number, PullState>
   checks: Map<string, Map<string, CheckRunState>>
+  /** Per SHA, the check runs Apps created (every one kept: GitHub lists the latest of a name). */
+  appRuns: Map<string, AppRunState[]>
+  /** Per `<app id>:<sha>`, that App's check suite on the head. */
+  appSuiteIds: Map<string, number>
   statuses: Map<string, Map<string, StatusState>>
   comments: Map<number, CommentState[]>
   knownShas: Set<string>
@@ -430,7 +458,7 @@ export class FakeForge extends ReadyResource {
   private readonly apps = new Map<string, AppState>()
   /** Required tokens and where each is valid (null: everywhere). */
   private readonly tokens = new Map<string, { owners: Set<string>; repos: Set<string> } | null>()
-  private readonly issued = new Map<string, { expiresAt: number; login: string; scope: { owners: Set<string>; repos: Set<string> } | null }>()
+  private readonly issued = new Map<string, { expiresAt: number; login: string; scope: { owners: Set<string>; repos: Set<string> } | null; app: AppState }>()
   private tokenRequired = false
   private readonly holds = new Set<HoldState>()
   private readonly fails: FailState[] = []
@@ -1146,7 +1174,7 @@ export class FakeForge extends ReadyResource {
       if (s.length === 4 && s[3] === 'access_tokens' && method === 'POST') {
         const token = `ghs_${randomBytes(18).toString('hex')}`
         const expiresAt = this.now() + 3600_000
-        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]`, scope: app.scope })
+        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]`, scope: app.scope, app })
         return {
           status: 201,
           body: {
@@ -1159,7 +1187,15 @@ export class FakeForge extends ReadyResource {
       }
       return notFound()
     }
-    if (s[0] === 'app' && s[1] === 'hook' && s[2] === 'deliveries') return this.hookDeliveries([...this.hooks.values()].filter((h) => h.installationId !== undefined), s.slice(3), method, query, base, path)
+    if (s[0] === 'app' && s.length === 1 && method === 'GET') {
+      const app = this.appOf(/^bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? null)!
+      return { status: 200, body: this.registeredAppJson(app) }
+    }
+    if (s[0] === 'app' && s[1] === 'hook' && s[2] === 'deliveries') {
+      // The App's own webhook: here, the hooks registered with its installation.
+      const app = this.appOf(/^bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? null)!
+      return this.hookDeliveries([...this.hooks.values()].filter((h) => h.installationId === app.installationId), s.slice(3), method, query, base, path)
+    }
     if (s[0] === 'orgs' && s[2] === 'hooks' && s[4] === 'deliveries') {
       const hook = this.hooks.get(Number(s[3]))
       return hook === undefined ? notFound() : this.hookDeliveries([hook], s.slice(5), method, query, base, path)
@@ -1193,6 +1229,11 @@ export class FakeForge extends ReadyResource {
     }
     if (rest[0] === 'rules' && rest[1] === 'branches' && rest.length === 3 && method === 'GET') return this.branchRules(r, rest[2]!, query, base, path)
     if (rest[0] === 'branches' && rest.length === 3 && rest[2] === 'protection' && method === 'GET') return this.classicProtection(r, rest[1]!)
+    if (rest[0] === 'check-runs' && ((rest.length === 1 && method === 'POST') || (rest.length === 2 && method === 'PATCH'))) {
+      const issued = this.issued.get(/^(?:token|bearer)\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '')
+      if (issued === undefined) return { status: 403, body: { message: 'You must authenticate via a GitHub App.', documentation_url: DOCS } }
+      return rest.length === 1 ? this.createAppRun(r, issued.app, parseJson(raw)) : this.updateAppRun(r, issued.app, rest[1]!, parseJson(raw))
+    }
     if (rest[0] === 'statuses' && rest.length === 2 && method === 'POST') {
       const sha = rest[1]!
       if (!/^[0-9a-f]{40}$/.test(sha) || !r.knownShas.has(sha)) return { status: 422, body: { message: 'No commit found for SHA: ' + sha, documentation_url: DOCS } }
@@ -1374,9 +1415,65 @@ export class FakeForge extends ReadyResource {
   }
 
   private listCheckRuns(r: RepoState, sha: string, query: URLSearchParams, base: string, path: string): Reply {
-    const runs = [...(r.checks.get(sha)?.values() ?? [])]
-    const reply = this.page(runs, query, base, path, (items) => items.map((run) => this.checkRunJson(r, sha, run)))
+    const name = query.get('check_name')
+    const appId = query.get('app_id')
+    const latest = (query.get('filter') ?? 'latest') === 'latest'
+    // The CI's runs (the fake-ci App, latest per name already) and the runs Apps created (the latest per App and name unless filter=all).
+    const ci = [...(r.checks.get(sha)?.values() ?? [])].map((run) => ({ run, app: null as AppState | null }))
+    const own = (r.appRuns.get(sha) ?? []).filter((run, i, all) => !latest || !all.slice(i + 1).some((x) => x.app === run.app && x.name === run.name)).map((run) => ({ run, app: run.app }))
+    const runs = [...ci, ...own].filter(
+      ({ run, app }) => (name === null || run.name === name) && (appId === null || String(app === null ? this.stableId('app:fake-ci') : (Number(app.appId) || app.id)) === appId)
+    )
+    const reply = this.page(runs, query, base, path, (items) => items.map(({ run, app }) => (app === null ? this.checkRunJson(r, sha, run) : this.appRunJson(r, sha, run as AppRunState))))
     return { ...reply, body: { total_count: runs.length, check_runs: reply.body } }
+  }
+
+  /** POST /check-runs by App `app`: a new check run on `head_sha` (its `created` webhook, and `completed` when created completed). */
+  private createAppRun(r: RepoState, app: AppState, body: unknown): Reply {
+    const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>
+    if (typeof b.name !== 'string' || b.name === '') return invalid('name', 'missing_field')
+    const sha = b.head_sha
+    if (typeof sha !== 'string' || !/^[0-9a-f]{40}$/.test(sha) || !r.knownShas.has(sha)) return { status: 422, body: { message: `No commit found for SHA: ${String(sha)}`, documentation_url: DOCS } }
+    const t = this.now()
+    const run: AppRunState = { id: this.newId(), name: b.name, status: 'queued', conclusion: null, startedAt: t, completedAt: null, app, title: null, summary: null }
+    const refused = applyRunFields(run, b, t)
+    if (refused !== null) return refused
+    const runs = r.appRuns.get(sha) ?? []
+    runs.push(run)
+    r.appRuns.set(sha, runs)
+    this.emitHook(r, 'check_run', { action: 'created', check_run: this.appRunJson(r, sha, { ...run, status: run.status === 'completed' ? 'queued' : run.status, conclusion: null, completedAt: null }) }, `${app.slug}[bot]`)
+    if (run.status === 'completed') this.appRunCompleted(r, sha, run)
+    return { status: 201, body: this.appRunJson(r, sha, run) }
+  }
+
+  /** PATCH /check-runs/{id} by the App that created it (GitHub: 403 for another App's run). */
+  private updateAppRun(r: RepoState, app: AppState, idText: string, body: unknown): Reply {
+    const id = /^[1-9][0-9]{0,15}$/.test(idText) ? Number(idText) : null
+    const found = [...r.appRuns.entries()].flatMap(([sha, runs]) => runs.map((run) => ({ sha, run }))).find((x) => x.run.id === id)
+    if (found === undefined) return notFound()
+    if (found.run.app !== app) return { status: 403, body: { message: 'Invalid app_id `' + app.appId + '` - check run can only be modified by the GitHub App that created it.', documentation_url: DOCS } }
+    const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>
+    const wasCompleted = found.run.status === 'completed'
+    const next: AppRunState = { ...found.run }
+    const refused = applyRunFields(next, b, this.now())
+    if (refused !== null) return refused
+    Object.assign(found.run, next)
+    if (found.run.status === 'completed' && !wasCompleted) this.appRunCompleted(r, found.sha, found.run)
+    return { status: 200, body: this.appRunJson(r, found.sha, found.run) }
+  }
+
+  /** The webhooks of an App's run that completed: `check_run` completed, and its suite's `check_suite` completed once none of the App's runs on the head is running. */
+  private appRunCompleted(r: RepoState, sha: string, run: AppRunState): void {
+    const sender = `${run.app.slug}[bot]`
+    this.emitHook(r, 'check_run', { action: 'completed', check_run: this.appRunJson(r, sha, run) }, sender)
+    const mine = (r.appRuns.get(sha) ?? []).filter((x) => x.app === run.app)
+    if (mine.every((x) => x.status === 'completed')) this.emitHook(r, 'check_suite', { action: 'completed', check_suite: this.appSuiteJson(r, sha, run.app, true) }, sender)
+  }
+
+  /** The runs Apps created on `sha` (oldest first): what the queue wrote with an App credential. */
+  checkRuns(repo: string, sha: string): Array<{ id: number; name: string; app: number; status: string; conclusion: string | null; title: string | null; summary: string | null }> {
+    const r = this.repoState(repo)
+    return (r.appRuns.get(sha) ?? []).map((x) => ({ id: x.id, name: x.name, app: Number(x.app.appId) || x.app.id, status: x.status, conclusion: x.conclusion, title: x.title, summary: x.summary }))
   }
 
   private combinedStatus(r: RepoState, sha: string, query: URLSearchParams, base: string, path: string): Reply {
@@ -1671,6 +1768,8 @@ export class FakeForge extends ReadyResource {
         nextNumber: 1,
         pulls: new Map(),
         checks: new Map(),
+        appRuns: new Map(),
+        appSuiteIds: new Map(),
         statuses: new Map(),
         comments: new Map(),
         knownShas: new Set([baseSha]),
@@ -2033,6 +2132,75 @@ export class FakeForge extends ReadyResource {
     }
   }
 
+  /** An App's own check run, as GitHub lists it and as its webhooks carry it. */
+  private appRunJson(r: RepoState, sha: string, run: AppRunState): Record<string, unknown> {
+    const a = `${this.api()}/repos/${r.fullName}/check-runs/${run.id}`
+    return {
+      id: run.id,
+      node_id: nodeId('CheckRun', run.id),
+      head_sha: sha,
+      external_id: '',
+      url: a,
+      html_url: `${this.api()}/${r.fullName}/runs/${run.id}`,
+      details_url: `${this.api()}/${r.fullName}/runs/${run.id}`,
+      status: run.status,
+      conclusion: run.conclusion,
+      started_at: iso(run.startedAt),
+      completed_at: run.completedAt === null ? null : iso(run.completedAt),
+      output: { title: run.title, summary: run.summary, text: null, annotations_count: 0, annotations_url: `${a}/annotations` },
+      name: run.name,
+      check_suite: this.appSuiteJson(r, sha, run.app, false),
+      app: this.registeredAppJson(run.app),
+      pull_requests: this.prRefsOf(r, sha)
+    }
+  }
+
+  /** An App's check suite on a head (one per App and head, as GitHub makes them). */
+  private appSuiteJson(r: RepoState, sha: string, app: AppState, forEvent: boolean): Record<string, unknown> {
+    const key = `${app.appId}:${sha}`
+    const id = r.appSuiteIds.get(key) ?? this.newId()
+    r.appSuiteIds.set(key, id)
+    const runs = (r.appRuns.get(sha) ?? []).filter((x) => x.app === app)
+    const done = runs.length > 0 && runs.every((x) => x.status === 'completed')
+    const suite: Record<string, unknown> = {
+      id,
+      node_id: nodeId('CheckSuite', id),
+      head_branch: this.headBranchOf(r, sha),
+      head_sha: sha,
+      status: done ? 'completed' : 'in_progress',
+      conclusion: done ? suiteConclusion(runs) : null,
+      url: `${this.api()}/repos/${r.fullName}/check-suites/${id}`,
+      before: r.baseSha,
+      after: sha,
+      pull_requests: this.prRefsOf(r, sha),
+      app: this.registeredAppJson(app),
+      created_at: iso(runs.length === 0 ? this.now() : Math.min(...runs.map((x) => x.startedAt))),
+      updated_at: iso(runs.length === 0 ? this.now() : Math.max(...runs.map((x) => x.completedAt ?? x.startedAt)))
+    }
+    if (!forEvent) return suite
+    return { ...suite, latest_check_runs_count: runs.length, check_runs_url: `${this.api()}/repos/${r.fullName}/check-suites/${id}/check-runs` }
+  }
+
+  /** A registered App (registerApp) as GitHub describes it: its numeric App ID is its `id`. */
+  private registeredAppJson(app: AppState): Record<string, unknown> {
+    const id = Number(app.appId) || app.id
+    const t = iso(0)
+    return {
+      id,
+      slug: app.slug,
+      node_id: nodeId('App', id),
+      owner: this.userJson(`${app.slug}-owner`),
+      name: app.slug,
+      description: 'A GitHub App registered with the fake forge',
+      external_url: `http://fake.invalid/${app.slug}`,
+      html_url: `${this.api()}/apps/${app.slug}`,
+      created_at: t,
+      updated_at: t,
+      permissions: { checks: 'write', contents: 'write', issues: 'write', metadata: 'read', pull_requests: 'write', statuses: 'write' },
+      events: ['check_run', 'check_suite', 'issue_comment', 'pull_request', 'status']
+    }
+  }
+
   private commitJson(r: RepoState, sha: string): Record<string, unknown> {
     const a = `${this.api()}/repos/${r.fullName}`
     const who = { name: ACTOR, email: `${ACTOR}@users.noreply.fake.invalid`, date: iso(this.now()) }
@@ -2261,6 +2429,26 @@ function checkSha(sha: string): void {
 function findLabel(pr: PullState, name: string): string | undefined {
   const lower = name.toLowerCase()
   return pr.labels.find((l) => l.toLowerCase() === lower)
+}
+
+const RUN_CONCLUSIONS = new Set(['success', 'failure', 'neutral', 'cancelled', 'skipped', 'timed_out', 'action_required'])
+
+/** Applies a check run create/update body's status, conclusion and output to `run`; an answer when GitHub would refuse it. */
+function applyRunFields(run: AppRunState, b: Record<string, unknown>, now: number): Reply | null {
+  if (b.status !== undefined && b.status !== 'queued' && b.status !== 'in_progress' && b.status !== 'completed') return invalid('status', 'invalid')
+  if (b.conclusion !== undefined && b.conclusion !== null && !(typeof b.conclusion === 'string' && RUN_CONCLUSIONS.has(b.conclusion))) return invalid('conclusion', 'invalid')
+  const status = (b.status as AppRunState['status'] | undefined) ?? (typeof b.conclusion === 'string' ? 'completed' : run.status)
+  // GitHub: a conclusion is required with status completed (and sets it).
+  if (status === 'completed' && typeof b.conclusion !== 'string') return { status: 422, body: { message: 'Invalid request.\n\nconclusion is required when status is completed.', documentation_url: DOCS } }
+  run.status = status
+  run.conclusion = status === 'completed' ? (b.conclusion as string) : null
+  run.completedAt = status === 'completed' ? now : null
+  if (typeof b.output === 'object' && b.output !== null) {
+    const o = b.output as { title?: unknown; summary?: unknown }
+    if (typeof o.title === 'string') run.title = o.title
+    if (typeof o.summary === 'string') run.summary = o.summary
+  }
+  return null
 }
 
 function suiteConclusion(runs: CheckRunState[]): string {

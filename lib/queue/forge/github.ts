@@ -89,7 +89,10 @@ import {
   splitRepo,
   type BranchRules,
   type CheckReading,
+  type CheckRunRef,
+  type CheckRunWrite,
   type CommitStatusWrite,
+  type ForgeApp,
   type Forge,
   type UpdateBranchOptions,
   type UpdateBranchOutcome,
@@ -219,6 +222,8 @@ export class GitHubForge implements Forge {
   private readonly statusSpacer: RepoSpacer
   private readonly etags = new EtagCache()
   private rate: RateLimitReading | null = null
+  /** The App this credential is (app()), read once. */
+  private appRead: Promise<ForgeApp | null> | null = null
 
   constructor(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}) {
     this.settings = resolveConfig(config, deps.env ?? process.env)
@@ -462,6 +467,72 @@ export class GitHubForge implements Forge {
       ctx,
       async (request) => {
         await this.octokit.rest.repos.createCommitStatus({ owner, repo: name, sha, state: status.state, context: status.context, description, headers, request })
+      },
+      this.statusSpacer
+    )
+  }
+
+  /**
+   * The App this credential is: `GET /app` with the App's JWT (auth-app
+   * signs /app routes itself), read once and remembered (a failed read is
+   * tried again at the next call); null for a token, without I/O.
+   */
+  app(): Promise<ForgeApp | null> {
+    if (this.settings.auth.kind === 'token') return Promise.resolve(null)
+    this.appRead ??= this.call('getApp', async (request) => {
+      const { data } = await this.octokit.request('GET /app', { request })
+      const { id, slug } = (data ?? {}) as { id?: unknown; slug?: unknown }
+      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id <= 0) throw new ForgeError('invalid', 'GET /app: the answer carries no App id')
+      return { id, slug: typeof slug === 'string' ? slug : null }
+    }).catch((err: unknown) => {
+      this.appRead = null
+      throw err
+    })
+    return this.appRead
+  }
+
+  /** The latest check run of this App named `name` on `sha` (one page: filtered by name and App), or null; null for a token. */
+  async findCheckRun(repo: Repo, sha: string, name: string): Promise<CheckRunRef | null> {
+    const { owner, name: repoName } = splitRepo(repo)
+    checkSha(sha)
+    const app = await this.app()
+    if (app === null) return null
+    return this.call(`findCheckRun ${repo}@${sha.slice(0, 12)}`, async (request) => {
+      const res = await this.octokit.rest.checks.listForRef({ owner, repo: repoName, ref: sha, check_name: name, app_id: app.id, filter: 'latest', per_page: this.settings.pageSize, request })
+      const mine = res.data.check_runs.filter((r) => r.name === name && r.app?.id === app.id).sort((a, b) => b.id - a.id)[0]
+      return mine === undefined ? null : { id: mine.id, status: mine.status }
+    })
+  }
+
+  /**
+   * Creates (id null) or updates the queue's check run on `sha`. A mutation
+   * (fenced) in the statuses' lane: never delays a merge. A create is never
+   * re-sent (a lost answer would make a second check run); an update is
+   * idempotent and gets `retries`.
+   */
+  async writeCheckRun(repo: Repo, sha: string, id: number | null, run: CheckRunWrite, ctx: MutationContext): Promise<number> {
+    const { owner, name } = splitRepo(repo)
+    checkSha(sha)
+    if (id !== null && (!Number.isSafeInteger(id) || id <= 0)) throw new ForgeError('invalid', `not a check run id: ${String(id)}`)
+    if (typeof run.name !== 'string' || run.name.length === 0) throw new ForgeError('invalid', 'a check run needs a name')
+    if (!['queued', 'in_progress', 'completed'].includes(run.status)) throw new ForgeError('invalid', `not a check run status: ${String(run.status)}`)
+    if ((run.status === 'completed') !== (run.conclusion !== null)) throw new ForgeError('invalid', 'a conclusion goes with status completed, and only with it')
+    const headers = mutationHeaders(ctx)
+    const state = run.status === 'completed' ? { status: 'completed' as const, conclusion: run.conclusion! } : { status: run.status }
+    // GitHub's bounds: a title of one line, a summary of at most 65,535 characters.
+    const output = { title: clip(run.title.replace(/\s+/g, ' '), 255), summary: clip(run.summary, 65_535) }
+    const what = `${id === null ? 'createCheckRun' : 'updateCheckRun'} ${repo}@${sha.slice(0, 12)}`
+    return this.mutation(
+      repo,
+      what,
+      ctx,
+      async (request) => {
+        if (id === null) {
+          const { data } = await this.octokit.rest.checks.create({ owner, repo: name, name: run.name, head_sha: sha, ...state, output, headers, request: { ...request, retries: 0 } })
+          return data.id
+        }
+        await this.octokit.rest.checks.update({ owner, repo: name, check_run_id: id, ...state, output, headers, request })
+        return id
       },
       this.statusSpacer
     )
@@ -794,6 +865,11 @@ function checkNumber(number: number): void {
 
 function checkSha(sha: string): void {
   if (typeof sha !== 'string' || !SHA.test(sha)) throw new ForgeError('invalid', `not a commit SHA (40 or 64 lower-case hex): ${JSON.stringify(sha)}`)
+}
+
+/** `text` within `max` characters (an ellipsis marks a cut). */
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }
 
 /** The REST path of a hook (without /deliveries). */
