@@ -1,0 +1,110 @@
+/**
+ * The queue's check run (apply version 7): with a GitHub App credential the
+ * holder's worker shows the queue on each PR as a check run of that App
+ * (not a commit status), one per head SHA, written only when the state
+ * changes, fenced, in the statuses' lane; the App is recorded in the view
+ * before its first check run, and the gate ignores that check run by app
+ * and name (a bounced PR queued again at the same head merges: its own
+ * failed check run does not bounce it again). Real webhook intake, the
+ * fake forge over HTTP. Then the writer alone: a new holder finds the
+ * check run an earlier one created instead of making a second.
+ */
+import test from 'brittle'
+import { createHash, generateKeyPairSync } from 'node:crypto'
+import { queueGroup, LABEL, REPO, TENANT } from './helpers/queue-group.js'
+import { waitFor } from './helpers/cluster.js'
+import { GitHubForge } from '../lib/queue/forge/github.js'
+import { everyTenant } from '../lib/queue/forge/tenant-forges.js'
+import { QueueStatusWriter, type QueueStatusState } from '../lib/queue/queue-status.js'
+import type { CheckRunWrite, Forge, MutationContext } from '../lib/queue/forge/forge.js'
+import { createLogger } from '../lib/util/logger.js'
+
+const sha = (seed: string): string => createHash('sha1').update(`check-run-${seed}`).digest('hex')
+const APP_ID = 4242
+const NAME = `autolease/${TENANT}`
+
+test('an App credential: the queue is a check run of that App on each head, recorded first, written on change only, and never part of its own gate', { timeout: 120_000 }, async (t) => {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+  const g = await queueGroup(t, {
+    size: 1,
+    forgesFor: (_d, fake) => everyTenant(new GitHubForge({ baseUrl: fake.url, app: { appId: APP_ID, installationId: 77, privateKey: pem }, retryBaseMs: 10, timeoutMs: 5_000, mutationSpacingMs: 100 }))
+  })
+  g.fake.registerApp({ appId: APP_ID, installationId: 77, slug: 'queue-app', publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString() })
+  await g.holder()
+  const runsOf = (head: string) => g.fake.checkRuns(REPO, head).filter((r) => r.name === NAME)
+  const writes = (head: string) => g.fake.mutations().filter((m) => /\/check-runs(\/[0-9]+)?$/.test(m.path) && ((m.body as { head_sha?: string }).head_sha === head || runsOf(head).some((r) => m.path.endsWith(`/check-runs/${r.id}`))))
+
+  // PR 1: queued, waiting for a check to start, merged; its CI passes while the queue's own check run is in progress.
+  const one = g.fake.createPull(REPO, { headSha: sha('one'), labels: [LABEL] }).number
+  await waitFor(() => runsOf(sha('one')).some((r) => r.status !== 'completed' && r.title?.startsWith('waiting') === true), 20_000, 'its check run, in progress, says it waits')
+  g.fake.setCheck(REPO, sha('one'), 'ci', 'success')
+  await waitFor(() => g.fake.pull(REPO, one).merged, 20_000, 'PR 1 merged, its own in-progress check run no part of the gate')
+  await waitFor(() => runsOf(sha('one'))[0]?.conclusion === 'success', 10_000, 'its check run concluded')
+  const runs = runsOf(sha('one'))
+  t.is(runs.length, 1, 'one check run on the head')
+  t.is(runs[0]!.app, APP_ID, 'of the App the credential is')
+  t.alike([runs[0]!.status, runs[0]!.title], ['completed', 'merged'], 'completed: merged')
+  t.is(g.fake.statuses(REPO, sha('one')).filter((s) => s.context === NAME).length, 0, 'no commit status besides it')
+  const titles = writes(sha('one')).map((m) => (m.body as { output: { title: string } }).output.title)
+  t.is(new Set(titles).size, titles.length, `written only when the state changed (${titles.join(' | ')})`)
+  t.ok(writes(sha('one')).every((m) => m.epoch !== null && m.epoch > 0), 'each write carried the holder\'s epoch (a fenced mutation)')
+  t.is((await g.reads[0]!.state(TENANT, REPO, 'tip')).checkApp, APP_ID, 'the view records the App')
+  const recorded = (await g.reads[0]!.audit(TENANT, REPO, 'tip')).find((a) => a.action === 'check-app')
+  const firstWrite = g.fake.mutations().find((m) => m.path.endsWith('/check-runs'))!
+  t.ok(recorded !== undefined && recorded.ts <= firstWrite.time, 'recorded before the first check run was written')
+
+  // PR 2: its CI fails: bounced (its check run completed as a failure); the CI re-run passes and it is queued
+  // again at the same head: it merges (its own failed check run is no part of the gate), on a new check run.
+  const two = g.fake.createPull(REPO, { headSha: sha('two'), labels: [LABEL] }).number
+  g.fake.setCheck(REPO, sha('two'), 'ci', 'failure')
+  await waitFor(async () => (await g.queue()).find((e) => e.prNumber === two)?.status === 'bounced', 20_000, 'PR 2 bounced')
+  await waitFor(() => runsOf(sha('two'))[0]?.conclusion === 'failure', 10_000, 'its check run says bounced')
+  t.ok(runsOf(sha('two'))[0]!.title!.startsWith('bounced:'), `title: ${runsOf(sha('two'))[0]!.title}`)
+  await waitFor(() => !g.fake.pull(REPO, two).labels.includes(LABEL), 10_000, 'the queue label removed')
+  g.fake.setCheck(REPO, sha('two'), 'ci', 'success')
+  g.fake.label(REPO, two, LABEL)
+  await waitFor(() => g.fake.pull(REPO, two).merged, 30_000, 'PR 2 merged at the same head')
+  t.is(runsOf(sha('two')).length, 2, 'a new check run for its second time in the queue (a completed one is not reopened)')
+  t.alike(g.fake.staleMutations(), [], 'no stale mutation')
+})
+
+test('the writer: one write at a time per head, a new holder finds the check run an earlier one created, a completed one is not reopened', async (t) => {
+  const calls: string[] = []
+  let nextId = 500
+  const existing = new Map<string, { id: number; status: string }>()
+  const forge = {
+    app: async () => ({ id: APP_ID, slug: 'queue-app' }),
+    findCheckRun: async (_repo: string, head: string) => {
+      calls.push(`find ${head.slice(0, 4)}`)
+      return existing.get(head) ?? null
+    },
+    writeCheckRun: async (_repo: string, head: string, id: number | null, run: CheckRunWrite, _ctx: MutationContext) => {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      const written = id ?? nextId++
+      calls.push(`${id === null ? 'create' : `update ${id}`} ${run.status}${run.conclusion === null ? '' : `/${run.conclusion}`} ${run.title}`)
+      existing.set(head, { id: written, status: run.status })
+      return written
+    }
+  } as unknown as Forge
+  const logger = createLogger({ level: 'silent', destination: { write: () => {} } })
+  const ctx: MutationContext = { epoch: 3, fence: () => true }
+  const via = async () => ({ kind: 'check-run' as const, app: APP_ID })
+  const state = (kind: QueueStatusState['kind'], detail: string | null = null): QueueStatusState => ({ kind, detail, position: null })
+  const head = 'a'.repeat(40)
+
+  const first = new QueueStatusWriter(everyTenant(forge), logger)
+  first.show(TENANT, REPO, head, state('queued'), ctx, via)
+  first.show(TENANT, REPO, head, state('checks', 'ci'), ctx, via)
+  first.show(TENANT, REPO, head, state('checks', 'ci'), ctx, via)
+  await first.idle()
+  t.alike(calls, ['find aaaa', 'create queued queued', 'update 500 in_progress waiting for checks: ci'], 'created once then updated, in order; the same state again wrote nothing')
+
+  calls.length = 0
+  const second = new QueueStatusWriter(everyTenant(forge), logger) // a new holder's process
+  second.show(TENANT, REPO, head, state('bounced', 'ci failure'), ctx, via)
+  await second.idle()
+  second.show(TENANT, REPO, head, state('queued'), ctx, via)
+  await second.idle()
+  t.alike(calls, ['find aaaa', 'update 500 completed/failure bounced: ci failure', 'create queued queued'], "the new holder updated the earlier holder's check run; queued again after completing, a new one")
+})
