@@ -1110,7 +1110,8 @@ export class FakeForge extends ReadyResource {
   private authorize(method: string, path: string, header: string | undefined): Reply | null {
     const m = /^(token|bearer)\s+(\S+)$/i.exec(header ?? '')
     const credential = m?.[2] ?? null
-    if (path.startsWith('/app/') || /^\/repos\/[^/]+\/[^/]+\/installation$/.test(path)) {
+    // The App's own routes (GET /app, its hook, its installations) take its JWT.
+    if (path === '/app' || path.startsWith('/app/') || /^\/repos\/[^/]+\/[^/]+\/installation$/.test(path)) {
       if (this.appOf(credential) === null) return { status: 401, body: { message: 'A JSON web token could not be decoded', documentation_url: DOCS } }
       return null
     }
