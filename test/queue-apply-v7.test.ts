@@ -9,7 +9,7 @@
  */
 import test from 'brittle'
 import { replayV7, QUEUE_APP, R, T } from './helpers/v7-replay.js'
-import { auditPrefix, queueKey, repoStateKey, type AuditEntry, type QueueEntry, type RepoState } from '../lib/queue/queue-layout.js'
+import { auditPrefix, checkAppsKey, queueKey, type AuditEntry, type QueueEntry } from '../lib/queue/queue-layout.js'
 
 /** Produced by replayV7 on f08192a (apply version 6, before version 7 existed): a fixture, not a value to recompute. */
 const MAIN_F08192A: Record<number, string> = {
@@ -35,7 +35,7 @@ test('versions 1-6: the version-7 ops give the view of the last build before ver
 test("version 7: the recorded App's check run named for the queue, and its check suite, are no part of the gate; another App's check of that name, or the App's check of another name, count", async (t) => {
   const { view } = await replayV7(7)
   const entry = (pr: number): QueueEntry | undefined => view.data.get(queueKey(T, R, pr)) as QueueEntry | undefined
-  t.is((view.data.get(repoStateKey(T, R)) as RepoState).checkApp, QUEUE_APP, 'the App is recorded in the repo state')
+  t.alike(view.data.get(checkAppsKey(R)), [QUEUE_APP], "the App is recorded for the repo (one entry: the refused op's App is not)")
   t.is(entry(1)?.gateResult, 'success', "PR 1: its CI passed; the queue's own failing check run and its App's failing suite are left out")
   t.is(entry(2)?.gateResult, 'failure', 'PR 2: another App\'s check named like the queue\'s counts (never by name alone)')
   t.is(entry(3)?.gateResult, 'failure', "PR 3: the queue App's check of another name counts")

@@ -6,7 +6,8 @@
  * before its first check run, and the gate ignores that check run by app
  * and name (a bounced PR queued again at the same head merges: its own
  * failed check run does not bounce it again). Real webhook intake, the
- * fake forge over HTTP. Then the writer alone: a new holder finds the
+ * fake forge over HTTP. A bounce whose write the tenure's end fenced is
+ * written by the next tenure. Then the writer alone: a new holder finds the
  * check run an earlier one created instead of making a second.
  */
 import test from 'brittle'
@@ -18,6 +19,8 @@ import { everyTenant } from '../lib/queue/forge/tenant-forges.js'
 import { QueueStatusWriter, type QueueStatusState } from '../lib/queue/queue-status.js'
 import type { CheckRunWrite, Forge, MutationContext } from '../lib/queue/forge/forge.js'
 import { createLogger } from '../lib/util/logger.js'
+import type { WorkerElector } from '../lib/queue/worker.js'
+import { EventEmitter } from 'node:events'
 
 const sha = (seed: string): string => createHash('sha1').update(`check-run-${seed}`).digest('hex')
 const APP_ID = 4242
@@ -49,7 +52,7 @@ test('an App credential: the queue is a check run of that App on each head, reco
   const titles = writes(sha('one')).map((m) => (m.body as { output: { title: string } }).output.title)
   t.is(new Set(titles).size, titles.length, `written only when the state changed (${titles.join(' | ')})`)
   t.ok(writes(sha('one')).every((m) => m.epoch !== null && m.epoch > 0), 'each write carried the holder\'s epoch (a fenced mutation)')
-  t.is((await g.reads[0]!.state(TENANT, REPO, 'tip')).checkApp, APP_ID, 'the view records the App')
+  t.alike(await g.reads[0]!.checkApps(REPO, 'tip'), [APP_ID], 'the view records the App')
   const recorded = (await g.reads[0]!.audit(TENANT, REPO, 'tip')).find((a) => a.action === 'check-app')
   const firstWrite = g.fake.mutations().find((m) => m.path.endsWith('/check-runs'))!
   t.ok(recorded !== undefined && recorded.ts <= firstWrite.time, 'recorded before the first check run was written')
@@ -68,6 +71,73 @@ test('an App credential: the queue is a check run of that App on each head, reco
   t.is(runsOf(sha('two')).length, 2, 'a new check run for its second time in the queue (a completed one is not reopened)')
   t.alike(g.fake.staleMutations(), [], 'no stale mutation')
 })
+
+test("a bounce whose check run write the tenure's end fenced is shown by the next tenure (the PR never stays 'waiting' after its bounce comment)", { timeout: 120_000 }, async (t) => {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+  const electors = new Map<number, TestElector>()
+  let armed = false
+  const g = await queueGroup(t, {
+    size: 1,
+    electorFor: (d) => {
+      const e = new TestElector()
+      electors.set(d.index, e)
+      return e
+    },
+    forgesFor: (d, fake) => {
+      const forge = new GitHubForge({ baseUrl: fake.url, app: { appId: APP_ID, installationId: 77, privateKey: pem }, retryBaseMs: 10, timeoutMs: 5_000, mutationSpacingMs: 100 })
+      // The holder's deadline passes just as the bounce's check run is to be written: its fence is closed at the send.
+      const cut = new Proxy(forge, {
+        get(target, prop) {
+          const value: unknown = Reflect.get(target, prop, target)
+          if (typeof value !== 'function') return value
+          const fn = (value as (...a: unknown[]) => unknown).bind(target)
+          if (prop !== 'writeCheckRun') return fn
+          return (repo: string, head: string, id: number | null, run: CheckRunWrite, ctx: MutationContext) => {
+            if (armed && run.conclusion === 'failure') {
+              armed = false
+              electors.get(d.index)!.value = null
+            }
+            return fn(repo, head, id, run, ctx)
+          }
+        }
+      })
+      return everyTenant(cut)
+    }
+  })
+  g.fake.registerApp({ appId: APP_ID, installationId: 77, slug: 'queue-app', publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString() })
+  const h = await g.holder()
+  const epoch = g.cluster.devices[h]!.elector!.epoch()!
+  const holder = electors.get(h)!
+  armed = true
+  holder.set(epoch)
+  const head = sha('cut')
+  const pr = g.fake.createPull(REPO, { headSha: head, labels: [LABEL] }).number
+  g.fake.setCheck(REPO, head, 'ci', 'failure')
+  await waitFor(() => !armed, 30_000, 'the bounce decided, its check run about to be written')
+  await waitFor(async () => (await g.queue(h)).find((e) => e.prNumber === pr)?.status === 'bounced', 30_000, 'bounced in the view')
+  holder.set(null)
+  const fenced = g.fake.checkRuns(REPO, head).filter((r) => r.conclusion === 'failure').length
+  t.is(fenced, 0, 'the write was fenced: nothing sent')
+  // Re-elected at the same epoch: the next tenure looks at the bounced entry and writes what was not written.
+  holder.set(epoch)
+  await waitFor(() => g.fake.checkRuns(REPO, head).some((r) => r.name === NAME && r.conclusion === 'failure'), 30_000, 'the check run says bounced')
+  t.ok(g.fake.checkRuns(REPO, head).find((r) => r.conclusion === 'failure')!.title!.startsWith('bounced:'), 'bounced: its reason')
+  t.is(g.fake.comments(REPO, pr).length, 1, 'one bounce comment')
+})
+
+/** An elector as a worker sees it, whose epoch the test decides. */
+class TestElector extends EventEmitter implements WorkerElector {
+  value: number | null = null
+  epoch(): number | null {
+    return this.value
+  }
+
+  set(epoch: number | null): void {
+    this.value = epoch
+    this.emit(epoch === null ? 'demoted' : 'elected', { epoch })
+  }
+}
 
 test('the writer: one write at a time per head, a new holder finds the check run an earlier one created, a completed one is not reopened', async (t) => {
   const calls: string[] = []

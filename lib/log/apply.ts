@@ -79,8 +79,8 @@ export type { View }
  * decode them (CODEC_ADDITIONS), before any authorization.
  * Version 7: the queue's check run (lib/queue/queue-apply.ts, queue-status.ts):
  * the holder records the GitHub App whose check run shows the queue on a
- * repo's PRs (queue-check-app), and the gate ignores that App's check run
- * named for the queue and its check suite, by app and name. In a group at
+ * repo's PRs (queue-check-app), and the gate ignores that App's check runs
+ * named for a queue and its check suites, by app and name. In a group at
  * 1-6 the op is counted as a version-6 build counts it (unknown type).
  */
 export const APPLY_VERSION = 7

@@ -371,10 +371,11 @@ export interface QueueCommandOp extends Fenced {
 /**
  * The GitHub App whose check run shows the queue on this repo's PRs
  * (apply version 7; the holder's forge credential is that App): from then
- * on the gate ignores that App's check run named for the queue, and the
- * check suite GitHub makes for it, by app and name. Appended (and
- * confirmed) by the holder before its first check run in the repo, so the
- * check run's own events are ordered after it. Fenced like every holder op.
+ * on the gate ignores that App's check runs named for a queue, and the
+ * check suites GitHub makes for them, by app and name (kept per repo, for
+ * every tenant's queue on it). Appended (and confirmed) by the holder
+ * before its first check run in the repo, so the check run's own events
+ * are ordered after it. Fenced like every holder op.
  */
 export interface QueueCheckAppOp extends Fenced {
   type: 'queue-check-app'

@@ -96,7 +96,7 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   const reading = await t.call(tenant, (f) => f.getGate(repo, entry.prSha))
   const afterGate = await stillOpen(t, config)
   if (afterGate !== null) return afterGate
-  const facts = gateFacts(reading, await t.ownCheck(tenant, repo))
+  const facts = gateFacts(reading, await t.queueApps(repo))
   const gate = gateOf(facts, config.requiredChecks)
   if (gate !== entry.gateResult) {
     // What the forge says now, for the view (a check webhook may have been missed).
@@ -252,6 +252,10 @@ function reportBounce(t: Tenure, config: RepoConfig, entry: QueueEntry, reason: 
  * it off the list (at most once).
  */
 async function followUp(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<Verdict> {
+  // The bounce on the PR (apply version 5) again, written only if it was not (queue-status.ts): a write the
+  // tenure's end fenced right after the bounce was otherwise never made (nothing changes a bounced entry's
+  // state), and the PR kept saying `waiting` (its check run in progress) after the bounce comment.
+  if ((await t.log.groupApplyVersion('tip')) >= V5) show(t, config, entry, { kind: 'bounced', detail: opText(entry.bounceReason ?? 'bounced').slice(0, 120), position: null })
   if (entry.followUps.length === 0) return { next: 'done', what: 'bounced' }
   if (t.settings.dryRun) return { next: 'done', what: 'bounced (dry run: no comment, label kept)' }
   const { repo } = config
@@ -410,7 +414,7 @@ async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntr
   const reading = await t.call(config.tenant, (f) => f.getGate(repo, entry.prSha))
   const afterGate = await stillOpen(t, config)
   if (afterGate !== null) return afterGate
-  const facts = gateFacts(reading, await t.ownCheck(tenant, repo))
+  const facts = gateFacts(reading, await t.queueApps(repo))
   const gate = gateOf(facts, config.requiredChecks)
   if (gate !== entry.gateResult) await t.append(syncOp(config, entry.prNumber, pull, entry.prSha, facts))
   const order = await line(t, config, entry)
@@ -604,7 +608,7 @@ function repoNote(config: RepoConfig, wait: 'merge-queue' | null, detail: string
 /** The queue's status on the PR, when statuses are on (never awaited: it never delays the evaluation). */
 function show(t: Tenure, config: RepoConfig, entry: QueueEntry, state: QueueStatusState): void {
   if (!t.settings.statuses || t.settings.dryRun) return
-  t.statuses.show(config.tenant, config.repo, entry.prSha, state, t.fence(config.tenant, config.repo), () => t.showWith(config.tenant, config.repo))
+  t.statuses.show(config.tenant, config.repo, entry.prSha, state, t.fence(config.tenant, config.repo), () => t.showWith(config.tenant, config.repo), t)
 }
 
 /** The counted checks not finished yet, by name (for the status). */

@@ -7,7 +7,8 @@
  * Owns every key of queue-layout.ts: per (tenant, repo) its config and
  * state, the queue, the rings, the dedup and head-SHA indexes, merged
  * tombstones, freezes and flags, open attempts, reconcile requests and
- * results, and the fenced ops' outcome slots.
+ * results, the fenced ops' outcome slots, and per repo the Apps whose
+ * check runs show a queue (apply version 7).
  */
 import type { EventBatchOp } from '../log/ops.js'
 import { StorageFailure } from '../log/view-tx.js'
@@ -38,7 +39,8 @@ const QUEUE_KEY_PREFIXES = [
   'cmd/',
   'cmdseq/',
   'cstate/',
-  'cmdq/'
+  'cmdq/',
+  'qapp/'
 ]
 
 export const queueFamily: OpFamily = {

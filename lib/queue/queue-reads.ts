@@ -11,6 +11,7 @@ import {
   attemptPrefix,
   auditPrefix,
   dedupKey,
+  checkAppsKey,
   eventsPrefix,
   lastReconcileKey,
   queuePrefix,
@@ -116,6 +117,11 @@ export class QueueReads {
   /** The reconcile requests kept (the latest RECONCILE_REQUESTS_KEPT). */
   reconcileRequests(mode: ReadMode): Promise<ReconcileRequest[]> {
     return this.log.values<ReconcileRequest>(RECONCILE_REQUEST_PREFIX, mode)
+  }
+
+  /** Apply version 7: the GitHub Apps whose check runs show a queue on `repo`'s PRs (every tenant's): left out of every gate. */
+  async checkApps(repo: string, mode: ReadMode): Promise<number[]> {
+    return (await this.log.value<number[]>(checkAppsKey(repo), mode)) ?? []
   }
 
   /** Whether delivery `guid` was applied to this repo's view (the dedup index: a week, 5,000 per repo). */

@@ -35,10 +35,17 @@
  *   view). The App is recorded (queue-check-app) before its first check
  *   run: the ShowWith resolver does that (tenure.ts).
  *
+ * - A final state (merged, bounced) whose write the end of its tenure
+ *   fenced is owed, and the next tenure of this process writes it (settle):
+ *   nothing else would, since such an entry is not evaluated again, and the
+ *   PR kept saying `merging` or `waiting` after its merge or bounce comment.
+ *
  * Not guaranteed: the memory is per process and per tenure (a new holder
- * writes each entry's state once again); a write that failed is tried
- * again only at the next change or evaluation.
+ * writes each entry's state once again); any other write that failed is
+ * tried again only at the next change or evaluation, and a final state
+ * owed by this process is lost with it.
  */
+import { EventEmitter } from 'node:events'
 import type { Logger } from '../util/logger.js'
 import type { CheckRunWrite, CommitStatusWrite, Forge, MutationContext } from './forge/forge.js'
 import type { TenantForges } from './forge/tenant-forges.js'
@@ -104,7 +111,17 @@ export function describeCheckRun(tenant: string, s: QueueStatusState): CheckRunW
 
 const REMEMBERED = 5_000
 
-export class QueueStatusWriter {
+/** A final state whose write was fenced, owed by the tenure (`owner`) that asked for it. */
+interface Owed {
+  tenant: string
+  repo: string
+  sha: string
+  state: QueueStatusState
+  owner: object
+}
+
+/** Emits 'owed' when a final state's write was fenced (the worker settles it under its current tenure). */
+export class QueueStatusWriter extends EventEmitter {
   /** Per (tenant, repo, SHA): the last state asked for (kind and detail). */
   private readonly written = new Map<string, string>()
   /** Per (tenant, repo, SHA): the queue's check run there, once created or found. */
@@ -112,24 +129,38 @@ export class QueueStatusWriter {
   /** Per (tenant, repo, SHA): the last write asked for (each waits for the one before). */
   private readonly tails = new Map<string, Promise<void>>()
   private readonly inFlight = new Set<Promise<void>>()
+  /** Per (tenant, repo, SHA): a final state whose write was fenced. */
+  private readonly owed = new Map<string, Owed>()
 
   constructor(
     private readonly forges: TenantForges,
     private readonly logger: Logger
-  ) {}
+  ) {
+    super()
+  }
 
   /**
    * Ask for `state` on `sha`; returns at once. `ctx` is the tenure's fence
    * for this repo; `via` says (when the write's turn comes) whether a
    * commit status or a check run shows it, null when that is not known now
    * (nothing is written; the next change tries again). A state equal to the
-   * last one asked for (kind and detail) writes nothing.
+   * last one asked for (kind and detail) writes nothing. `owner`: the tenure
+   * asking (settle).
    */
-  show(tenant: string, repo: string, sha: string, state: QueueStatusState, ctx: MutationContext, via: () => Promise<ShowWith | null> = async () => ({ kind: 'status' })): void {
+  show(
+    tenant: string,
+    repo: string,
+    sha: string,
+    state: QueueStatusState,
+    ctx: MutationContext,
+    via: () => Promise<ShowWith | null> = async () => ({ kind: 'status' }),
+    owner: object = ctx
+  ): void {
     const forge = this.forges.forTenant(tenant)
     if (forge === null) return // no credential for the tenant here: its work is not done on this device
     const key = `${tenant}/${repo}@${sha}`
     const change = `${state.kind}|${state.detail ?? ''}`
+    this.owed.delete(key)
     if (this.written.get(key) === change) return
     remember(this.written, key, change)
     const forget = (): void => {
@@ -150,7 +181,14 @@ export class QueueStatusWriter {
       })
       .catch((err: unknown) => {
         forget()
-        if (isForgeError(err, 'fenced')) return
+        if (isForgeError(err, 'fenced')) {
+          // Owed unless a later state was asked for meanwhile (that one is the PR's now).
+          if ((state.kind === 'merged' || state.kind === 'bounced') && !this.written.has(key)) {
+            remember(this.owed, key, { tenant, repo, sha, state, owner })
+            this.emit('owed')
+          }
+          return
+        }
         this.logger.warn({ tenant, repo, sha, kind: isForgeError(err) ? err.kind : 'internal', err: (err as Error).message }, 'queue status not written')
       })
       .finally(() => {
@@ -159,6 +197,19 @@ export class QueueStatusWriter {
       })
     this.tails.set(key, write)
     this.inFlight.add(write)
+  }
+
+  /**
+   * Writes, under tenure `owner`, the final states that another tenure's
+   * end fenced (its own are left: a paused repo's fence would only close
+   * again; they are written by its next tenure).
+   */
+  settle(owner: object, ctx: (tenant: string, repo: string) => MutationContext, via: (tenant: string, repo: string) => () => Promise<ShowWith | null>): void {
+    for (const [key, o] of [...this.owed]) {
+      if (o.owner === owner) continue
+      this.owed.delete(key)
+      this.show(o.tenant, o.repo, o.sha, o.state, ctx(o.tenant, o.repo), via(o.tenant, o.repo), owner)
+    }
   }
 
   /** Every write in flight has ended (for a drain and for tests). */

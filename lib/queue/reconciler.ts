@@ -114,7 +114,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
       gateSkips++
       continue
     }
-    const facts = gateFacts(await t.call(config.tenant, (f) => f.getGate(repo, c.headSha)), await t.ownCheck(tenant, repo))
+    const facts = gateFacts(await t.call(config.tenant, (f) => f.getGate(repo, c.headSha)), await t.queueApps(repo))
     const gate = gateOf(facts, config.requiredChecks)
     gateReads++
     seen.set(c.number, { sha: c.headSha, updatedAt: c.updatedAt ?? null, gate })

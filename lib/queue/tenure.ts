@@ -229,7 +229,7 @@ export class Tenure {
     if (forge === null) return null
     const app = (await forge.app?.()) ?? null
     if (app === null) return { kind: 'status' }
-    if ((await this.reads.state(tenant, repo, 'tip')).checkApp !== app.id) {
+    if (!(await this.reads.checkApps(repo, 'tip')).includes(app.id)) {
       if (!this.holding()) return null
       const recorded = await this.confirm({ type: 'queue-check-app', tenant, repo, app: app.id })
       if (!recorded.ok) return null
@@ -237,10 +237,9 @@ export class Tenure {
     return { kind: 'check-run', app: app.id }
   }
 
-  /** The queue's own check run as the view records it (apply version 7), for every gate this tenure reads (gate.ts gateFacts). */
-  async ownCheck(tenant: string, repo: string): Promise<{ tenant: string; app: number } | null> {
-    const app = (await this.reads.state(tenant, repo, 'tip')).checkApp
-    return app === undefined ? null : { tenant, app }
+  /** The Apps whose check runs show a queue on `repo`, as the view records them (apply version 7): left out of every gate this tenure reads (gate.ts gateFacts). */
+  queueApps(repo: string): Promise<number[]> {
+    return this.reads.checkApps(repo, 'tip')
   }
 
   /** Append a fenced op of this tenure without waiting. */

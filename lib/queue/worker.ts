@@ -170,6 +170,10 @@ export class HolderWorker extends EventEmitter {
     this.rules = new BranchRulesCache(this.now)
     this.forges = asTenantForges(opts.forge)
     this.statuses = new QueueStatusWriter(this.forges, opts.logger)
+    // A final state a tenure's end fenced is written by the tenure holding now (queue-status.ts).
+    this.statuses.on('owed', () => {
+      if (this.tenure !== null) this.settleStatuses(this.tenure)
+    })
     this.commands = new CommandServer(new PermissionCache(this.now), opts.logger, this.now)
     this.redeliverer = opts.redelivery === undefined ? null : new Redeliverer(opts.redelivery, this.forges, opts.reads, opts.logger, this.wall)
     // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
@@ -266,6 +270,7 @@ export class HolderWorker extends EventEmitter {
       this.opts.logger.warn({ err: (err as Error).message }, 'queue worker: first read failed; scanning anyway')
     }
     if (this.tenure !== t) return
+    this.settleStatuses(t)
     this.kick()
     this.reconcileAll(t, null, 'elected')
     this.reconcileTimer = setInterval(() => this.reconcileAll(t, null, 'schedule'), this.reconcileMs)
@@ -285,6 +290,16 @@ export class HolderWorker extends EventEmitter {
       this.redeliveryTimer = setInterval(run, redeliverer.periodMs)
       this.redeliveryTimer.unref()
     }
+  }
+
+  /** The final states other tenures owe on their PRs, written under tenure `t`. */
+  private settleStatuses(t: Tenure): void {
+    if (!this.settings.statuses || this.settings.dryRun || !t.holding()) return
+    this.statuses.settle(
+      t,
+      (tenant, repo) => t.fence(tenant, repo),
+      (tenant, repo) => () => t.showWith(tenant, repo)
+    )
   }
 
   private endTenure(): void {
