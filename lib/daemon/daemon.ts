@@ -30,7 +30,7 @@
 import type Corestore from 'corestore'
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
-import type { IntentLog } from '../log/intent-log.js'
+import type { IntentLog, StallDiagnosis } from '../log/intent-log.js'
 import { GroupLog } from '../families.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
@@ -220,6 +220,7 @@ export class Daemon extends ReadyResource {
       this.logger.error({ err }, 'intent log error')
     })
     log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
+    log.on('stalled', (d: StallDiagnosis) => this.logger.warn(d, 'confirmation stalled'))
     await log.ready()
     this.queue = new QueueReads(log)
 

@@ -111,7 +111,7 @@ export class IntentLog extends ReadyResource {
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
   /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
-  private stalled = { indexed: -1, since: 0, nudges: 0 }
+  private stalled = { indexed: -1, since: 0, nudges: 0, reported: 0 }
   private pendingAckAt = 0
   /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
   private realPending = false
@@ -527,8 +527,14 @@ export class IntentLog extends ReadyResource {
     }
     const indexed = this.base.indexedLength
     if (!this.realPending || indexed !== this.stalled.indexed) {
-      this.stalled = { indexed, since: now, nudges: 0 }
+      this.stalled = { indexed, since: now, nudges: 0, reported: 0 }
       return
+    }
+    // Said once per doubling of the stall (2 s, 4 s, 8 s, ...): what each writer holds and what the DAG waits on.
+    const stalledMs = now - this.stalled.since
+    if (stalledMs >= STALL_REPORT_MS * 2 ** this.stalled.reported && this.closing === null) {
+      this.stalled.reported++
+      this.emit('stalled', { stalledMs: Math.round(stalledMs), forcedAcks: this.stalled.nudges, ...this.diagnose() })
     }
     if (this.nudging || this.closing !== null || !this.base.ackable) return
     const turn = nudgeTurn(this.self, this.indexerKeys())
@@ -545,6 +551,42 @@ export class IntentLog extends ReadyResource {
       .finally(() => {
         this.nudging = false
       })
+  }
+
+  /**
+   * What confirmation waits on, for a log line when it stalls: the lengths,
+   * the DAG's heads, and per writer how much of its core is in the DAG
+   * (`dag`), loaded (`loaded`), stored here (`stored`, `contiguous`),
+   * announced by the peers that have it (`remote`: the longest a connected
+   * peer announced; -1 with no peer on that core), and indexed here.
+   * Autobase internals (types/autobase): read, never written.
+   */
+  diagnose(): StallDiagnosis {
+    const short = (k: Uint8Array): string => b4a.toString(k, 'hex').slice(0, 8)
+    const writers: StallDiagnosis['writers'] = []
+    for (const w of this.base.activeWriters) {
+      const peers = w.core.peers
+      writers.push({
+        key: short(w.core.key),
+        indexer: w.isActiveIndexer,
+        dag: w.length,
+        loaded: w.available,
+        stored: w.core.length,
+        contiguous: w.core.contiguousLength,
+        remote: peers.length === 0 ? -1 : Math.max(...peers.map((p) => p.remoteLength)),
+        peers: peers.length,
+        indexed: w.indexed
+      })
+    }
+    const lin = this.base.linearizer
+    return {
+      length: this.base.length,
+      indexed: this.base.indexedLength,
+      heads: (this.base.system?.heads ?? []).map((h) => `${short(h.key)}:${h.length}`),
+      dagHeads: lin === null ? [] : [...lin.heads].map((h) => `${short(h.writer.core.key)}:${h.length}`),
+      helpful: this.helpfulAckers().map((k) => k.slice(0, 8)),
+      writers
+    }
   }
 
   /** The group's indexers (hex keys), as autobase's system state lists them now. */
@@ -687,6 +729,19 @@ export class IntentLog extends ReadyResource {
     return lin.indexers.filter((w) => lin.shouldAck(w)).map((w) => b4a.toString(w.core.key, 'hex'))
   }
 }
+
+/** See diagnose(). */
+export interface StallDiagnosis {
+  length: number
+  indexed: number
+  heads: string[]
+  dagHeads: string[]
+  helpful: string[]
+  writers: Array<{ key: string; indexer: boolean; dag: number; loaded: number; stored: number; contiguous: number; remote: number; peers: number; indexed: number }>
+}
+
+/** A real op unconfirmed this long with no indexing progress is reported ('stalled'), then again at each doubling. */
+const STALL_REPORT_MS = 2_000
 
 /** A real op unconfirmed this long with no indexing progress gets a forced ack (from the first indexer in turn). */
 const FORCE_ACK_MS = 250
