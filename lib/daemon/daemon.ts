@@ -228,7 +228,8 @@ export class Daemon extends ReadyResource {
       ...(this.opts.bootstrap?.length ? { bootstrap: this.opts.bootstrap } : {}),
       ...(this.opts.host ? { host: this.opts.host } : {}),
       // The same swarm identity on every start of this storage (see SwarmOptions.keyPair).
-      keyPair: await this.store.createKeyPair(SWARM_KEY_PAIR)
+      keyPair: await this.store.createKeyPair(SWARM_KEY_PAIR),
+      peerTimeoutMs: peerTimeoutMs(this.config.leaseMs)
     })
     await this.swarm.ready()
 
@@ -575,6 +576,17 @@ export class Daemon extends ReadyResource {
       pid: process.pid
     }
   }
+}
+
+/**
+ * A peer silent this long is dropped (swarm.ts): a frozen peer then stops
+ * holding up what was asked of it within about one lease, which a standby
+ * waits anyway. Not shorter than 3 s, so a loaded machine's event loop
+ * (stalls of a second or two were measured at load 20) does not make the
+ * group reconnect all the time.
+ */
+export function peerTimeoutMs(leaseMs: number): number {
+  return Math.max(3_000, Math.round(leaseMs * 1.5))
 }
 
 /** The name the daemon's swarm key pair is derived under, from the storage's primary key. */

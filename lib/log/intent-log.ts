@@ -76,6 +76,7 @@ import {
 } from './view-layout.js'
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
+import { ReplicationWatchdog } from './replication-watchdog.js'
 
 export interface IntentLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
@@ -124,6 +125,8 @@ export class IntentLog extends ReadyResource {
   /** Acks appended by the ack rule of afterUpdate (ackHeads). */
   ruleAcks = 0
   private nudging = false
+  /** Asks live peers again for blocks a frozen peer holds up (replication-watchdog.ts). */
+  readonly replication: ReplicationWatchdog
   private readonly founding: boolean
   private readonly clock: Clock
   private consistent: { indexed: number; system: SystemView | null } = { indexed: 0, system: null }
@@ -157,6 +160,7 @@ export class IntentLog extends ReadyResource {
       fastForward: false
     })
     this.stallCheckMs = Math.max(250, opts.ackIntervalMs ?? 500)
+    this.replication = new ReplicationWatchdog(this.clock)
     this.base.on('update', () => this.onupdate())
     // A reorder rewrites the tip under the same length: a cached tip snapshot is void.
     this.base.view.core.on('truncate', () => this.drop('tip'))
@@ -514,6 +518,7 @@ export class IntentLog extends ReadyResource {
    * turn is just skipped.
    */
   private checkStall(): void {
+    if (this.closing === null) this.replication.check(this.base.activeWriters)
     // A writer promoted to indexer counts only once it has acked as one;
     // we measured a promotion that never completed (1 e2e run in 4) while
     // the group was otherwise idle. autobase's ack() is a no-op for plain
@@ -533,7 +538,8 @@ export class IntentLog extends ReadyResource {
     // Said once per doubling of the stall (2 s, 4 s, 8 s, ...): what each writer holds and what the DAG waits on.
     const stalledMs = now - this.stalled.since
     if (stalledMs >= STALL_REPORT_MS * 2 ** this.stalled.reported && this.closing === null) {
-      this.stalled.reported++
+      // Past every doubling reached (a long pause passes several at once): one line.
+      this.stalled.reported = Math.floor(Math.log2(stalledMs / STALL_REPORT_MS)) + 1
       this.emit('stalled', { stalledMs: Math.round(stalledMs), forcedAcks: this.stalled.nudges, ...this.diagnose() })
     }
     if (this.nudging || this.closing !== null || !this.base.ackable) return
@@ -557,6 +563,7 @@ export class IntentLog extends ReadyResource {
    * What confirmation waits on, for a log line when it stalls: the lengths,
    * the DAG's heads, and per writer how much of its core is in the DAG
    * (`dag`), loaded (`loaded`), stored here (`stored`, `contiguous`),
+   * depended on by another writer's node (`seen`),
    * announced by the peers that have it (`remote`: the longest a connected
    * peer announced; -1 with no peer on that core), and indexed here.
    * Autobase internals (types/autobase): read, never written.
@@ -573,6 +580,7 @@ export class IntentLog extends ReadyResource {
         loaded: w.available,
         stored: w.core.length,
         contiguous: w.core.contiguousLength,
+        seen: w.seenLength,
         remote: peers.length === 0 ? -1 : Math.max(...peers.map((p) => p.remoteLength)),
         peers: peers.length,
         indexed: w.indexed
@@ -737,7 +745,7 @@ export interface StallDiagnosis {
   heads: string[]
   dagHeads: string[]
   helpful: string[]
-  writers: Array<{ key: string; indexer: boolean; dag: number; loaded: number; stored: number; contiguous: number; remote: number; peers: number; indexed: number }>
+  writers: Array<{ key: string; indexer: boolean; dag: number; loaded: number; stored: number; contiguous: number; seen: number; remote: number; peers: number; indexed: number }>
 }
 
 /** A real op unconfirmed this long with no indexing progress is reported ('stalled'), then again at each doubling. */

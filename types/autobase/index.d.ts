@@ -67,15 +67,31 @@ declare module 'autobase' {
   /**
    * A writer being linearized (internal API, autobase 7: lib/writer.js): of
    * its core, `length` nodes are in the DAG, `available` are loaded,
-   * `indexed` are in the indexed prefix here.
+   * `indexed` are in the indexed prefix here, `seenLength` are depended on.
    */
   export interface ActiveWriter {
-    readonly core: { readonly key: Uint8Array; readonly length: number; readonly contiguousLength: number; readonly peers: ReadonlyArray<{ readonly remoteLength: number }> }
+    readonly core: {
+      readonly key: Uint8Array
+      readonly length: number
+      readonly contiguousLength: number
+      /** Its replication peers (hypercore internals: lib/replicator.js Peer). */
+      readonly peers: ReadonlyArray<HypercorePeer>
+    }
     readonly length: number
     readonly available: number
     readonly indexed: number
+    /** The longest length of this core another writer's node depends on (it may exceed core.length). */
+    readonly seenLength: number
     readonly isActiveIndexer: boolean
     readonly isRemoved: boolean
+  }
+
+  /** A replication peer of one core (hypercore 11 internals, lib/replicator.js). */
+  export interface HypercorePeer {
+    /** The length that peer announced for the core. */
+    readonly remoteLength: number
+    /** Look at that peer again for what this core wants (what a message from it would do). */
+    readonly replicator: { updatePeer(peer: HypercorePeer): void }
   }
 
   /** A writer as autobase's linearizer holds it (internal API, autobase 7). */
