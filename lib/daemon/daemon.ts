@@ -579,14 +579,15 @@ export class Daemon extends ReadyResource {
 }
 
 /**
- * A peer silent this long is dropped (swarm.ts): a frozen peer then stops
- * holding up what was asked of it within about one lease, which a standby
- * waits anyway. Not shorter than 3 s, so a loaded machine's event loop
- * (stalls of a second or two were measured at load 20) does not make the
- * group reconnect all the time.
+ * A peer silent this long is dropped (swarm.ts): what was asked of a frozen
+ * or dead peer then goes to live ones. At most about one lease (the wait a
+ * standby has before it claims anyway, so a stall behind a frozen holder
+ * costs a failover little), at most 5 s, and never under 3 s, so that a
+ * loaded machine's event loop (stalls of a second or two were measured at
+ * load 20) does not make the group reconnect all the time.
  */
 export function peerTimeoutMs(leaseMs: number): number {
-  return Math.max(3_000, Math.round(leaseMs * 1.5))
+  return Math.min(5_000, Math.max(3_000, leaseMs))
 }
 
 /** The name the daemon's swarm key pair is derived under, from the storage's primary key. */
