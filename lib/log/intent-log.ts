@@ -94,9 +94,20 @@ export type ReadMode = 'tip' | 'confirmed'
 export const NAMESPACE = 'autolease'
 
 export class IntentLog extends ReadyResource {
-  /** This device's writer key for a storage, without opening the base (pairing sends it before joining). */
-  static async localKey(store: Corestore, namespace = NAMESPACE): Promise<Uint8Array> {
-    return Autobase.getLocalKey(store.namespace(namespace))
+  /**
+   * This device's writer key for a storage, without opening the base
+   * (pairing sends it before joining), and the session of its core that
+   * read it: release() it only once the log is open on the same storage.
+   * autobase's getLocalKey closes its session at once, and a log opened
+   * right after found the core still closing: `SESSION_CLOSED: Cannot make
+   * sessions on a closing core` (a join failed so, once in ~20).
+   */
+  static async holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<{ key: Uint8Array; release(): Promise<void> }> {
+    // The core autobase's getLocalKey and the base itself open: name 'local' in the base's namespace.
+    const core = store.namespace(namespace).get({ name: 'local', active: false })
+    await core.ready()
+    let released: Promise<void> | null = null
+    return { key: core.key!, release: () => (released ??= core.close()) }
   }
 
   readonly base: Autobase<View>

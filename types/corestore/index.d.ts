@@ -42,7 +42,7 @@ declare module 'corestore' {
     close(): Promise<void>
     namespace(name: string): Corestore
     /** A named core of this store (tests use it to exercise hypercore directly). */
-    get(opts: { name: string } | { key: Uint8Array }): Hypercore
+    get(opts: ({ name: string } | { key: Uint8Array }) & { active?: boolean }): Hypercore
     session(): Corestore
     /** A signing key pair derived from this store's primary key and `name`: the same on every open of the same storage. */
     createKeyPair(name: string): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }>
