@@ -30,7 +30,7 @@
 import type Corestore from 'corestore'
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
-import type { IntentLog } from '../log/intent-log.js'
+import type { IntentLog, StallDiagnosis } from '../log/intent-log.js'
 import { GroupLog } from '../families.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
@@ -225,6 +225,7 @@ export class Daemon extends ReadyResource {
       this.logger.error({ err }, 'intent log error')
     })
     log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
+    log.on('stalled', (d: StallDiagnosis) => this.logger.warn(d, 'confirmation stalled'))
     await log.ready()
     this.queue = new QueueReads(log)
 
@@ -232,7 +233,8 @@ export class Daemon extends ReadyResource {
       ...(this.opts.bootstrap?.length ? { bootstrap: this.opts.bootstrap } : {}),
       ...(this.opts.host ? { host: this.opts.host } : {}),
       // The same swarm identity on every start of this storage (see SwarmOptions.keyPair).
-      keyPair: await this.store.createKeyPair(SWARM_KEY_PAIR)
+      keyPair: await this.store.createKeyPair(SWARM_KEY_PAIR),
+      peerTimeoutMs: peerTimeoutMs(this.config.leaseMs)
     })
     await this.swarm.ready()
 
@@ -582,6 +584,18 @@ export class Daemon extends ReadyResource {
       pid: process.pid
     }
   }
+}
+
+/**
+ * A peer silent this long is dropped (swarm.ts): what was asked of a frozen
+ * or dead peer then goes to live ones. At most about one lease (the wait a
+ * standby has before it claims anyway, so a stall behind a frozen holder
+ * costs a failover little), at most 5 s, and never under 3 s, so that a
+ * loaded machine's event loop (stalls of a second or two were measured at
+ * load 20) does not make the group reconnect all the time.
+ */
+export function peerTimeoutMs(leaseMs: number): number {
+  return Math.min(5_000, Math.max(3_000, leaseMs))
 }
 
 /** The name the daemon's swarm key pair is derived under, from the storage's primary key. */

@@ -229,9 +229,11 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
   let pairing: BlindPairing | null = null
   let log: IntentLog | null = null
   let timer: NodeJS.Timeout | null = null
+  let local: { key: Uint8Array; release(): Promise<void> } | null = null
   try {
     await store.ready()
-    const self = await IntentLog.localKey(store)
+    local = await IntentLog.holdLocalKey(store)
+    const self = local.key
     swarm = new Swarm(replicator, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     await swarm.ready()
     pairing = new BlindPairing(swarm.swarm, { poll: 1_000 })
@@ -264,6 +266,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     swarm = null
     log = new GroupLog(store, { key: paired.key })
     await log.ready()
+    await local.release()
     swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     swarm.swarm.on('connection', () => debug('connection'))
     debug('log open, joining the group topic')
@@ -310,6 +313,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     if (pairing) await pairing.close()
     if (swarm) await swarm.close()
     if (log) await log.close()
+    if (local) await local.release()
     await store.close()
   }
 }

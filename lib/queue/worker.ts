@@ -480,7 +480,13 @@ export class HolderWorker extends EventEmitter {
       // evaluated again (the nemesis stale-mutation scenario, 90 s without a merge on a quiet machine).
       ended = this.tenure !== t
     }
-    if (!ended) {
+    // Holding lapsed inside a tenure that goes on: the deadline passed before a renew's confirmation was
+    // read, and the renew then extended it without a demotion. The verdict ("not holding", or anything
+    // cut short by it) says nothing about the PR: left unknown, the next scan (the renew's update) looks
+    // again. Recorded as known, three PRs waited 94 s for the next flap (a stale-scenario run at load 10).
+    const lapsed = !ended && !t.holding()
+    if (lapsed) this.known.delete(key)
+    if (!ended && !lapsed) {
       this.failures.delete(key)
       if (entry !== undefined) this.known.set(key, facts(entry))
       if (verdict.next === 'wake') {
@@ -491,7 +497,7 @@ export class HolderWorker extends EventEmitter {
         this.mergeableReads.delete(key)
       }
     }
-    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}) }, 'evaluated')
+    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}), ...(lapsed ? { holdingLapsed: true } : {}) }, 'evaluated')
     if (!ended) this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
   }
 
