@@ -7,13 +7,16 @@
  * and name (a bounced PR queued again at the same head merges: its own
  * failed check run does not bounce it again). Real webhook intake, the
  * fake forge over HTTP. A bounce whose write the tenure's end fenced is
- * written by the next tenure. Then the writer alone: a new holder finds the
- * check run an earlier one created instead of making a second.
+ * written by the next tenure. Through the REST API: created, updated and
+ * found again by name and App (never another App's), refused to a token,
+ * fenced. Then the writer alone: a new holder finds the check run an
+ * earlier one created instead of making a second.
  */
 import test from 'brittle'
 import { createHash, generateKeyPairSync } from 'node:crypto'
 import { queueGroup, LABEL, REPO, TENANT } from './helpers/queue-group.js'
 import { waitFor } from './helpers/cluster.js'
+import { startFake } from './forge-helpers.js'
 import { GitHubForge } from '../lib/queue/forge/github.js'
 import { everyTenant } from '../lib/queue/forge/tenant-forges.js'
 import { QueueStatusWriter, type QueueStatusState } from '../lib/queue/queue-status.js'
@@ -138,6 +141,47 @@ class TestElector extends EventEmitter implements WorkerElector {
     this.emit(epoch === null ? 'demoted' : 'elected', { epoch })
   }
 }
+
+test('through the REST API: an App creates, updates and finds its check run by name and App; a token may not write one; another App\'s run of that name is not found', async (t) => {
+  const fake = await startFake(t)
+  const keys = [generateKeyPairSync('rsa', { modulusLength: 2048 }), generateKeyPairSync('rsa', { modulusLength: 2048 })]
+  fake.registerApp({ appId: APP_ID, installationId: 77, slug: 'queue-app', publicKeyPem: keys[0]!.publicKey.export({ type: 'spki', format: 'pem' }).toString() })
+  fake.registerApp({ appId: 5151, installationId: 78, slug: 'other-app', publicKeyPem: keys[1]!.publicKey.export({ type: 'spki', format: 'pem' }).toString() })
+  const head = sha('rest')
+  fake.createPull(REPO, { headSha: head })
+  const appForge = (i: number, appId: number, installationId: number): GitHubForge =>
+    new GitHubForge({ baseUrl: fake.url, app: { appId, installationId, privateKey: keys[i]!.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() }, retryBaseMs: 10, mutationSpacingMs: 0 })
+  const mine = appForge(0, APP_ID, 77)
+  const other = appForge(1, 5151, 78)
+  const ctx: MutationContext = { epoch: 2, fence: () => true }
+  t.alike(await mine.app(), { id: APP_ID, slug: 'queue-app' }, 'GET /app: the App the credential is')
+  const run = (status: CheckRunWrite['status'], conclusion: CheckRunWrite['conclusion'], title: string): CheckRunWrite => ({ name: NAME, status, conclusion, title, summary: 's' })
+  await other.writeCheckRun(REPO, head, null, run('completed', 'failure', 'not the queue'), ctx)
+  t.is(await mine.findCheckRun(REPO, head, NAME), null, "another App's run of the same name is not the queue's")
+  const id = await mine.writeCheckRun(REPO, head, null, run('queued', null, 'queued'), ctx)
+  t.alike(await mine.findCheckRun(REPO, head, NAME), { id, status: 'queued' }, 'found by name and App')
+  t.is(await mine.writeCheckRun(REPO, head, id, run('completed', 'success', 'merged'), ctx), id, 'updated in place')
+  t.alike(
+    fake.checkRuns(REPO, head).map((r) => [r.app, r.status, r.conclusion, r.title]),
+    [
+      [5151, 'completed', 'failure', 'not the queue'],
+      [APP_ID, 'completed', 'success', 'merged']
+    ],
+    "the forge holds each App's run as written"
+  )
+  const withToken = new GitHubForge({ baseUrl: fake.url, token: 'ghp_x', retryBaseMs: 10 })
+  t.is(await withToken.app(), null, 'a token is no App (no request)')
+  const refused = await withToken.writeCheckRun(REPO, head, null, run('queued', null, 'queued'), ctx).then(
+    () => 'written',
+    (err: { kind?: string }) => err.kind
+  )
+  t.is(refused, 'auth', 'a token may not write a check run (403, as GitHub)')
+  const fenced = await mine.writeCheckRun(REPO, head, id, run('in_progress', null, 'x'), { epoch: 2, fence: () => false }).then(
+    () => 'written',
+    (err: { kind?: string }) => err.kind
+  )
+  t.is(fenced, 'fenced', 'a closed fence sends nothing')
+})
 
 test('the writer: one write at a time per head, a new holder finds the check run an earlier one created, a completed one is not reopened', async (t) => {
   const calls: string[] = []
