@@ -77,8 +77,13 @@ export type { View }
  * answers (queue-command), the labels of each entry. In a group at 1-5
  * they are counted as a version-5 build counts them when it fails to
  * decode them (CODEC_ADDITIONS), before any authorization.
+ * Version 7: the queue's check run (lib/queue/queue-apply.ts, queue-status.ts):
+ * the holder records the GitHub App whose check run shows the queue on a
+ * repo's PRs (queue-check-app), and the gate ignores that App's check runs
+ * named for a queue and its check suites, by app and name. In a group at
+ * 1-6 the op is counted as a version-6 build counts it (unknown type).
  */
-export const APPLY_VERSION = 6
+export const APPLY_VERSION = 7
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
@@ -116,6 +121,11 @@ const CODEC_ADDITIONS: readonly CodecAddition[] = [
       (op.type === 'event-batch' && op.events.some((e) => e.event === 'issue_comment'))
         ? 'invalid-field'
         : null,
+  },
+  {
+    version: 7,
+    types: new Set<Op['type']>(['queue-check-app']),
+    olderFailure: () => null,
   },
 ]
 
