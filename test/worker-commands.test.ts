@@ -86,15 +86,24 @@ test('dequeue, priority and retry from a writer; label triggers keep working', {
   const p = g.fake.commentBy(REPO, a, 'writer', '/autolease priority high')
   await waitFor(async () => (await g.queue()).find((e) => e.prNumber === a)?.priority === 'high', 20_000, 'priority set')
   t.is((await g.queue()).find((e) => e.prNumber === a)?.priorityBy, 'command')
-  const d = g.fake.commentBy(REPO, a, 'writer', '/autolease dequeue')
-  await waitFor(async () => !(await g.queue()).some((e) => e.prNumber === a), 20_000, 'dequeued')
-  const r = g.fake.commentBy(REPO, a, 'writer', '/autolease retry')
+  // Dequeue and retry on a PR the queue command brought in: a labelled one comes back at the
+  // next read of it from the forge (README: as with `queue remove`), which any evaluation
+  // of it in flight makes, so `retry` would find it queued again.
+  const b = g.fake.createPull(REPO, { headSha: sha('b') }).number
+  const q = g.fake.commentBy(REPO, b, 'writer', '/autolease queue')
+  await waitFor(async () => (await g.queue()).some((e) => e.prNumber === b), 20_000, 'queued by the command')
+  const d = g.fake.commentBy(REPO, b, 'writer', '/autolease dequeue')
+  await waitFor(async () => !(await g.queue()).some((e) => e.prNumber === b), 20_000, 'dequeued')
+  const r = g.fake.commentBy(REPO, b, 'writer', '/autolease retry')
   await waitFor(async () => (await commandState(g, r)) === 'refused', 20_000, 'retry of a PR not in the queue: refused (nothing to do)')
-  await waitFor(() => [p, d, r].every((c) => g.fake.reactions(REPO, c).length === 1), 10_000, 'each answered')
+  t.ok((await g.reads[0]!.command(TENANT, REPO, r, 'tip'))?.detail?.includes('not in the queue'), 'refused: not in the queue')
+  await waitFor(() => [p, q, d, r].every((c) => g.fake.reactions(REPO, c).length === 1), 10_000, 'each answered')
   t.alike(
-    [p, d, r].map((c) => g.fake.reactions(REPO, c)[0]!.content),
-    ['+1', '+1', 'confused']
+    [p, q, d, r].map((c) => g.fake.reactions(REPO, c)[0]!.content),
+    ['+1', '+1', '+1', 'confused']
   )
+  t.ok((await g.queue()).some((e) => e.prNumber === a), 'the labelled PR still queued')
+  t.absent((await g.queue()).some((e) => e.prNumber === b), 'the dequeued one stays out')
 })
 
 test('frozen with --except-label hotfix: only the PR labelled hotfix merges (not a hotfix-priority one); unfrozen, the rest merge', { timeout: 90_000 }, async (t) => {
