@@ -112,6 +112,8 @@ export class WebhookServer extends ReadyResource {
   private readonly busy = new Map<Socket, number>()
   /** Sockets whose later bytes did not parse while an answer was in flight: closed once it is sent (onclienterror). */
   private readonly closeWhenAnswered = new Set<Socket>()
+  /** The newest request on each socket and its response (Node parses a socket's requests in order). */
+  private readonly current = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>()
   /** Strict: a body that is not UTF-8 has no string form the signature check could cover byte for byte. */
   private readonly utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
@@ -175,6 +177,7 @@ export class WebhookServer extends ReadyResource {
     req.on('error', () => {})
     res.on('error', () => {})
     const socket = req.socket
+    this.current.set(socket, { req, res })
     this.busy.set(socket, (this.busy.get(socket) ?? 0) + 1)
     res.once('close', () => {
       const n = (this.busy.get(socket) ?? 1) - 1
@@ -342,6 +345,35 @@ export class WebhookServer extends ReadyResource {
     // with no Content-Length is read as a next request): that request's
     // answer still goes out, then the connection closes. Destroying the
     // socket here lost it (fuzz-webhook seed 224809).
+    const reading = this.current.get(socket)
+    if (reading !== undefined && !reading.req.complete && this.busy.has(socket)) {
+      // The request being handled can never complete: its client ended the
+      // connection mid-body (HPE_INVALID_EOF_STATE) or its request timeout
+      // passed. Left open, its body read would never end and its body slot
+      // would be held for good: 16 such requests stopped the intake (fuzz-
+      // webhook seed 247480; a slow client could do it on purpose). It is
+      // answered, and the socket closed: the read ends as aborted, freeing
+      // the slot, and nothing else answers it.
+      const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      const { req, res } = reading
+      // The request itself is destroyed, not just the socket: once its answer is
+      // finished Node no longer ends it when the socket closes.
+      const close = (): void => {
+        req.destroy()
+        socket.destroy()
+      }
+      if (res.headersSent || res.destroyed || !socket.writable) {
+        close()
+        return
+      }
+      const reason = timeout ? 'request timeout' : 'malformed request'
+      this.onanswer(timeout ? 408 : 400, reason)
+      const payload = JSON.stringify({ ok: false, error: reason })
+      res.writeHead(timeout ? 408 : 400, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload), 'Cache-Control': 'no-store', Connection: 'close' })
+      res.end(payload, close)
+      setTimeout(close, 1_000).unref() // a client that does not read its answer
+      return
+    }
     if (this.busy.has(socket)) {
       this.onanswer(400, 'malformed request')
       this.closeWhenAnswered.add(socket)
