@@ -12,13 +12,14 @@
 import type Corestore from 'corestore'
 import { createFold, type Fold } from './log/apply.js'
 import { groupFamily } from './log/group-family.js'
+import { generationFamily } from './log/generation-family.js'
 import { IntentLog, type IntentLogOptions } from './log/intent-log.js'
 import type { OpFamily } from './log/op-family.js'
 import { namedLeaseFamily, signerLeaseFamily } from './lease/lease-family.js'
 import { queueFamily } from './queue/queue-family.js'
 
-/** The writers and the group, the signer lease, named leases, the merge queue. */
-export const GROUP_FAMILIES: readonly OpFamily[] = [groupFamily, signerLeaseFamily, namedLeaseFamily, queueFamily]
+/** The writers and the group, the signer lease, named leases, the merge queue, the generations (their registered keys). */
+export const GROUP_FAMILIES: readonly OpFamily[] = [groupFamily, signerLeaseFamily, namedLeaseFamily, queueFamily, generationFamily]
 
 export const groupFold: Fold = createFold(GROUP_FAMILIES)
 
