@@ -124,6 +124,15 @@ export interface IntentLogOptions {
   fold: Fold
   /** When generations end (with a GenerationStorage only). */
   rotation?: Partial<RotationConfig>
+  /** Pause points for tests (inert unless a test sets them): awaited at that step of a switch. */
+  hooks?: GenerationHooks
+}
+
+export interface GenerationHooks {
+  /** The founder, its new generation confirmed there, about to append `founded` in the sealed one. */
+  beforeFounded?(generation: number): Promise<void>
+  /** This device, the switch committed and checked, about to move (appends still go to the sealed generation). */
+  beforeSwitch?(generation: number): Promise<void>
 }
 
 export interface GenerationInfo {
@@ -621,8 +630,9 @@ export class IntentLog extends ReadyResource {
     if (this.sealSeen === null || this.sealSeen.generation !== n || this.sealSeen.attempt !== seal.attempt) this.sealSeen = { generation: n, attempt: seal.attempt, at: now }
     const founded = await cur.value<FoundedRecord>(GEN_FOUNDED_KEY, 'confirmed')
     const next = founded?.next ?? seal.next
-    // A generation of an abandoned attempt is never followed: its storage goes.
+    // A generation of an abandoned attempt is never followed: its storage goes (open here, or left by an earlier process).
     for (const m of [...this.gens.keys()]) if (m > n && m !== next) await this.drop(m, 'abandoned')
+    for (const m of this.storage!.list()) if (m > n && m !== next && !this.gens.has(m)) await this.drop(m, 'abandoned')
     const mine = await this.ownSnapshot(n)
     const isFounder = seal.founder === this.identity
     const engine = await this.ensureNext(next, isFounder ? null : b4a.from(founded?.key ?? seal.founderKey, 'hex'))
@@ -666,6 +676,8 @@ export class IntentLog extends ReadyResource {
       const confirmed = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'confirmed')
       if (confirmed === null || confirmed.first !== next + 1) return
       if ((await this.cur.value(GEN_FOUNDED_KEY, 'tip')) !== null) return
+      await this.opts.hooks?.beforeFounded?.(next)
+      if (this.closing !== null) return
       await this.cur.append({ type: 'founded', generation: n, next, key: b4a.toString(engine.key, 'hex'), hash: packed.hash })
     } finally {
       this.founding = false
@@ -684,6 +696,8 @@ export class IntentLog extends ReadyResource {
       }
       return
     }
+    await this.opts.hooks?.beforeSwitch?.(founded.next)
+    if (this.closing !== null) return
     await this.switchTo(n, founded.next, founded.key)
   }
 
@@ -696,6 +710,7 @@ export class IntentLog extends ReadyResource {
       const old = this.gens.get(n)!.log
       const engine = this.gens.get(next)!.log
       const values = await this.rejectedOwn(old)
+      await engine.announce()
       let moved = 0
       if (values.length > 0 && engine.writable) {
         for (let i = 0; i < values.length; i += REAPPEND_BATCH) {

@@ -283,6 +283,19 @@ export class GenerationLog extends ReadyResource {
     return values.map((_, i) => `${this.self}:${length - values.length + 1 + i}`)
   }
 
+  /**
+   * A writer just added as an indexer (pending until a node of its is
+   * applied) announces itself with autobase's pending-indexer ack before
+   * anything else. A batch of values as a pending indexer's first node
+   * left it pending and the group's only active indexer with nothing to
+   * ack: the switch to a new generation, re-appending a batch first, stalled
+   * for good (test/generations.test.ts). A plain writer appends nothing.
+   */
+  async announce(): Promise<void> {
+    if (this.closing !== null || !this.base.writable || this.base.local.length > 0) return
+    await this.base.ack()
+  }
+
   /** This device's own nodes from core index `from` on: each one's value (null for an ack), by index, as stored here. */
   async ownValues(from: number): Promise<Array<{ index: number; value: Uint8Array | null }>> {
     const local = this.base.local as unknown as LocalCore

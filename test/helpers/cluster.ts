@@ -14,6 +14,7 @@ import type { Clock } from '../../lib/util/clock.js'
 import { Mesh } from './mesh.js'
 import { systemClock } from '../../lib/util/clock.js'
 import type { RotationConfig } from '../../lib/log/rotation.js'
+import type { GenerationHooks } from '../../lib/log/generations.js'
 import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { storagePaths } from '../../lib/daemon/storage-lock.js'
 
@@ -38,6 +39,8 @@ export interface ClusterOptions {
   clocks?: Array<Clock | undefined>
   /** The log in generations (each device's storage a GenerationDirs), with these rotation bounds. */
   generations?: Partial<RotationConfig>
+  /** Device i's generation pause points (tests). */
+  hooks?: (i: number) => GenerationHooks
 }
 
 export class Cluster {
@@ -45,20 +48,22 @@ export class Cluster {
   readonly mesh = new Mesh()
   readonly config: Partial<ElectionConfig>
   readonly generations: Partial<RotationConfig> | null
+  private readonly hooks: ((i: number) => GenerationHooks) | null
 
-  private constructor(config: Partial<ElectionConfig>, generations: Partial<RotationConfig> | null) {
+  private constructor(config: Partial<ElectionConfig>, generations: Partial<RotationConfig> | null, hooks: ((i: number) => GenerationHooks) | null) {
     this.config = config
     this.generations = generations
+    this.hooks = hooks
   }
 
   static async create(t: Assertion, opts: ClusterOptions = {}): Promise<Cluster> {
-    const cluster = new Cluster(opts.config ?? { leaseMs: 2000 }, opts.generations ?? null)
+    const cluster = new Cluster(opts.config ?? { leaseMs: 2000 }, opts.generations ?? null, opts.hooks ?? null)
     t.teardown(() => cluster.destroy(), { order: -Infinity })
     const size = opts.size ?? 3
     for (let i = 0; i < size; i++) {
       const dir = await tmp(t)
       const first = cluster.devices[0]
-      const { store, log } = cluster.open(dir, first ? first.log.key : null)
+      const { store, log } = cluster.open(dir, first ? first.log.key : null, i)
       await log.ready()
       cluster.devices.push({ index: i, dir, store, log, elector: null, events: [], inherited: [] })
       cluster.mesh.add(log)
@@ -77,9 +82,10 @@ export class Cluster {
   }
 
   /** A device's log on `dir`: generation 0 on a plain corestore, or the log in generations. */
-  open(dir: string, key: Uint8Array | null): { store: Corestore | null; log: IntentLog } {
+  open(dir: string, key: Uint8Array | null, i: number): { store: Corestore | null; log: IntentLog } {
     if (this.generations !== null) {
-      return { store: null, log: new GroupLog(new GenerationDirs(storagePaths(dir)), { key, ackIntervalMs: this.ackIntervalMs(), rotation: this.generations }) }
+      const hooks = this.hooks?.(i)
+      return { store: null, log: new GroupLog(new GenerationDirs(storagePaths(dir)), { key, ackIntervalMs: this.ackIntervalMs(), rotation: this.generations, ...(hooks ? { hooks } : {}) }) }
     }
     const store = new Corestore(dir)
     return { store, log: new GroupLog(store, { key, ackIntervalMs: this.ackIntervalMs() }) }
@@ -141,7 +147,7 @@ export class Cluster {
     if (d.elector) await d.elector.close()
     await d.log.close()
     await d.store?.close()
-    const { store, log } = this.open(d.dir, this.devices[0]!.log.key)
+    const { store, log } = this.open(d.dir, this.devices[0]!.log.key, i)
     await log.ready()
     const next: Device = { ...d, store, log, elector: null, events: [], inherited: [] }
     this.devices[i] = next
