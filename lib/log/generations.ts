@@ -135,7 +135,8 @@ export interface GenerationHooks {
   beforeSwitch?(generation: number): Promise<void>
 }
 
-export interface GenerationInfo {
+/** A type, not an interface: a Json value as it stands (the daemon's status). */
+export type GenerationInfo = {
   /** The current generation's number and autobase key (hex). */
   number: number
   key: string
@@ -156,6 +157,10 @@ export interface GenerationEvents {
   dropped: { generation: number; reason: 'arrived' | 'retention' | 'abandoned' }
 }
 
+/** The manager's ticks are at least this far apart (updates come in storms: a tick reads a dozen view keys). */
+const TICK_GAP_MS = 50
+/** The current generation's size on disk is measured at most this often (a directory walk). */
+const BYTES_EVERY_MS = 5_000
 /** Generation n's registered writer key pair name (from the device's seed). */
 const keyPairName = (n: number): string => `autolease/generation/${n}`
 /** Genesis chunks per autobase batch. */
@@ -203,6 +208,14 @@ export class IntentLog extends ReadyResource {
   private timer: NodeJS.Timeout | null = null
   private ticking = false
   private again = false
+  private lastTick = 0
+  private soon: NodeJS.Timeout | null = null
+  /** This device's pointer as last read or written (read from disk once). */
+  private pointerCache: GenerationPointer | null = null
+  /** The current generation's bytes on disk, measured at most every BYTES_EVERY_MS. */
+  private measured: { generation: number; at: number; bytes: number } | null = null
+  /** The view length refreshAuthors last read at. */
+  private authorsAt = -1
   private enteredAt = 0
   private due: { generation: number; since: number } | null = null
   private sealSeen: { generation: number; attempt: number; at: number } | null = null
@@ -249,6 +262,7 @@ export class IntentLog extends ReadyResource {
     }
     const storage = this.storage!
     const p = storage.pointer()
+    this.pointerCache = p
     const n = p?.generation ?? 0
     const store = storage.open(n)
     await store.ready()
@@ -297,7 +311,8 @@ export class IntentLog extends ReadyResource {
 
   override async _close(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
-    this.timer = null
+    if (this.soon) clearTimeout(this.soon)
+    this.timer = this.soon = null
     while (this.ticking) await new Promise((resolve) => setTimeout(resolve, 5))
     await this.closeAll()
   }
@@ -372,6 +387,11 @@ export class IntentLog extends ReadyResource {
     return this.currentNumber
   }
 
+  /** The current generation's autobase key (generation 0's is the group's key). */
+  get generationKey(): Uint8Array {
+    return this.cur.key
+  }
+
   /** A key pair derived from this device's seed (the daemon's swarm identity). */
   createKeyPair(name: string): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }> {
     return this.keyStore!.createKeyPair(name)
@@ -414,7 +434,10 @@ export class IntentLog extends ReadyResource {
     while (this.gate !== null) await this.gate
     this.appending++
     try {
-      return await fn(this.cur)
+      const cur = this.cur
+      // A pending indexer's first node is its ack (intent-log.ts announce).
+      await cur.announce()
+      return await fn(cur)
     } finally {
       this.appending--
     }
@@ -519,12 +542,24 @@ export class IntentLog extends ReadyResource {
     this.kick()
   }
 
+  /** A tick soon: at once, or TICK_GAP_MS after the last one (an update storm costs one tick per gap, not one per update). */
   private kick(): void {
     if (this.storage === null || this.closing !== null || !this.opened) return
     if (this.ticking) {
       this.again = true
       return
     }
+    const wait = this.lastTick + TICK_GAP_MS - this.clock.now()
+    if (wait > 0) {
+      if (this.soon === null) {
+        this.soon = setTimeout(() => {
+          this.soon = null
+          this.kick()
+        }, wait)
+      }
+      return
+    }
+    this.lastTick = this.clock.now()
     this.ticking = true
     this.tick()
       .catch((err: unknown) => {
@@ -555,6 +590,10 @@ export class IntentLog extends ReadyResource {
   }
 
   private async refreshAuthors(): Promise<void> {
+    // The mapping changes only with the view (a genesis, an add-writer).
+    const length = this.cur.base.view.core.length
+    if (length === this.authorsAt) return
+    this.authorsAt = length
     const authors = new Map<string, string>()
     await this.cur.read('tip', async (v) => {
       for await (const e of v.createReadStream({ gte: GEN_AUTHOR_PREFIX, lt: GEN_AUTHOR_PREFIX + '\uffff' }, { wait: false })) {
@@ -596,7 +635,7 @@ export class IntentLog extends ReadyResource {
     const now = this.clock.now()
     const genesis = await cur.value<GenesisState>(GEN_GENESIS_KEY, 'confirmed')
     const ops = (await cur.applied('confirmed')) - (genesis?.applied ?? 0)
-    const bytes = this.storage!.bytes(n)
+    const bytes = this.bytesOf(n, now)
     const view = { now, ops, bytes, enteredAt: this.enteredAt, revocation: false }
     if (sealReason(view, this.rotation) === null) {
       this.due = null
@@ -613,6 +652,21 @@ export class IntentLog extends ReadyResource {
     if (decision.action !== 'seal') return
     await cur.append({ type: 'seal', generation: n, attempt: 0 })
     this.emit('sealed', { generation: n, attempt: 0, reason: decision.reason })
+  }
+
+  private bytesOf(n: number, now: number): number {
+    if (this.measured === null || this.measured.generation !== n || now - this.measured.at >= BYTES_EVERY_MS) this.measured = { generation: n, at: now, bytes: this.storage!.bytes(n) }
+    return this.measured.bytes
+  }
+
+  private pointer(): GenerationPointer | null {
+    if (this.pointerCache === null) this.pointerCache = this.storage!.pointer()
+    return this.pointerCache
+  }
+
+  private setPointer(p: GenerationPointer): void {
+    this.storage!.setPointer(p)
+    this.pointerCache = p
   }
 
   /** The snapshot of this device's own frozen view of generation n (the same at every confirmed point after its seal). */
@@ -721,10 +775,10 @@ export class IntentLog extends ReadyResource {
         }
       }
       const switchMs = Math.round(this.clock.now() - (this.sealSeen?.at ?? this.clock.now()))
-      const storage = this.storage!
-      const before = storage.pointer()
+      const before = this.pointer()
       const leaving: RetainedGeneration = { generation: n, key: b4a.toString(old.key, 'hex'), writer: before?.writer ?? 'identity', switchedAt: Math.round(this.clock.wall()) }
-      storage.setPointer({ generation: next, key, writer: 'registered', retained: [...(before?.retained ?? []), leaving] })
+      this.setPointer({ generation: next, key, writer: 'registered', retained: [...(before?.retained ?? []), leaving] })
+      this.authorsAt = -1
       this.currentNumber = next
       // Keys derive from any store of this device (one seed); the one left may be deleted.
       this.keyStore = this.gens.get(next)!.store
@@ -766,8 +820,7 @@ export class IntentLog extends ReadyResource {
 
   /** A generation left stays until every member of the current one arrived here, or its retention ran out. */
   private async tendRetained(): Promise<void> {
-    const storage = this.storage!
-    const p = storage.pointer()
+    const p = this.pointer()
     if (p === null || p.retained.length === 0) return
     const arrived = await this.everyoneArrived()
     const now = this.clock.wall()
@@ -800,8 +853,8 @@ export class IntentLog extends ReadyResource {
     await this.closeGen(m)
     const storage = this.storage!
     storage.remove(m)
-    const p = storage.pointer()
-    if (p !== null && p.retained.some((r) => r.generation === m)) storage.setPointer({ ...p, retained: p.retained.filter((r) => r.generation !== m) })
+    const p = this.pointer()
+    if (p !== null && p.retained.some((r) => r.generation === m)) this.setPointer({ ...p, retained: p.retained.filter((r) => r.generation !== m) })
     if (this.frozen?.generation === m) this.frozen = null
     this.emit('dropped', { generation: m, reason })
   }
