@@ -28,10 +28,13 @@
  *   generation it joined), never a later generation's writer key, and
  *   liveWriters() names identities; op ids keep each generation's own
  *   writer key (unique: a claim's CAS never matches another generation).
- * - A founder makes its generation safe to lose before committing it: its
- *   `founded` goes into the sealed generation only once an op of its in the
- *   new one is confirmed there, i.e. a majority of the new indexers hold
- *   the genesis.
+ * - A founder makes its generation safe to lose, and its confirmations a
+ *   majority's, before committing it: its `founded` goes into the sealed
+ *   generation only once a majority of the snapshot's indexers are active
+ *   indexers of the new one (autobase adds them pending: each counts once
+ *   a node of its is indexed; until then the founder alone confirmed
+ *   everything there, its own probe included) and an op of its there is
+ *   confirmed, i.e. they hold the genesis.
  * - Every generation kept open replicates on every stream: one wakeup
  *   protocol for all, each generation's cores attached, and one
  *   discovery-key handler asking every store (two corestores on one stream
@@ -159,6 +162,8 @@ export interface GenerationEvents {
 
 /** The manager's ticks are at least this far apart (updates come in storms: a tick reads a dozen view keys). */
 const TICK_GAP_MS = 50
+/** An indexer's activation ack at most this often (activate). */
+const ACTIVATE_MS = 100
 /** The current generation's size on disk is measured at most this often (a directory walk). */
 const BYTES_EVERY_MS = 5_000
 /** Generation n's registered writer key pair name (from the device's seed). */
@@ -214,12 +219,16 @@ export class IntentLog extends ReadyResource {
   private pointerCache: GenerationPointer | null = null
   /** The current generation's bytes on disk, measured at most every BYTES_EVERY_MS. */
   private measured: { generation: number; at: number; bytes: number } | null = null
+  /** When this device last acked for an indexer's activation. */
+  private activatedAt = 0
   /** The view length refreshAuthors last read at. */
   private authorsAt = -1
   private enteredAt = 0
   private due: { generation: number; since: number } | null = null
   private sealSeen: { generation: number; attempt: number; at: number } | null = null
   private registered: number | null = null
+  /** The confirmed signer record's op id as last seen, and when it changed (the holder seals right after its renew). */
+  private signer: { opId: string | null; at: number } = { opId: null, at: 0 }
   private frozen: { generation: number; packed: PackedSnapshot } | null = null
   private mismatch: string | null = null
   private founding = false
@@ -582,6 +591,7 @@ export class IntentLog extends ReadyResource {
     const cur = this.cur
     if (cur.versionAhead !== null || (await cur.groupApplyVersion('confirmed')) < 7) return
     await this.refreshAuthors()
+    await this.activate(cur)
     await this.register(n)
     await this.tendRetained()
     const seal = await cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
@@ -633,6 +643,8 @@ export class IntentLog extends ReadyResource {
     const cur = this.cur
     if (!cur.isIndexer || (await cur.value(GEN_SEAL_KEY, 'tip')) !== null) return
     const now = this.clock.now()
+    const record = await cur.lease(SIGNER_LEASE, 'confirmed')
+    if ((record?.opId ?? null) !== this.signer.opId) this.signer = { opId: record?.opId ?? null, at: now }
     const genesis = await cur.value<GenesisState>(GEN_GENESIS_KEY, 'confirmed')
     const ops = (await cur.applied('confirmed')) - (genesis?.applied ?? 0)
     const bytes = this.bytesOf(n, now)
@@ -645,9 +657,11 @@ export class IntentLog extends ReadyResource {
     const writers = (await cur.writers('confirmed')).filter((w) => !w.removed)
     const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
     const everyoneKeyed = writers.every((w) => registeredKey(keyed.find((k) => k.identity === w.key) ?? null, n + 1) !== null)
-    const holder = (await cur.lease(SIGNER_LEASE, 'confirmed'))?.holder ?? null
+    const holder = record?.holder ?? null
     const turn = sealTurn(this.identity, writers.filter((w) => w.indexer).map((w) => w.key), holder)
     if (turn === null) return
+    // The holder seals right after a renew of its was confirmed: the switch then has that renew's whole window.
+    if (turn === 0 && now - this.signer.at > this.rotation.staggerMs) return
     const decision = decideSeal({ ...view, everyoneKeyed, turn, dueSince: this.due.since }, this.rotation)
     if (decision.action !== 'seal') return
     await cur.append({ type: 'seal', generation: n, attempt: 0 })
@@ -690,6 +704,9 @@ export class IntentLog extends ReadyResource {
     const mine = await this.ownSnapshot(n)
     const isFounder = seal.founder === this.identity
     const engine = await this.ensureNext(next, isFounder ? null : b4a.from(founded?.key ?? seal.founderKey, 'hex'))
+    // Every indexer of the next generation starts pending: its ack at once (not at the stall timer), then the others count it.
+    await engine.announce()
+    await this.activate(engine)
     if (founded !== null) return this.trySwitch(n, founded, mine)
     if (isFounder) return this.found(n, next, engine, mine)
     // No commit yet: a founder silent for too long is replaced (the next attempt).
@@ -726,7 +743,8 @@ export class IntentLog extends ReadyResource {
         if (engine.writable) await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1) })
         return
       }
-      // Confirmed in the next generation: a majority of its indexers hold its genesis.
+      // A majority of the snapshot's indexers confirm there now, and they confirmed the probe: they hold its genesis.
+      if (!(await this.majorityActive(engine))) return
       const confirmed = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'confirmed')
       if (confirmed === null || confirmed.first !== next + 1) return
       if ((await this.cur.value(GEN_FOUNDED_KEY, 'tip')) !== null) return
@@ -736,6 +754,33 @@ export class IntentLog extends ReadyResource {
     } finally {
       this.founding = false
     }
+  }
+
+  /**
+   * While a generation's indexers are being activated, the first of its
+   * confirmed indexers by key acks, at most every ACTIVATE_MS: one device,
+   * so that acks do not cross (intent-log.ts afterUpdate).
+   */
+  private async activate(engine: GenerationLog): Promise<void> {
+    const now = this.clock.now()
+    if (!engine.isIndexer || now - this.activatedAt < ACTIVATE_MS) return
+    const confirmed = (await engine.confirmedIndexers()).sort()
+    if (confirmed[0] !== engine.self || !(await engine.activating())) return
+    this.activatedAt = now
+    await engine.forceAck()
+  }
+
+  /** Whether more than half of the generation's indexers (identities by its view) are active indexers of its autobase. */
+  private async majorityActive(engine: GenerationLog): Promise<boolean> {
+    const active = new Set(await engine.confirmedIndexers())
+    const writers = (await engine.writers('confirmed')).filter((w) => w.indexer && !w.removed)
+    if (writers.length === 0) return false
+    let count = 0
+    for (const w of writers) {
+      const key = (await engine.value<string>(GEN_KEY_PREFIX + w.key, 'confirmed')) ?? w.key
+      if (active.has(key)) count++
+    }
+    return count * 2 > writers.length
   }
 
   private async trySwitch(n: number, founded: FoundedRecord, mine: PackedSnapshot): Promise<void> {

@@ -298,6 +298,34 @@ export class GenerationLog extends ReadyResource {
     await this.base.ack()
   }
 
+  /** The active indexers (writer keys, hex) as of the indexed length: who confirms here now (a pending indexer does not, until a node of its is indexed). */
+  async confirmedIndexers(): Promise<string[]> {
+    const system = this.base.system
+    if (system === null) return []
+    const info = await system.getIndexedInfo(this.base.indexedLength)
+    return info.indexers.map((i) => b4a.toString(i.key, 'hex'))
+  }
+
+  /**
+   * Whether an indexer was activated at the tip (its first node applied)
+   * and the indexed prefix does not count it yet: autobase never acks an
+   * ack, and a new indexer's first node is one, so its activation waited
+   * for the next real op or the background ack timer (2-4 s per indexer at
+   * leaseMs 2000; every indexer of a new generation starts so).
+   */
+  async activating(): Promise<boolean> {
+    const tip = this.indexerKeys()
+    if (tip.length === 0) return false
+    const confirmed = new Set(await this.confirmedIndexers())
+    return tip.some((k) => !confirmed.has(k))
+  }
+
+  /** One ack now, whatever the ack rule says (an indexer's activation: generations.ts). */
+  async forceAck(): Promise<void> {
+    if (this.closing !== null || !this.base.ackable) return
+    await this.base.append(null)
+  }
+
   /** This device's own nodes from core index `from` on: each one's value (null for an ack), by index, as stored here. */
   async ownValues(from: number): Promise<Array<{ index: number; value: Uint8Array | null }>> {
     const local = this.base.local as unknown as LocalCore
