@@ -205,6 +205,8 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     writers: string[]
     indexers: string[]
     peers: number
+    generation?: { number: number; sealed: { next: number } | null; retained: number[] }
+    disk?: { bytes: number }
   }
   if (f.json) {
     out(JSON.stringify(s))
@@ -218,6 +220,11 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   out(`expires   ${inSeconds(s.lease.expiresInMs)}`)
   out(`writers   ${s.writers.length} (${s.indexers.length} indexers)`)
   out(`peers     ${s.peers}`)
+  if (s.generation) {
+    const g = s.generation
+    out(`log       generation ${g.number}${g.sealed ? ` (sealed: moving to ${g.sealed.next})` : ''}${g.retained.length > 0 ? `; keeping ${g.retained.join(', ')} for devices away` : ''}`)
+  }
+  if (s.disk) out(`disk      ${(s.disk.bytes / (1024 * 1024)).toFixed(1)} MiB`)
   return EXIT.OK
 }
 

@@ -139,6 +139,14 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   t.is(await acquire(dirs[2]!, 'acme/app#1', 'carol'), leases['acme/app#1'] + 1, 'a new tenure of a carried lease: token + 1')
   t.is(next, 1)
 
+  // `history` spans generations: the tenures are part of the state each generation carries.
+  const history = JSON.parse((await cli(['history', '--json', '--storage', dirs[2]!])).stdout) as Array<{ epoch: number }>
+  const epochs = history.map((h) => h.epoch)
+  const current = (await status(dirs[2]!))!.lease.epoch
+  t.ok(epochs[0] === 1 && epochs.at(-1) === current, `history from epoch 1 to ${current} (${epochs.join(',')})`)
+  const plain = await cli(['status', '--storage', dirs[2]!])
+  t.ok(/^log +generation \d+/m.test(plain.stdout) && /^disk +[\d.]+ MiB/m.test(plain.stdout), 'status says the generation and the disk it takes')
+
   // Stop everyone, then the checks over the whole history.
   for (const d of daemons) d.proc.kill('SIGTERM')
   await Promise.all(daemons.map((d) => d.exited))
