@@ -12,6 +12,7 @@ import { apply, groupFold } from '../lib/families.js'
 import type { Op } from '../lib/log/ops.js'
 import { chainHash, chunkText, genesisOps, packSnapshot, snapshotText, type PackedSnapshot } from '../lib/log/snapshot.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
+import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from '../lib/log/key-box.js'
 
 const F = 'f'.repeat(64)
 const W = 'e'.repeat(64)
@@ -19,6 +20,17 @@ const X = 'c'.repeat(64)
 /** Each device's writer key for generation n (what it registers ahead). */
 const gk = (who: string, n: number): string => createHash('sha256').update(`${who}/${n}`).digest('hex')
 const keysFrom = (who: string, first: number, count = 4): string[] => Array.from({ length: count }, (_, i) => gk(who, first + i))
+/** Each device's X25519 key (what generation keys are sealed to). */
+const pairs = new Map<string, BoxKeyPair>()
+const pairOf = (who: string): BoxKeyPair => pairs.get(who) ?? pairs.set(who, boxKeyPair(createHash('sha256').update(`box/${who}`).digest())).get(who)!
+const boxOf = (who: string): string => b4a.toString(pairOf(who).publicKey, 'hex')
+/** A share of `key` for generation `next`, sealed to each of `to`. */
+const share = (generation: number, next: number, key: Uint8Array, to: string[]): Op => ({
+  type: 'share',
+  generation,
+  next,
+  boxes: to.map((identity) => ({ identity, box: b4a.toString(sealKey(key, pairOf(identity).publicKey), 'hex') }))
+})
 
 class Group {
   readonly view = new MemoryView()
@@ -52,7 +64,7 @@ async function group(): Promise<Group> {
   const g = new Group()
   await g.run(F, { type: 'apply-version', version: 7 })
   await g.run(F, { type: 'add-writer', key: W, indexer: true }, { type: 'add-writer', key: X, indexer: false })
-  for (const who of [F, W, X]) await g.run(who, { type: 'gen-keys', first: 1, keys: keysFrom(who, 1) })
+  for (const who of [F, W, X]) await g.run(who, { type: 'gen-keys', first: 1, keys: keysFrom(who, 1), box: boxOf(who) })
   await g.run(F, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
   await g.run(X, { type: 'acquire', name: 'acme/app#1', owner: 'alice', ttlMs: null, ts: 2 })
   return g
@@ -64,14 +76,14 @@ async function snapshotOf(g: Group): Promise<PackedSnapshot> {
 
 test('a seal freezes the state: every later op is rejected outside it, each writer cut once', async (t) => {
   const g = await group()
-  t.alike(g.get(`genkey/${X}`), { identity: X, first: 1, keys: keysFrom(X, 1), opId: `${X}:1` }, 'a device registers its own keys')
+  t.alike(g.get(`genkey/${X}`), { identity: X, first: 1, keys: keysFrom(X, 1), box: boxOf(X), opId: `${X}:1` }, 'a device registers its own keys')
   const [seal] = await g.run(W, { type: 'seal', generation: 0, attempt: 0 })
   t.alike(g.get('gen/seal'), { generation: 0, attempt: 0, next: 1, founder: W, founderKey: gk(W, 1), op: seal, attemptOp: seal }, 'the sealer founds the next generation at its registered key')
   const frozen = g.state()
   const before = await snapshotOf(g)
 
   const [late] = await g.run(X, { type: 'acquire', name: 'acme/app#2', owner: 'bob', ttlMs: null, ts: 3 }, { type: 'release', name: 'acme/app#1', epoch: null, owner: 'alice', ts: 4 })
-  await g.run(F, { type: 'renew', name: '__lease__', epoch: 1, owner: null, ts: 5 }, { type: 'gen-keys', first: 2, keys: keysFrom(F, 2) })
+  await g.run(F, { type: 'renew', name: '__lease__', epoch: 1, owner: null, ts: 5 }, { type: 'gen-keys', first: 2, keys: keysFrom(F, 2), box: boxOf(F) })
   await g.run(F, b4a.from('not json'))
   await g.run(W, { type: 'seal', generation: 0, attempt: 0 })
   t.is(g.state(), frozen, 'nothing of the state moved, not even a counter')
@@ -88,40 +100,65 @@ test('founded commits once, from the founder; a re-seal replaces a founder only 
   await g.run(W, { type: 'seal', generation: 0, attempt: 0 })
   const founded = (by: string, next: number, key: string): Op => ({ type: 'founded', generation: 0, next, key, hash: 'a'.repeat(64) })
 
+  await g.run(W, founded(W, 1, gk(W, 1)))
+  t.is(g.get('gen/rejected/no-share'), 1, 'no commit before the key is shared')
+  await g.run(F, share(0, 1, newGenerationKey(), [F, W, X]))
+  t.is(g.get('gen/rejected/not-founder'), 1, 'only the founder shares a key')
+  await g.run(W, share(0, 1, newGenerationKey(), [F, W, X]))
+  t.ok(g.get('gen/share'), 'the founder shares it')
+  await g.run(W, share(0, 1, newGenerationKey(), [F, W, X]))
+  t.is(g.get('gen/rejected/stale-seal'), 1, 'once per attempt')
+
   await g.run(F, founded(F, 1, gk(W, 1)))
-  t.is(g.get('gen/rejected/not-founder'), 1, 'only the founder commits')
+  t.is(g.get('gen/rejected/not-founder'), 2, 'only the founder commits')
   await g.run(W, founded(W, 1, gk(F, 1)))
-  t.is(g.get('gen/rejected/stale-seal'), 1, 'at the key the seal named')
+  t.is(g.get('gen/rejected/stale-seal'), 2, 'at the key the seal named')
   await g.run(X, { type: 'seal', generation: 0, attempt: 1 })
   t.is(g.get('gen/rejected/unauthorized'), 1, 'a plain writer cannot re-seal')
 
   // The founder went quiet: F takes over as attempt 1, at a generation number never used.
   const [reseal] = await g.run(F, { type: 'seal', generation: 0, attempt: 1 })
+  await g.run(F, share(0, 2, newGenerationKey(), [F, W, X]))
   t.alike(g.get('gen/seal'), { generation: 0, attempt: 1, next: 2, founder: F, founderKey: gk(F, 2), op: `${W}:2`, attemptOp: reseal }, 'attempt 1 founds generation 2')
   await g.run(W, founded(W, 1, gk(W, 1)))
-  t.is(g.get('gen/rejected/stale-seal'), 2, 'the replaced founder commits nothing any more')
+  t.is(g.get('gen/rejected/stale-seal'), 3, 'the replaced founder commits nothing any more')
   t.absent(g.get('gen/founded'))
   await g.run(W, { type: 'seal', generation: 0, attempt: 1 })
-  t.is(g.get('gen/rejected/stale-seal'), 3, 'two re-seals of one attempt: the first wins')
+  t.is(g.get('gen/rejected/stale-seal'), 4, 'two re-seals of one attempt: the first wins')
 
   const [commit] = await g.run(F, founded(F, 2, gk(F, 2)))
   t.alike(g.get('gen/founded'), { next: 2, key: gk(F, 2), hash: 'a'.repeat(64), op: commit })
   await g.run(W, { type: 'seal', generation: 0, attempt: 2 })
   await g.run(F, founded(F, 2, gk(F, 2)))
-  t.is(g.get('gen/rejected/stale-seal'), 5, 'after the commit: no re-seal, no second commit')
+  t.is(g.get('gen/rejected/stale-seal'), 6, 'after the commit: no re-seal, no second commit')
   t.alike(g.get('gen/founded'), { next: 2, key: gk(F, 2), hash: 'a'.repeat(64), op: commit })
+})
+
+test('a share names only devices that may read the next generation, and each opens its own box', async (t) => {
+  const g = await group()
+  await g.run(F, { type: 'remove-writer', key: X })
+  await g.run(W, { type: 'seal', generation: 0, attempt: 0 })
+  const key = newGenerationKey()
+  await g.run(W, share(0, 1, key, [F, W, X]))
+  t.is(g.get('gen/rejected/bad-share'), 1, 'never to a removed device')
+  await g.run(W, share(0, 1, key, [F, W, 'd'.repeat(64)]))
+  t.is(g.get('gen/rejected/bad-share'), 2, 'never to a key that is no writer')
+  await g.run(W, share(0, 1, key, [F, W]))
+  const record = g.get('gen/share') as { boxes: Array<{ identity: string; box: string }> }
+  for (const b of record.boxes) t.alike(openKey(b4a.from(b.box, 'hex'), pairOf(b.identity)), key, `${b.identity.slice(0, 4)} opens its box`)
+  t.is(openKey(b4a.from(record.boxes[0]!.box, 'hex'), pairOf(X)), null, "the removed device opens none (not even another's)")
 })
 
 test('a seal needs an indexer of this generation with a key for the next', async (t) => {
   const g = new Group()
   await g.run(F, { type: 'apply-version', version: 7 })
   await g.run(F, { type: 'add-writer', key: X, indexer: false })
-  await g.run(X, { type: 'gen-keys', first: 1, keys: keysFrom(X, 1) })
+  await g.run(X, { type: 'gen-keys', first: 1, keys: keysFrom(X, 1), box: boxOf(X) })
   await g.run(X, { type: 'seal', generation: 0, attempt: 0 })
   t.is(g.get('stats/rejected/unauthorized'), 1, 'not from a plain writer')
   await g.run(F, { type: 'seal', generation: 0, attempt: 0 })
   t.is(g.get('stats/rejected/no-generation-key'), 1, 'not before the founder registered its next key')
-  await g.run(F, b4a.from(JSON.stringify({ v: 1, type: 'gen-keys', first: 0, keys: keysFrom(F, 0) })))
+  await g.run(F, b4a.from(JSON.stringify({ v: 1, type: 'gen-keys', first: 0, keys: keysFrom(F, 0), box: boxOf(F) })))
   t.is(g.get('stats/rejected/invalid-field'), 1, 'keys for generation 0 are no keys')
   await g.run(F, { type: 'seal', generation: 3, attempt: 0 }, { type: 'seal', generation: 0, attempt: 1 })
   t.is(g.get('stats/rejected/stale-generation'), 1, 'a seal of another generation is stale')
@@ -135,7 +172,7 @@ test('a seal needs an indexer of this generation with a key for the next', async
 test('in a group below version 7 the generation ops are what a version-6 build makes of them', async (t) => {
   const g = new Group()
   await g.run(F, { type: 'apply-version', version: 6 })
-  await g.run(F, { type: 'gen-keys', first: 1, keys: keysFrom(F, 1) }, { type: 'seal', generation: 0, attempt: 0 })
+  await g.run(F, { type: 'gen-keys', first: 1, keys: keysFrom(F, 1), box: boxOf(F) }, { type: 'seal', generation: 0, attempt: 0 })
   t.is(g.get('stats/rejected/unknown-type'), 2)
   t.absent(g.get('gen/seal'))
   t.absent([...g.view.data.keys()].find((k) => k.startsWith('genkey/')))
@@ -171,7 +208,7 @@ test('a genesis rebuilds the state in a new view and adds the writers by their k
   t.alike([record.holder, record.epoch, record.opId], [F, 1, renew], 'same holder, same epoch, this generation op id')
   t.is(next.get('stats/applied'), (g.get('stats/applied') as number) + 1, 'the op count goes on from the snapshot')
   // A claim on a record of the old generation by an old op id that this generation's writer happens to reach: no match.
-  await next.run(gk(F, 1), { type: 'gen-keys', first: 2, keys: keysFrom(F, 2) })
+  await next.run(gk(F, 1), { type: 'gen-keys', first: 2, keys: keysFrom(F, 2), box: boxOf(F) })
   t.alike((next.get(`genkey/${F}`) as { first: number }).first, 2, 'registrations go on under the identity')
 })
 

@@ -17,18 +17,23 @@ const ROTATION = { ops: 40, checkMs: 100, staggerMs: 100, foundTimeoutMs: 5_000 
 /** Every device in generation >= `n`, and their confirmed views equal at one length. */
 async function settled(cluster: Cluster, n: number, timeoutMs = 30_000): Promise<string> {
   let hash = ''
+  let seen = ''
   await waitFor(
     async () => {
       if (!cluster.devices.every((d) => d.log.generation >= n)) return false
       const gens = new Set(cluster.devices.map((d) => d.log.generation))
+      seen = `generations ${[...cluster.devices.map((d) => d.log.generation)].join('/')}`
       if (gens.size !== 1) return false
       const states = await Promise.all(cluster.devices.map(async (d) => ({ length: await d.log.confirmedViewLength(), hash: await d.log.viewHash('confirmed') })))
       hash = states[0]!.hash
+      seen += `, views ${states.map((s) => `${s.length}:${s.hash.slice(0, 6)}`).join(' ')}`
       return states.every((s) => s.length === states[0]!.length && s.hash === hash)
     },
     timeoutMs,
     `every device in generation ${n} with one confirmed view`
-  )
+  ).catch((err: Error) => {
+    throw new Error(`${err.message} (last: ${seen})`)
+  })
   return hash
 }
 

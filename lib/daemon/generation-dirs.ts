@@ -121,7 +121,9 @@ function parsePointer(raw: unknown): GenerationPointer | null {
     if (g === null || typeof switchedAt !== 'number') return null
     retained.push({ ...g, switchedAt })
   }
-  return { ...base, retained }
+  const { encryptionKey } = r
+  if (encryptionKey !== undefined && (typeof encryptionKey !== 'string' || !HEX.test(encryptionKey))) return null
+  return { ...base, retained, ...(encryptionKey !== undefined ? { encryptionKey } : {}) }
 }
 
 function parseGeneration(r: Record<string, unknown>): Pick<GenerationPointer, 'generation' | 'key' | 'writer'> | null {

@@ -190,7 +190,8 @@ export class PairingHost extends ReadyResource {
       await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
       await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
     }
-    req.confirm({ key: this.log.key, additional: this.answer(open, role) })
+    // The current generation's key (from generation 1 on), sent inside the pairing protocol's answer, which only the invite's holder opens.
+    req.confirm({ key: this.log.key, encryptionKey: this.log.generationEncryptionKey, additional: this.answer(open, role) })
   }
 }
 
@@ -249,7 +250,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     const acceptsIndexer = (opts.maxRole ?? 'indexer') === 'indexer'
     const userData = b4a.concat([self, b4a.from([acceptsIndexer ? FLAG_INDEXER : 0])])
     // Set by the answer (a callback: kept in an object so its type is not narrowed away).
-    const answer: { generation: { generation: number; key: Uint8Array } | null } = { generation: null }
+    const answer: { generation: { generation: number; key: Uint8Array } | null; encryptionKey: Uint8Array | null } = { generation: null, encryptionKey: null }
     const paired = await new Promise<JoinResult>((resolve, reject) => {
       timer = setTimeout(
         () => reject(new AutoleaseError('TIMEOUT', `no member of the group answered the invite within ${timeoutMs} ms (is the inviting daemon running and reachable?)`)),
@@ -260,6 +261,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
         userData,
         onadd: (res) => {
           answer.generation = answerGeneration(res.data)
+          answer.encryptionKey = res.encryptionKey ?? null
           resolve({ result: 'joined', key: res.key, self: b4a.toString(self, 'hex'), role: grantedRole(res.data, acceptsIndexer), generation: answer.generation?.generation ?? 0 })
         }
       })
@@ -283,7 +285,8 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
       const first = gens.open(added.generation, store.primaryKey)
       await first.ready()
       await first.close()
-      gens.setPointer({ generation: added.generation, key: b4a.toString(added.key, 'hex'), writer: 'identity', retained: [] })
+      const encryptionKey = answer.encryptionKey === null ? {} : { encryptionKey: b4a.toString(answer.encryptionKey, 'hex') }
+      gens.setPointer({ generation: added.generation, key: b4a.toString(added.key, 'hex'), writer: 'identity', retained: [], ...encryptionKey })
     }
     await store.close()
     store = null

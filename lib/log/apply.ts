@@ -79,7 +79,7 @@ export type { View }
  * they are counted as a version-5 build counts them when it fails to
  * decode them (CODEC_ADDITIONS), before any authorization.
  * Version 7: the log in generations (lib/log/generation-family.ts,
- * docs/generations.md): gen-keys, seal, founded and genesis ops; a sealed
+ * docs/generations.md): gen-keys, seal, share, founded and genesis ops; a sealed
  * generation is frozen (every later op rejected, counted under gen/), a
  * new generation starts from its genesis alone, and an op's author is the
  * identity its writer key stands for in this generation. In a group at
@@ -115,7 +115,7 @@ const CODEC_ADDITIONS: readonly CodecAddition[] = [
   },
   {
     version: 7,
-    types: new Set<Op['type']>(['gen-keys', 'seal', 'founded', 'genesis']),
+    types: new Set<Op['type']>(['gen-keys', 'seal', 'founded', 'genesis', 'share']),
     olderFailure: () => null,
   },
   {

@@ -34,7 +34,7 @@
  */
 import type { ApplyHost } from 'autobase'
 import b4a from 'b4a'
-import type { Decoded, FoundedOp, GenesisOp, GenKeysOp, SealOp } from './ops.js'
+import type { Decoded, FoundedOp, GenesisOp, GenKeysOp, SealOp, ShareOp } from './ops.js'
 import type { ViewTx } from './view-tx.js'
 import { bump, prefixRange, type ApplyContext, type OpFamily, type ViewEntry } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, WRITER_PREFIX, writerKey, type WriterEntry } from './view-layout.js'
@@ -43,6 +43,7 @@ import {
   GEN_GENESIS_KEY,
   GEN_NUMBER_KEY,
   GEN_SEAL_KEY,
+  GEN_SHARE_KEY,
   GENKEY_PREFIX,
   genAuthorKey,
   genCutKey,
@@ -54,7 +55,8 @@ import {
   type GenerationRejection,
   type GenesisState,
   type GenKeysEntry,
-  type SealRecord
+  type SealRecord,
+  type ShareRecord
 } from './generation-layout.js'
 import { EMPTY_DIGEST, nextDigest, parseLine, type SnapshotEntry } from './snapshot.js'
 
@@ -87,6 +89,7 @@ export const generationFamily: OpFamily = {
     seal: (op, c) => applyFirstSeal(c, op),
     // Before any seal: nothing to found. A genesis chunk is only ever a new autobase's first ops (the gate).
     founded: (_op, c) => c.count('not-sealed'),
+    share: (_op, c) => c.count('not-sealed'),
     genesis: (_op, c) => c.count('invalid-genesis')
   },
   owns: (key) => isGenKey(key) || isGenkey(key),
@@ -106,7 +109,7 @@ export const generationFamily: OpFamily = {
 
 async function applyGenKeys(c: ApplyContext, op: GenKeysOp): Promise<void> {
   if (op.first <= (await viewGeneration(c.tx))) return c.count('stale-generation')
-  const entry: GenKeysEntry = { identity: c.writer.key, first: op.first, keys: op.keys, opId: c.id }
+  const entry: GenKeysEntry = { identity: c.writer.key, first: op.first, keys: op.keys, box: op.box, opId: c.id }
   c.tx.put(genkeyKey(c.writer.key), entry)
 }
 
@@ -166,7 +169,7 @@ export async function generationGate(n: GateNode): Promise<boolean> {
 
   const seal = await tx.get<SealRecord>(GEN_SEAL_KEY)
   if (seal === null) return false
-  const op = decoded.ok && (decoded.op.type === 'seal' || decoded.op.type === 'founded') ? decoded.op : null
+  const op = decoded.ok && (decoded.op.type === 'seal' || decoded.op.type === 'founded' || decoded.op.type === 'share') ? decoded.op : null
   if (op !== null) {
     const reason = await afterSeal(tx, n, seal, op)
     if (reason !== null) await reject(tx, reason)
@@ -178,7 +181,7 @@ export async function generationGate(n: GateNode): Promise<boolean> {
   return true
 }
 
-async function afterSeal(tx: ViewTx, n: GateNode, seal: SealRecord, op: SealOp | FoundedOp): Promise<GenerationRejection | null> {
+async function afterSeal(tx: ViewTx, n: GateNode, seal: SealRecord, op: SealOp | FoundedOp | ShareOp): Promise<GenerationRejection | null> {
   const identity = await identityOf(tx, n.key)
   const writer = await tx.get<WriterEntry>(writerKey(identity))
   if (writer === null || writer.removed) return 'unauthorized'
@@ -194,8 +197,23 @@ async function afterSeal(tx: ViewTx, n: GateNode, seal: SealRecord, op: SealOp |
     tx.put(GEN_SEAL_KEY, record)
     return null
   }
+  const share = await tx.get<ShareRecord>(GEN_SHARE_KEY)
+  if (op.type === 'share') {
+    if (founded !== null || op.generation !== generation || op.next !== seal.next || (share !== null && share.attempt === seal.attempt)) return 'stale-seal'
+    if (identity !== seal.founder) return 'not-founder'
+    // Never to a device that is no writer or was removed: the key opens every op of the next generation.
+    for (const b of op.boxes) {
+      const member = await tx.get<WriterEntry>(writerKey(b.identity))
+      const keys = await tx.get<GenKeysEntry>(genkeyKey(b.identity))
+      if (member === null || member.removed || keys === null) return 'bad-share'
+    }
+    const record: ShareRecord = { attempt: seal.attempt, next: op.next, boxes: op.boxes, op: n.id }
+    tx.put(GEN_SHARE_KEY, record)
+    return null
+  }
   if (founded !== null || op.generation !== generation || op.next !== seal.next || op.key !== seal.founderKey) return 'stale-seal'
   if (identity !== seal.founder) return 'not-founder'
+  if (share === null || share.attempt !== seal.attempt) return 'no-share'
   const record: FoundedRecord = { next: op.next, key: op.key, hash: op.hash, op: n.id }
   tx.put(GEN_FOUNDED_KEY, record)
   return null

@@ -14,6 +14,8 @@
 export const GEN_NUMBER_KEY = 'gen/number'
 /** The accepted seal of this generation (SealRecord). */
 export const GEN_SEAL_KEY = 'gen/seal'
+/** The next generation's encryption key, sealed to each device that may read it (ShareRecord). */
+export const GEN_SHARE_KEY = 'gen/share'
 /** The committed switch (FoundedRecord). */
 export const GEN_FOUNDED_KEY = 'gen/founded'
 /** A generation >= 1: its genesis as apply received it (GenesisState). */
@@ -49,6 +51,10 @@ export type GenerationRejection =
   | 'genesis-failed'
   /** A snapshot line no family owns, or not a line at all. */
   | 'snapshot-entry'
+  /** A share naming a device that is no writer, was removed, or registered no box key. */
+  | 'bad-share'
+  /** A founded op before its attempt's share. */
+  | 'no-share'
   | 'unauthorized'
 
 export interface SealRecord {
@@ -66,6 +72,14 @@ export interface SealRecord {
   op: string
   /** This attempt's seal op id. */
   attemptOp: string
+}
+
+export interface ShareRecord {
+  /** The seal attempt it belongs to (a re-seal's founder shares a key of its own). */
+  attempt: number
+  next: number
+  boxes: Array<{ identity: string; box: string }>
+  op: string
 }
 
 export interface FoundedRecord {
@@ -102,6 +116,8 @@ export interface GenKeysEntry {
   identity: string
   first: number
   keys: string[]
+  /** The device's X25519 public key (hex): generation keys are sealed to it. */
+  box: string
   opId: string
 }
 

@@ -63,6 +63,7 @@ import {
   GEN_GENESIS_KEY,
   GEN_KEY_PREFIX,
   GEN_SEAL_KEY,
+  GEN_SHARE_KEY,
   GENKEY_PREFIX,
   genCutKey,
   genkeyKey,
@@ -70,9 +71,11 @@ import {
   type FoundedRecord,
   type GenesisState,
   type GenKeysEntry,
-  type SealRecord
+  type SealRecord,
+  type ShareRecord
 } from './generation-layout.js'
 import { genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
+import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
 import { MAX_GEN_KEYS } from './ops.js'
 import { AutoleaseError } from '../errors.js'
@@ -98,6 +101,8 @@ export interface GenerationPointer {
   key: string
   writer: GenerationWriter
   retained: RetainedGeneration[]
+  /** The current generation's encryption key (hex), until its autobase stored it (a device that joined by invite). */
+  encryptionKey?: string
 }
 
 /** One device's generations on disk (lib/daemon/generation-dirs.ts). */
@@ -166,6 +171,8 @@ const TICK_GAP_MS = 50
 const ACTIVATE_MS = 100
 /** The current generation's size on disk is measured at most this often (a directory walk). */
 const BYTES_EVERY_MS = 5_000
+/** The name this device's X25519 box key derives under (from its seed). */
+const BOX_KEY_PAIR = 'autolease/box'
 /** Generation n's registered writer key pair name (from the device's seed). */
 const keyPairName = (n: number): string => `autolease/generation/${n}`
 /** Genesis chunks per autobase batch. */
@@ -232,6 +239,12 @@ export class IntentLog extends ReadyResource {
   private frozen: { generation: number; packed: PackedSnapshot } | null = null
   private mismatch: string | null = null
   private founding = false
+  /** This device's X25519 key pair (from its seed): generation keys are sealed to it. */
+  private box: BoxKeyPair | null = null
+  /** The key this device made as a founder, for the generation and attempt it founds. */
+  private shared: { generation: number; attempt: number; key: Uint8Array } | null = null
+  /** The next generation this device was told it cannot follow (warned once). */
+  private excluded: number | null = null
 
   constructor(storage: Corestore | GenerationStorage, opts: IntentLogOptions) {
     super()
@@ -277,10 +290,15 @@ export class IntentLog extends ReadyResource {
     await store.ready()
     this.keyStore = store
     this.identity = b4a.toString(await GenerationLog.localKey(store, this.opts.namespace ?? NAMESPACE), 'hex')
+    this.box = boxKeyPair((await store.createKeyPair(BOX_KEY_PAIR)).secretKey.subarray(0, 32))
     const current =
       p === null
         ? await this.openLog(0, store, true, { key: optionalKey(this.opts.key) })
-        : await this.openLog(n, store, true, { key: b4a.from(p.key, 'hex'), ...(p.writer === 'registered' ? { keyPair: await this.keyPair(n) } : {}) })
+        : await this.openLog(n, store, true, {
+            key: b4a.from(p.key, 'hex'),
+            ...(p.writer === 'registered' ? { keyPair: await this.keyPair(n) } : {}),
+            ...(p.encryptionKey !== undefined ? { encryptionKey: b4a.from(p.encryptionKey, 'hex') } : {})
+          })
     this.currentNumber = n
     this.groupKey = this.opts.key === undefined || this.opts.key === null ? current.key : toKey(this.opts.key)
     for (const r of p?.retained ?? []) {
@@ -293,7 +311,12 @@ export class IntentLog extends ReadyResource {
     await this.refreshAuthors()
   }
 
-  private async openLog(n: number, store: Corestore, owned: boolean, o: { key: Uint8Array | null; keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }; genesis?: boolean }): Promise<GenerationLog> {
+  private async openLog(
+    n: number,
+    store: Corestore,
+    owned: boolean,
+    o: { key: Uint8Array | null; keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }; genesis?: boolean; encryptionKey?: Uint8Array }
+  ): Promise<GenerationLog> {
     const log = new GenerationLog(store, {
       key: o.key,
       fold: this.opts.fold,
@@ -302,7 +325,9 @@ export class IntentLog extends ReadyResource {
       ...(this.opts.namespace !== undefined ? { namespace: this.opts.namespace } : {}),
       ...(this.opts.clock !== undefined ? { clock: this.opts.clock } : {}),
       ...(o.keyPair ? { keyPair: o.keyPair } : {}),
-      ...(o.genesis ? { genesis: true } : {})
+      ...(o.genesis ? { genesis: true } : {}),
+      // Every generation after 0 is encrypted (docs/generations.md §12): with its key, or the one stored at its first open.
+      ...(o.encryptionKey ? { encryptionKey: o.encryptionKey } : n > 0 ? { encrypted: true } : {})
     })
     log.on('update', () => this.onupdate(n))
     log.on('error', (err: unknown) => this.emit('error', err))
@@ -399,6 +424,11 @@ export class IntentLog extends ReadyResource {
   /** The current generation's autobase key (generation 0's is the group's key). */
   get generationKey(): Uint8Array {
     return this.cur.key
+  }
+
+  /** The current generation's encryption key (null in generation 0): an invite hands it to the joiner. */
+  get generationEncryptionKey(): Uint8Array | null {
+    return this.cur.base.encryptionKey
   }
 
   /** A key pair derived from this device's seed (the daemon's swarm identity). */
@@ -613,6 +643,10 @@ export class IntentLog extends ReadyResource {
     this.authors = authors
   }
 
+  private boxHex(): string {
+    return b4a.toString(this.box!.publicKey, 'hex')
+  }
+
   /** This device's key pair for generation n (registered ahead: §6). */
   private keyPair(n: number): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }> {
     return this.keyStore!.createKeyPair(keyPairName(n))
@@ -635,7 +669,7 @@ export class IntentLog extends ReadyResource {
       return
     }
     if ((await cur.value(GEN_SEAL_KEY, 'tip')) !== null) return
-    await this.append({ type: 'gen-keys', first: n + 1, keys: await this.writerKeys(n + 1) })
+    await this.append({ type: 'gen-keys', first: n + 1, keys: await this.writerKeys(n + 1), box: this.boxHex() })
     this.registered = n
   }
 
@@ -648,7 +682,7 @@ export class IntentLog extends ReadyResource {
     const genesis = await cur.value<GenesisState>(GEN_GENESIS_KEY, 'confirmed')
     const ops = (await cur.applied('confirmed')) - (genesis?.applied ?? 0)
     const bytes = this.bytesOf(n, now)
-    const view = { now, ops, bytes, enteredAt: this.enteredAt, revocation: false }
+    const view = { now, ops, bytes, enteredAt: this.enteredAt, revocation: await this.revoked(cur) }
     if (sealReason(view, this.rotation) === null) {
       this.due = null
       return
@@ -666,6 +700,19 @@ export class IntentLog extends ReadyResource {
     if (decision.action !== 'seal') return
     await cur.append({ type: 'seal', generation: n, attempt: 0 })
     this.emit('sealed', { generation: n, attempt: 0, reason: decision.reason })
+  }
+
+  /**
+   * A device was removed in this generation (its removal's op id names a
+   * writer of this autobase): the generation ends at once, so that the
+   * next one, whose key it never gets, starts (docs/generations.md §12).
+   */
+  private async revoked(cur: GenerationLog): Promise<boolean> {
+    for (const w of await cur.writers('confirmed')) {
+      if (!w.removed || w.removedOp === null) continue
+      if (await cur.hasWriter(w.removedOp.slice(0, w.removedOp.lastIndexOf(':')))) return true
+    }
+    return false
   }
 
   private bytesOf(n: number, now: number): number {
@@ -703,12 +750,17 @@ export class IntentLog extends ReadyResource {
     for (const m of this.storage!.list()) if (m > n && m !== next && !this.gens.has(m)) await this.drop(m, 'abandoned')
     const mine = await this.ownSnapshot(n)
     const isFounder = seal.founder === this.identity
-    const engine = await this.ensureNext(next, isFounder ? null : b4a.from(founded?.key ?? seal.founderKey, 'hex'))
-    // Every indexer of the next generation starts pending: its ack at once (not at the stall timer), then the others count it.
-    await engine.announce()
-    await this.activate(engine)
-    if (founded !== null) return this.trySwitch(n, founded, mine)
-    if (isFounder) return this.found(n, next, engine, mine)
+    // The next generation's key: the founder makes it and shares it; everyone else opens its box (a removed device has none).
+    const encryptionKey = isFounder ? await this.shareKey(n, seal) : await this.sharedKey(seal)
+    if (encryptionKey !== null) {
+      const engine = await this.ensureNext(next, isFounder ? null : b4a.from(founded?.key ?? seal.founderKey, 'hex'), encryptionKey)
+      // Every indexer of the next generation starts pending: its ack at once (not at the stall timer), then the others count it.
+      await engine.announce()
+      await this.activate(engine)
+      if (founded !== null) return this.trySwitch(n, founded, mine)
+      if (isFounder) return this.found(n, next, engine, mine)
+    }
+    if (founded !== null) return
     // No commit yet: a founder silent for too long is replaced (the next attempt).
     const writers = (await cur.writers('confirmed')).filter((w) => !w.removed)
     const turn = sealTurn(this.identity, writers.filter((w) => w.indexer).map((w) => w.key), seal.founder)
@@ -720,12 +772,54 @@ export class IntentLog extends ReadyResource {
     this.emit('sealed', { generation: n, attempt: seal.attempt + 1, reason: 'founder-silent' })
   }
 
-  /** The next generation's log, opened once: the founder's by its own key (key null), everyone else's by the founder's. */
-  private async ensureNext(next: number, key: Uint8Array | null): Promise<GenerationLog> {
+  /** The next generation's log, opened once: the founder's by its own key (key null), everyone else's by the founder's; encrypted with its generation key. */
+  private async ensureNext(next: number, key: Uint8Array | null, encryptionKey: Uint8Array): Promise<GenerationLog> {
     const open = this.gens.get(next)
     if (open !== undefined) return open.log
     const store = this.storage!.open(next, this.keyStore!.primaryKey)
-    return this.openLog(next, store, true, { key, keyPair: await this.keyPair(next), genesis: key === null })
+    return this.openLog(next, store, true, { key, keyPair: await this.keyPair(next), genesis: key === null, encryptionKey })
+  }
+
+  /**
+   * The founder's key for the next generation of this attempt: made once and
+   * shared (a `share` op in the sealed generation, one sealed box per
+   * device of the frozen state that is not removed, itself included, so
+   * that it finds the key again after a crash).
+   */
+  private async shareKey(n: number, seal: SealRecord): Promise<Uint8Array | null> {
+    const cur = this.cur
+    const tip = await cur.value<ShareRecord>(GEN_SHARE_KEY, 'tip')
+    if (tip !== null && tip.attempt === seal.attempt) {
+      if (this.shared?.generation === n && this.shared.attempt === seal.attempt) return this.shared.key
+      return this.openShare(tip)
+    }
+    const key = newGenerationKey()
+    const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
+    const boxes: Array<{ identity: string; box: string }> = []
+    for (const w of (await cur.writers('confirmed')).filter((x) => !x.removed)) {
+      const k = keyed.find((e) => e.identity === w.key)
+      if (k !== undefined) boxes.push({ identity: w.key, box: b4a.toString(sealKey(key, b4a.from(k.box, 'hex')), 'hex') })
+    }
+    this.shared = { generation: n, attempt: seal.attempt, key }
+    await cur.append({ type: 'share', generation: n, next: seal.next, boxes })
+    return key
+  }
+
+  /** The next generation's key from its founder's confirmed share, or null (none yet, or none for this device: it was removed). */
+  private async sharedKey(seal: SealRecord): Promise<Uint8Array | null> {
+    const share = await this.cur.value<ShareRecord>(GEN_SHARE_KEY, 'confirmed')
+    if (share === null || share.attempt !== seal.attempt) return null
+    const key = this.openShare(share)
+    if (key === null && this.excluded !== seal.next) {
+      this.excluded = seal.next
+      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} was not shared with this device (it was removed, or registered no key): it cannot follow the group`))
+    }
+    return key
+  }
+
+  private openShare(share: ShareRecord): Uint8Array | null {
+    const mine = share.boxes.find((b) => b.identity === this.identity)
+    return mine === undefined || this.box === null ? null : openKey(b4a.from(mine.box, 'hex'), this.box)
   }
 
   /** The founder's steps (§7: 3-5), each once, resumed after a crash from what its logs hold. */
@@ -740,7 +834,7 @@ export class IntentLog extends ReadyResource {
       }
       const tip = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'tip')
       if (tip === null || tip.first !== next + 1) {
-        if (engine.writable) await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1) })
+        if (engine.writable) await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1), box: this.boxHex() })
         return
       }
       // A majority of the snapshot's indexers confirm there now, and they confirmed the probe: they hold its genesis.

@@ -95,6 +95,10 @@ export interface IntentLogOptions {
   wakeup?: ProtomuxWakeup
   /** A later generation's autobase founded here: its first ops are the genesis (generations.ts), not an apply-version op. */
   genesis?: boolean
+  /** A later generation's key: every core of its autobase is encrypted (docs/generations.md §12). */
+  encryptionKey?: Uint8Array
+  /** Encrypted, with the key stored at its first open (a later generation reopened). */
+  encrypted?: boolean
 }
 
 export type { IntentLog } from './generations.js'
@@ -167,7 +171,9 @@ export class GenerationLog extends ReadyResource {
       // until reconnect). Every device applies every op itself instead.
       fastForward: false,
       ...(opts.keyPair ? { keyPair: opts.keyPair } : {}),
-      ...(opts.wakeup ? { wakeup: opts.wakeup } : {})
+      ...(opts.wakeup ? { wakeup: opts.wakeup } : {}),
+      ...(opts.encryptionKey ? { encryptionKey: opts.encryptionKey } : {}),
+      ...(opts.encrypted === true || opts.encryptionKey ? { encrypted: true } : {})
     })
     this.stallCheckMs = Math.max(250, opts.ackIntervalMs ?? 500)
     this.base.on('update', () => this.onupdate())
@@ -318,6 +324,12 @@ export class GenerationLog extends ReadyResource {
     if (tip.length === 0) return false
     const confirmed = new Set(await this.confirmedIndexers())
     return tip.some((k) => !confirmed.has(k))
+  }
+
+  /** Whether a writer key (hex) was ever a writer of this autobase (an op id of this generation names one). */
+  async hasWriter(keyHex: string): Promise<boolean> {
+    const system = this.base.system
+    return system !== null && (await system.get(b4a.from(keyHex, 'hex'), { wait: false })) !== null
   }
 
   /** One ack now, whatever the ack rule says (an indexer's activation: generations.ts). */

@@ -131,6 +131,8 @@ export interface GenKeysOp {
   first: number
   /** Writer core keys (hex), one per generation from `first`. */
   keys: string[]
+  /** The device's X25519 public key (hex): generation keys are sealed to it (lib/log/key-box.ts). */
+  box: string
 }
 /** Writer keys one gen-keys op registers at most. */
 export const MAX_GEN_KEYS = 64
@@ -175,7 +177,24 @@ export const MAX_GENESIS_PARTS = 100_000
 /** Generation numbers stay in 32 bits. */
 export const MAX_GENERATION = 2 ** 31 - 1
 
-export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp
+/**
+ * The founder of the next generation sends its encryption key, sealed to
+ * each device that may read it (docs/generations.md §12): appended in the
+ * sealed generation, once per attempt, before the genesis.
+ */
+export interface ShareOp {
+  type: 'share'
+  generation: number
+  next: number
+  /** One sealed key per device (identity hex, box hex). */
+  boxes: Array<{ identity: string; box: string }>
+}
+/** Devices one share op names at most (a group is a few devices; 64 KiB holds ~250). */
+export const MAX_SHARE_BOXES = 200
+/** A sealed 32-byte key: 80 bytes, hex. */
+const SEALED_KEY_HEX = /^[0-9a-f]{160}$/
+
+export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp | ShareOp
 
 export type MergeMethod = 'merge' | 'squash' | 'rebase'
 
@@ -721,7 +740,22 @@ function validate(raw: unknown, strict = false): Decoded {
       if (!isGeneration(first) || first < 1) return bad('first')
       if (!Array.isArray(keys) || keys.length < 1 || keys.length > MAX_GEN_KEYS || !keys.every(isWriterKeyHex)) return bad('keys')
       if (new Set(keys).size !== keys.length || first + keys.length - 1 > MAX_GENERATION) return bad('keys')
-      return ok({ type: 'gen-keys', first, keys: [...(keys as string[])] })
+      const { box } = raw
+      if (!isWriterKeyHex(box)) return bad('box')
+      return ok({ type: 'gen-keys', first, keys: [...(keys as string[])], box })
+    }
+    case 'share': {
+      const { generation, next, boxes } = raw
+      if (!isGeneration(generation)) return bad('generation')
+      if (!isGeneration(next) || next <= generation) return bad('next')
+      if (!Array.isArray(boxes) || boxes.length < 1 || boxes.length > MAX_SHARE_BOXES) return bad('boxes')
+      const out: Array<{ identity: string; box: string }> = []
+      for (const b of boxes as unknown[]) {
+        if (!isPlainObject(b) || !isWriterKeyHex(b.identity) || typeof b.box !== 'string' || !SEALED_KEY_HEX.test(b.box)) return bad('boxes')
+        out.push({ identity: b.identity, box: b.box })
+      }
+      if (new Set(out.map((b) => b.identity)).size !== out.length) return bad('boxes')
+      return ok({ type: 'share', generation, next, boxes: out })
     }
     case 'seal': {
       const { generation, attempt } = raw

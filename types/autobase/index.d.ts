@@ -66,6 +66,10 @@ declare module 'autobase' {
     keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }
     /** A wakeup protocol shared with other autobases on the same streams (the caller adds each stream to it once). */
     wakeup?: import('protomux-wakeup').default
+    /** Every core of this autobase is encrypted with keys derived from this one (stored in the local core's user data at the first open). */
+    encryptionKey?: Uint8Array
+    /** The autobase is encrypted: without `encryptionKey`, the one stored at its first open (refused if none). */
+    encrypted?: boolean
   }
 
   /** A writer as autobase's linearizer holds it (internal API, autobase 7). */
@@ -92,6 +96,8 @@ declare module 'autobase' {
     constructor(store: Corestore, bootstrap: Uint8Array | string | null, handlers: AutobaseHandlers<V>)
     readonly key: Uint8Array
     readonly discoveryKey: Uint8Array
+    /** The key its cores are encrypted with; null when they are not. */
+    readonly encryptionKey: Uint8Array | null
     readonly local: Hypercore
     /** Internal (autobase 7): this device's writer; null until it is a writer. `indexed`: how many of its nodes are in the indexed prefix here. */
     readonly localWriter: { readonly indexed: number } | null
