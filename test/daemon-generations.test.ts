@@ -126,6 +126,16 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   last = await waitStatuses(dirs, (s) => new Set(s.map(gen)).size === 1 && s.every((x) => x?.indexer === true), 120_000, 'the stopped device caught up, no new invite')
   t.comment(`caught up: generation ${gen(last[0]!)} everywhere`)
   await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.generation.retained.length === 0), 60_000, 'the old generations deleted once everyone arrived')
+
+  // 3. A device joins by invite past generation 0: the answer names the generation and hands it that generation's key.
+  const extra = await tmp(t)
+  const inv = await cli(['invite', '--storage', dirs[0]!, '--role', 'writer'])
+  const joined = await cli(['join', inv.stdout.trim(), '--storage', extra, '--bootstrap', bootstrap, '--host', '127.0.0.1'], 90_000)
+  t.is(joined.code, 0, `a device joins in generation ${gen(last[0]!)} (${joined.stderr.trim()})`)
+  const fourth = procs.start(extra, bootstrap, LEASE_MS, FLAGS)
+  all.push({ device: 3, lines: fourth.lines as Line[], killedAt: null })
+  await waitStatuses([extra, dirs[0]!], (s) => s[0]?.writable === true && gen(s[0]) === gen(s[1]!), 60_000, 'the new device a writer in the current generation')
+  t.is(await acquire(extra, 'acme/from-the-new-device', 'dave'), 1, 'and its ops are applied')
   loading = false
   await load
 
@@ -148,8 +158,8 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   t.ok(/^log +generation \d+/m.test(plain.stdout) && /^disk +[\d.]+ MiB/m.test(plain.stdout), 'status says the generation and the disk it takes')
 
   // Stop everyone, then the checks over the whole history.
-  for (const d of daemons) d.proc.kill('SIGTERM')
-  await Promise.all(daemons.map((d) => d.exited))
+  for (const d of [...daemons, fourth]) d.proc.kill('SIGTERM')
+  await Promise.all([...daemons, fourth].map((d) => d.exited))
   const spans = all.flatMap((a) => intervals(a.device, a.lines, a.killedAt)).sort((x, y) => x.from - y.from)
   const overlaps: string[] = []
   for (let i = 0; i < spans.length; i++) {

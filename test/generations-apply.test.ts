@@ -9,7 +9,8 @@ import b4a from 'b4a'
 import { createHash } from 'node:crypto'
 import type { View } from '../lib/log/apply.js'
 import { apply, groupFold } from '../lib/families.js'
-import type { Op } from '../lib/log/ops.js'
+import fc from 'fast-check'
+import { decodeOp, type Op } from '../lib/log/ops.js'
 import { chainHash, chunkText, genesisOps, packSnapshot, snapshotText, type PackedSnapshot } from '../lib/log/snapshot.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from '../lib/log/key-box.js'
@@ -259,4 +260,39 @@ test('snapshot chunks: deterministic, bounded, a long line cut at code points', 
   t.alike(chunkText(text, 500), chunks, 'the same cut every time')
   t.alike(chunkText(''), [''], 'an empty snapshot is one empty chunk')
   t.not(chainHash(chunks), chainHash([chunks.join('')]), 'the hash is over this chunking')
+})
+
+test('the codec refuses malformed generation ops; any genesis text leaves a counted outcome, never a throw', async (t) => {
+  const bad: Array<Record<string, unknown>> = [
+    { type: 'gen-keys', first: 1, keys: [], box: boxOf(F) },
+    { type: 'gen-keys', first: 1, keys: ['zz'], box: boxOf(F) },
+    { type: 'gen-keys', first: 1, keys: [gk(F, 1), gk(F, 1)], box: boxOf(F) },
+    { type: 'gen-keys', first: 1, keys: keysFrom(F, 1) },
+    { type: 'seal', generation: -1, attempt: 0 },
+    { type: 'seal', generation: 0, attempt: 1.5 },
+    { type: 'founded', generation: 2, next: 1, key: gk(F, 1), hash: 'a'.repeat(64) },
+    { type: 'share', generation: 0, next: 1, boxes: [] },
+    { type: 'share', generation: 0, next: 1, boxes: [{ identity: F, box: 'ab' }] },
+    { type: 'genesis', generation: 0, from: 0, part: 0, parts: 1, hash: 'a'.repeat(64), data: '' },
+    { type: 'genesis', generation: 1, from: 0, part: 1, parts: 1, hash: 'a'.repeat(64), data: '' },
+    { type: 'genesis', generation: 1, from: 0, part: 0, parts: 1, hash: 'a'.repeat(64), data: 'x\u0000y' }
+  ]
+  for (const op of bad) {
+    const d = decodeOp(b4a.from(JSON.stringify({ v: 1, ...op })))
+    t.is(d.ok ? 'ok' : d.reason, 'invalid-field', `${String(op.type)} ${JSON.stringify(op).slice(0, 60)}…`)
+  }
+  const seed = Number(process.env.AUTOLEASE_SEED ?? Date.now() % 1_000_000)
+  t.comment(`seed ${seed} (AUTOLEASE_SEED=${seed} replays it)`)
+  await fc.assert(
+    fc.asyncProperty(fc.array(fc.string({ unit: 'grapheme', maxLength: 200 }), { minLength: 1, maxLength: 4 }), async (parts) => {
+      const g = new Group()
+      const data = parts.map((p) => p.replace(/[\u0000-\u0009\u000b-\u001f]/g, ' '))
+      const hash = chainHash(data)
+      await g.run(gk(W, 1), ...data.map((d, part): Op => ({ type: 'genesis', generation: 1, from: 0, part, parts: data.length, hash, data: d })))
+      const state = g.get('gen/genesis') as { complete: boolean; failed: boolean }
+      return state.complete !== state.failed && g.get('stats/rejected/apply-error') === null
+    }),
+    { seed, numRuns: 200 }
+  )
+  t.pass('200 random genesis texts: complete or failed, never an error')
 })

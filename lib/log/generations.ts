@@ -180,7 +180,7 @@ const GENESIS_BATCH = 16
 /** Re-appended values per autobase batch. */
 const REAPPEND_BATCH = 64
 /** Op types never appended again in a next generation (see the header). */
-const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis'])
+const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis', 'share'])
 
 interface Open {
   log: GenerationLog
