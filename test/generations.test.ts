@@ -9,7 +9,11 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { Cluster, OverlapMonitor, waitFor, type Device } from './helpers/cluster.js'
 import { SIGNER_LEASE, type EventOp } from '../lib/log/ops.js'
-import type { IntentLog } from '../lib/log/intent-log.js'
+import tmp from 'test-tmp'
+import b4a from 'b4a'
+import { IntentLog } from '../lib/log/generations.js'
+import { GroupLog } from '../lib/families.js'
+import { GenerationDirs } from '../lib/daemon/generation-dirs.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
 
 const ROTATION = { ops: 40, checkMs: 100, staggerMs: 100, foundTimeoutMs: 5_000 }
@@ -95,6 +99,11 @@ function event(delivery: string, pr: number): EventOp {
   return { type: 'event', tenant: 'acme', repo: 'acme/app', delivery, bodySha256: 'ab'.repeat(32), event: 'pull_request', action: 'opened', pr, prs: [], sha: String(pr % 10).repeat(40), draft: false, merged: false, autoMerge: false, labels: [], label: null, check: null, ts: Date.now() }
 }
 
+/** The repo is managed in this device's confirmed view. */
+async function managed(log: IntentLog): Promise<void> {
+  await waitFor(async () => (await log.values('repo/', 'confirmed')).length > 0, 10_000, 'the repo managed')
+}
+
 /** How many times delivery `d` is in the events ring (at device i's confirmed view). */
 async function inRing(log: IntentLog, delivery: string): Promise<number> {
   const ring = await log.values<{ delivery?: string }>('events/', 'confirmed')
@@ -107,6 +116,8 @@ test('a webhook event and a lease request appended during the switch are applied
   const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET, hooks: (i) => (i === 2 ? { beforeSwitch: () => allowed } : {}) })
   const [a, , c] = cluster.devices as [Device, Device, Device]
   await a.log.append({ type: 'repo-add', tenant: 'acme', repo: 'acme/app', label: 'autolease:queue', mergeMethod: 'squash', requiredChecks: [] })
+  // c's event must come after the repo it is for (ordered before it, concurrent, it would be an unmanaged repo's).
+  await managed(c.log)
   await c.log.appendEvents([event('before-1', 1)])
   await registered(cluster)
   await waitFor(async () => (await inRing(c.log, 'before-1')) === 1, 10_000, 'the first event confirmed')
@@ -149,6 +160,7 @@ test('a device away across the switch catches up when it comes back; its rejecte
   t.teardown(() => monitor.stop())
   const [a, , c] = cluster.devices as [Device, Device, Device]
   await a.log.append({ type: 'repo-add', tenant: 'acme', repo: 'acme/app', label: 'autolease:queue', mergeMethod: 'squash', requiredChecks: [] })
+  await managed(c.log)
   await registered(cluster)
   await cluster.waitForHolder()
 
@@ -197,4 +209,34 @@ test('a founder that crashes mid-switch is replaced by a later seal; it follows 
   t.is(back.log.generation, 2, 'the old founder followed the re-seal')
   t.ok(!existsSync(join(storagePaths(back.dir).generations, '1')), 'and dropped its own abandoned generation')
   t.is((await back.log.lease('acme/app#1', 'confirmed'))?.owner, 'alice', 'the state came along')
+})
+
+test('a device added in a later generation (as an invite adds it) starts there, encrypted, and writes', { timeout: 90_000 }, async (t) => {
+  const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET })
+  const [a] = cluster.devices as [Device, Device, Device]
+  await registered(cluster)
+  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await settled(cluster, 1)
+  // What join does with the invite's answer (lib/daemon/pairing.ts): its identity is its writer key in the generation it is added in.
+  const dir = await tmp(t)
+  const gens = new GenerationDirs(storagePaths(dir))
+  const seed = gens.open(0)
+  await seed.ready()
+  const identity = b4a.toString(await IntentLog.localKey(seed), 'hex')
+  const first = gens.open(1, seed.primaryKey)
+  await first.ready()
+  await first.close()
+  await seed.close()
+  gens.setPointer({ generation: 1, key: b4a.toString(a.log.generationKey, 'hex'), writer: 'identity', retained: [], encryptionKey: b4a.toString(a.log.generationEncryptionKey!, 'hex') })
+  await a.log.append({ type: 'add-writer', key: identity, indexer: false })
+  const log = new GroupLog(gens, { key: a.log.key, ackIntervalMs: 100, rotation: QUIET })
+  await log.ready()
+  t.teardown(() => log.close(), { order: -Infinity })
+  t.is(log.self, identity, 'its identity is its writer key')
+  cluster.mesh.add(log)
+  await waitFor(() => log.writable, 20_000, 'the new device a writer of generation 1')
+  await log.append({ type: 'acquire', name: 'acme/new#1', owner: 'dave', ttlMs: null, ts: Date.now() })
+  await waitFor(async () => (await a.log.lease('acme/new#1', 'confirmed'))?.holder === identity, 20_000, 'its op confirmed at the founder')
+  t.is(log.generation, 1, 'it is in generation 1')
+  t.alike(log.generationEncryptionKey, a.log.generationEncryptionKey, 'with the key the invite handed it')
 })
