@@ -18,6 +18,7 @@ const files = readdirSync(dir)
   .map((f) => join(dir, f))
 
 const FILE_TIMEOUT_MS = 10 * 60 * 1000
+const WHY_MAX_LINES = 80
 let passed = 0
 let failed = 0
 const failures = []
@@ -28,20 +29,45 @@ for (const file of files) {
   const result = await run(file)
   passed += result.passed
   failed += result.failed
-  if (result.failed > 0 || result.code !== 0) failures.push(file)
+  if (result.failed > 0 || result.code !== 0) failures.push({ file, why: whyFailed(result) })
   if (result.code !== 0 && result.failed === 0) {
     failed += 1 // a file that crashed or timed out counts as a failure
   }
 }
 
-if (failures.length) console.log(`# failed files: ${failures.join(', ')}`)
+// CI keeps only part of a long log: the failures are printed again at the end,
+// each failing assertion with its diagnostics and the file's seed, so the cause
+// is in the part that is kept.
+for (const { file, why } of failures) console.log(`# failure in ${file}\n${why}`)
+if (failures.length) console.log(`# failed files: ${failures.map((f) => f.file).join(', ')}`)
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed > 0 ? 1 : 0)
+
+/** The failing assertions of a file's TAP (each `not ok` and its indented block), its seed lines, and how it ended. */
+function whyFailed({ tap, code, timedOut, errTail }) {
+  const lines = tap.split('\n')
+  const out = lines.filter((l) => /^\s*#.*\bseed\b/i.test(l))
+  for (let i = 0; i < lines.length; i++) {
+    if (!/^\s*not ok\b/.test(lines[i])) continue
+    out.push(lines[i])
+    const indent = lines[i].search(/\S/)
+    for (let j = i + 1; j < lines.length && (lines[j].search(/\S/) > indent || /^\s*(---|\.\.\.)\s*$/.test(lines[j])); j++) out.push(lines[j])
+  }
+  if (timedOut) out.push(`# timed out after ${FILE_TIMEOUT_MS} ms`)
+  else if (code !== 0) out.push(`# exit code ${code}`)
+  if (code !== 0 && errTail.trim() !== '') out.push('# stderr (last lines):', ...errTail.trimEnd().split('\n').slice(-20).map((l) => `#   ${l}`))
+  return (out.length > WHY_MAX_LINES ? [...out.slice(0, WHY_MAX_LINES), `# ... ${out.length - WHY_MAX_LINES} more lines above in the log`] : out).join('\n')
+}
 
 function run(file) {
   return new Promise((resolve) => {
     console.log(`# file ${file}`)
-    const child = spawn(process.execPath, [brittle, '--timeout', '120000', file], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, [brittle, '--timeout', '120000', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let errTail = ''
+    child.stderr.on('data', (chunk) => {
+      process.stderr.write(chunk)
+      errTail = (errTail + chunk).slice(-4000)
+    })
     let counts = { passed: 0, failed: 0 }
     let buf = ''
     child.stdout.on('data', (chunk) => {
@@ -50,13 +76,15 @@ function run(file) {
       const m = buf.match(/# tests = (\d+)\/(\d+) pass/)
       if (m) counts = { passed: Number(m[1]), failed: Number(m[2]) - Number(m[1]) }
     })
+    let timedOut = false
     const timer = setTimeout(() => {
+      timedOut = true
       console.log(`# ${file} timed out after ${FILE_TIMEOUT_MS} ms`)
       child.kill('SIGKILL')
     }, FILE_TIMEOUT_MS)
     child.on('close', (code) => {
       clearTimeout(timer)
-      resolve({ ...counts, code: code ?? 1 })
+      resolve({ ...counts, code: code ?? 1, tap: buf, timedOut, errTail })
     })
   })
 }

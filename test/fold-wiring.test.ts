@@ -45,7 +45,7 @@ for (const [commit, baseline] of Object.entries(FOLD_VIEW_HASHES)) {
     )
     const families = new Set<string>()
     for (const f of GROUP_FAMILIES) if (Object.keys(f.handlers).some((type) => types.has(type))) families.add(f.name)
-    // The generations' ops come with apply version 7, past every fixture here (test/generations-apply.test.ts has them).
+    // The generations' ops come with apply version 8, past every fixture here (test/generations-apply.test.ts has them).
     const expected = GROUP_FAMILIES.filter((f) => f.name !== 'generations').map((f) => f.name)
     t.alike([...families].sort(), expected.sort(), 'ops of every family (but the generations)')
   })

@@ -37,6 +37,20 @@ test('the gate counts every check run and status on its own (each case failed on
   for (const [label, r, required, want] of cases) t.is(gate(r, required), want, label)
 })
 
+test("the queue's own check run (apply version 7) is no part of the gate, by app and name: another App's check of that name counts, and so does the App's other check", (t) => {
+  const QUEUE = { id: 77, slug: 'queue-app', name: 'Queue' }
+  const own = [77]
+  const pending = run('autolease/acme', null, { id: 9, suiteId: 900, app: QUEUE })
+  const bounced = run('autolease/acme', 'failure', { id: 9, suiteId: 900, app: QUEUE })
+  t.is(gateOf(gateFacts(reading([run('ci', 'success'), pending]), own), []), 'success', 'its in-progress check run does not hold the gate pending')
+  t.is(gateOf(gateFacts(reading([run('ci', 'success'), bounced]), own), []), 'success', 'nor does its failure (a bounce) fail the gate of the PR queued again')
+  t.is(gateOf(gateFacts(reading([pending]), own), []), 'pending', 'alone it is no check at all: the gate waits for one')
+  t.is(gateOf(gateFacts(reading([run('ci', 'success'), bounced])), []), 'failure', 'without the App recorded it counts (a group below 7)')
+  t.is(gateOf(gateFacts(reading([run('ci', 'success'), run('autolease/acme', 'failure', { app: { id: 55, slug: 'other', name: 'Other' } })]), own), []), 'failure', "another App's check named like the queue's counts: never by name alone")
+  t.is(gateOf(gateFacts(reading([run('ci', 'success'), run('lint', 'failure', { app: QUEUE })]), own), []), 'failure', "the queue App's check of another name counts")
+  t.is(gateOf(gateFacts(reading([run('ci', 'success'), run('autolease/beta', null, { app: QUEUE })]), own), []), 'success', "another tenant's queue on the same repo (its check run of the App): no part of this gate either (two queues must not wait for each other)")
+})
+
 test('the gate rule over facts: required checks, re-runs, nothing reported', (t) => {
   const cases: Array<[string, GateReading, string[], string]> = [
     ['nothing reported', reading([]), [], 'pending'],

@@ -1,5 +1,5 @@
 /**
- * Generations in apply (version 7, docs/generations.md §4-§6), without
+ * Generations in apply (version 8, docs/generations.md §4-§6), without
  * autobase: the seal freezes the state, the switch commits once, a genesis
  * rebuilds the state byte for byte in a new view and adds the writers by
  * their registered keys, and nothing in any of it can be forged or throw.
@@ -60,10 +60,10 @@ class Group {
   }
 }
 
-/** A version-7 group: F founds it, W (indexer) and X (writer) are added, every one registers keys for generations 1-4. */
+/** A version-8 group: F founds it, W (indexer) and X (writer) are added, every one registers keys for generations 1-4. */
 async function group(): Promise<Group> {
   const g = new Group()
-  await g.run(F, { type: 'apply-version', version: 7 })
+  await g.run(F, { type: 'apply-version', version: 8 })
   await g.run(F, { type: 'add-writer', key: W, indexer: true }, { type: 'add-writer', key: X, indexer: false })
   for (const who of [F, W, X]) await g.run(who, { type: 'gen-keys', first: 1, keys: keysFrom(who, 1), box: boxOf(who) })
   await g.run(F, { type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 })
@@ -152,7 +152,7 @@ test('a share names only devices that may read the next generation, and each ope
 
 test('a seal needs an indexer of this generation with a key for the next', async (t) => {
   const g = new Group()
-  await g.run(F, { type: 'apply-version', version: 7 })
+  await g.run(F, { type: 'apply-version', version: 8 })
   await g.run(F, { type: 'add-writer', key: X, indexer: false })
   await g.run(X, { type: 'gen-keys', first: 1, keys: keysFrom(X, 1), box: boxOf(X) })
   await g.run(X, { type: 'seal', generation: 0, attempt: 0 })
@@ -170,13 +170,18 @@ test('a seal needs an indexer of this generation with a key for the next', async
   t.absent(g.get('gen/seal'))
 })
 
-test('in a group below version 7 the generation ops are what a version-6 build makes of them', async (t) => {
-  const g = new Group()
-  await g.run(F, { type: 'apply-version', version: 6 })
-  await g.run(F, { type: 'gen-keys', first: 1, keys: keysFrom(F, 1), box: boxOf(F) }, { type: 'seal', generation: 0, attempt: 0 })
-  t.is(g.get('stats/rejected/unknown-type'), 2)
-  t.absent(g.get('gen/seal'))
-  t.absent([...g.view.data.keys()].find((k) => k.startsWith('genkey/')))
+test('in a group below version 8 the generation ops are what a version-7 build makes of them: unknown types, well-formed or not', async (t) => {
+  for (const version of [1, 2, 3, 4, 5, 6, 7]) {
+    const g = new Group()
+    await g.run(F, { type: 'apply-version', version })
+    await g.run(F, { type: 'gen-keys', first: 1, keys: keysFrom(F, 1), box: boxOf(F) }, { type: 'seal', generation: 0, attempt: 0 })
+    // A malformed one too (keys for generation 0): a build before 8 fails it on the type, not the field.
+    await g.run(F, b4a.from(JSON.stringify({ v: 1, type: 'gen-keys', first: 0, keys: keysFrom(F, 0), box: boxOf(F) })))
+    t.is(g.get('stats/rejected/unknown-type'), 3, `version ${version}: three unknown types`)
+    t.absent(g.get('stats/rejected/invalid-field'), `version ${version}: no invalid field`)
+    t.absent(g.get('gen/seal'), `version ${version}: not sealed`)
+    t.absent([...g.view.data.keys()].find((k) => k.startsWith('genkey/') || k.startsWith('gen/')), `version ${version}: nothing of generations in the view`)
+  }
 })
 
 test('a genesis rebuilds the state in a new view and adds the writers by their keys', async (t) => {

@@ -188,6 +188,10 @@ test('the merge queue on three real daemons: failover mid-merge merges once; a s
   // status shows the forge's primary rate limit as the holder's latest answers said it (issue 17.10).
   const rate = (await status(dirs[await holderIndex()]!))!.forge?.rateLimit ?? null
   t.ok(rate !== null && rate.limit === fake.rateLimit().limit && rate.remaining >= 0 && rate.remaining <= rate.limit, `status.forge.rateLimit from the forge's answers (${JSON.stringify(rate)})`)
+  // The credential never shows: not in status (which names tenants only), not in any daemon's log lines so far.
+  const shown = JSON.stringify(await status(dirs[await holderIndex()]!))
+  t.ok(shown.includes('"default":true') && !shown.includes('ghp_e2e'), 'status says a default credential serves every tenant, and never shows the token')
+  t.absent(daemons.some((d) => JSON.stringify(d.lines).includes('ghp_e2e')), 'no daemon logged the token')
 
   // Shutdown: SIGTERM while a merge call is in flight: the call finishes, its end is recorded, then the release.
   const last = await holderIndex()

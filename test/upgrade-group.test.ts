@@ -33,8 +33,10 @@ const FIRST_OP: Op = { type: 'acquire', name: 'first', owner: 'me', ttlMs: null,
  */
 async function versionOneFounder(dir: string): Promise<{ store: Corestore; log: IntentLog }> {
   const store = new Corestore(dir)
-  const log = new GroupLog(store, { key: await IntentLog.localKey(store), ackIntervalMs: 100 })
+  const local = await IntentLog.holdLocalKey(store)
+  const log = new GroupLog(store, { key: local.key, ackIntervalMs: 100 })
   await log.ready()
+  await local.release()
   await log.append(FIRST_OP)
   return { store, log }
 }

@@ -262,3 +262,54 @@ test('a tenure that ends while an evaluation records its verdict leaves nothing 
   await eventually(t, () => g.fake.pull(REPO, pr.number).merged, 30_000, 'merged by the next tenure, with no new event')
   t.is(merges(g, pr.number).length, 1, 'one merge call')
 })
+
+test('holding that lapses inside a tenure (a renew confirmed just after its deadline, no demotion) leaves the PR to be evaluated again, in the same tenure', { timeout: 120_000 }, async (t) => {
+  const electors = new Map<number, TestElector>()
+  let armed: number | null = null
+  const g = await queueGroup(t, {
+    leaseMs: LEASE_MS,
+    electorFor: testElectors(electors),
+    // Each time it reads the armed PR, the holder's deadline has passed for the evaluation's next check, and
+    // the renew's confirmation is read right after (the next macrotask): no event either way (the elector
+    // demotes only when it evaluates a role change), and the scans never see the lapse.
+    forgeFor: (d, forge) =>
+      new Proxy(forge, {
+        get(target, prop) {
+          const value: unknown = Reflect.get(target, prop, target)
+          if (typeof value !== 'function') return value
+          const fn = (value as (...a: unknown[]) => unknown).bind(target)
+          if (prop !== 'getPull') return fn
+          return async (repo: string, pr: number) => {
+            const pull = await fn(repo, pr)
+            if (armed === pr) {
+              const elector = electors.get(d.index)!
+              const epoch = elector.value
+              elector.value = null
+              setImmediate(() => (elector.value = epoch))
+            }
+            return pull
+          }
+        }
+      })
+  })
+  const h = await g.holder()
+  electors.get(h)!.set(g.cluster.devices[h]!.elector!.epoch()!)
+  // Queued with its gate pending: evaluated, told to wait (no wake before the gate timeout).
+  const head = sha('lapse')
+  const pr = g.fake.createPull(REPO, { headSha: head, labels: [LABEL] })
+  g.fake.setCheck(REPO, head, 'ci', 'pending')
+  await waitFor(() => verdicts(g, h, pr.number).includes('gate pending'), 30_000, 'the PR evaluated: gate pending')
+  await sleep(1_000)
+  // The check passes: every evaluation its webhooks start has holding lapse while it reads the PR.
+  armed = pr.number
+  const before = verdicts(g, h, pr.number).length
+  g.fake.setCheck(REPO, head, 'ci', 'success')
+  await waitFor(async () => (await g.queue(h)).some((e) => e.prNumber === pr.number && e.gateResult === 'success') && verdicts(g, h, pr.number).length > before, 30_000, 'the check passed in the view and evaluated')
+  await sleep(1_500)
+  armed = null
+  const cut = verdicts(g, h, pr.number).slice(before)
+  t.ok(cut.length > 0 && cut.every((v) => v === 'not holding'), `the evaluations the check's webhooks started ended "not holding" (${cut.join(', ')})`)
+  await eventually(t, () => g.fake.pull(REPO, pr.number).merged, 30_000, 'merged in the same tenure, with no new event')
+  t.is(g.lines.filter((l) => l.device === h && l.msg === 'queue worker started').length, 1, 'one tenure')
+  t.is(merges(g, pr.number).length, 1, 'one merge call')
+})

@@ -12,7 +12,13 @@
  * Invariants enforced here alone:
  * - A device is incapable only while the group manages at least one repo
  *   and it has no working forge (none given, or the given one failed to
- *   load). A group that manages no repos is unaffected.
+ *   load), or while the group manages a repo of a tenant it has no forge
+ *   credential for (the forge config's `tenants` without a default:
+ *   tenant-forges.ts). A group that manages no repos is unaffected. Both
+ *   are re-read on every log update (so when repos are added or removed),
+ *   and what this device announces follows: a device that lacks one
+ *   tenant's credential says `forge: false`, and the elector prefers a
+ *   device that can do all of the holder's work.
  * - The election sees the group's shared knowledge (the view), never this
  *   device's private one: every device computes the same claim order from
  *   the same view. Before version 4 (no capability ops) every device counts
@@ -46,6 +52,8 @@ export interface CapabilityOptions {
   reason: string | null
   /** Whether the group manages at least one repo (tip view). */
   managesRepos: () => Promise<boolean>
+  /** The tenants of managed repos (tip view) this device has no forge credential for; default none. */
+  uncoveredTenants?: () => Promise<string[]>
   clock?: Clock
 }
 
@@ -77,6 +85,8 @@ export class Capabilities extends ReadyResource {
   private readonly opts: CapabilityOptions
   private readonly clock: Clock
   private managesRepos = false
+  /** Managed tenants without a credential here, at the last refresh. */
+  private uncovered: string[] = []
   private version = 0
   /** Writers whose latest capability op says they cannot run the queue (view, version >= 4). */
   private incapable = new Set<string>()
@@ -114,8 +124,18 @@ export class Capabilities extends ReadyResource {
 
   /** This device, as it knows itself. */
   state(): CapabilityState {
+    const announced = this.version >= CAPABILITY_VERSION
+    if (this.opts.forge && this.uncovered.length > 0) {
+      const reason = `no forge credential for tenant${this.uncovered.length === 1 ? '' : 's'} ${this.uncovered.join(', ')} (the forge config's tenants, and no default) while the group manages repos of ${this.uncovered.length === 1 ? 'it' : 'them'}`
+      return { forge: true, capable: false, reason, announced }
+    }
     const capable = this.opts.forge || !this.managesRepos
-    return { forge: this.opts.forge, capable, reason: capable ? null : this.opts.reason, announced: this.version >= CAPABILITY_VERSION }
+    return { forge: this.opts.forge, capable, reason: capable ? null : this.opts.reason, announced }
+  }
+
+  /** What this device says in its capability op: it can do all of the holder's work it has a forge for. */
+  private canWork(): boolean {
+    return this.opts.forge && this.uncovered.length === 0
   }
 
   /**
@@ -127,7 +147,7 @@ export class Capabilities extends ReadyResource {
   async withdraw(): Promise<void> {
     this.withdrawn = true
     if (this.announcing) await this.announcing.catch(() => {})
-    if (!this.opts.forge || !this.managesRepos || this.version < CAPABILITY_VERSION || !this.opts.log.writable) return
+    if (!this.canWork() || !this.managesRepos || this.version < CAPABILITY_VERSION || !this.opts.log.writable) return
     await this.opts.log.append({ type: 'capability', forge: false, ts: Math.round(this.clock.wall()) })
     this.incapable.add(this.opts.log.self)
   }
@@ -162,6 +182,7 @@ export class Capabilities extends ReadyResource {
     const log = this.opts.log
     const version = await log.groupApplyVersion('tip')
     const managesRepos = await this.opts.managesRepos()
+    const uncovered = this.opts.forge && this.opts.uncoveredTenants ? [...new Set(await this.opts.uncoveredTenants())].sort() : []
     let incapable = new Set<string>()
     let own: boolean | null = null
     if (version >= CAPABILITY_VERSION) {
@@ -171,12 +192,14 @@ export class Capabilities extends ReadyResource {
     }
     this.version = version
     this.managesRepos = managesRepos
+    this.uncovered = uncovered
     this.incapable = incapable
-    if (version >= CAPABILITY_VERSION && own !== this.opts.forge && !this.withdrawn && this.announcing === null && log.writable && log.closing === null) {
+    const canWork = this.canWork()
+    if (version >= CAPABILITY_VERSION && own !== canWork && !this.withdrawn && this.announcing === null && log.writable && log.closing === null) {
       // Said once per difference: the next refresh sees our op at the tip.
-      if (!this.opts.forge) this.incapable.add(log.self)
+      if (!canWork) this.incapable.add(log.self)
       this.announcing = log
-        .append({ type: 'capability', forge: this.opts.forge, ts: Math.round(this.clock.wall()) })
+        .append({ type: 'capability', forge: canWork, ts: Math.round(this.clock.wall()) })
         .then(
           () => {},
           (err: unknown) => {
@@ -191,6 +214,6 @@ export class Capabilities extends ReadyResource {
     const before = this.last
     this.last = state
     // One line when this device becomes unable (at start too) or able again; never for a capable start.
-    if (before === null ? !state.capable : before.capable !== state.capable) this.emit('change', state)
+    if (before === null ? !state.capable : before.capable !== state.capable || (!state.capable && before.reason !== state.reason)) this.emit('change', state)
   }
 }

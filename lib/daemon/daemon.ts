@@ -29,7 +29,7 @@
  */
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
-import type { IntentLog } from '../log/intent-log.js'
+import type { IntentLog, StallDiagnosis } from '../log/intent-log.js'
 import { GroupLog } from '../families.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
@@ -53,8 +53,8 @@ import { WebhookSecrets } from '../queue/webhook-secrets.js'
 import { WebhookServer } from '../queue/webhook-server.js'
 import { GroupAppend } from '../log/group-append.js'
 import { HolderWorker } from '../queue/worker.js'
-import { createGitHubForge, type GitHubForgeConfig } from '../queue/forge/github.js'
-import type { Forge } from '../queue/forge/forge.js'
+import type { GitHubForgeConfig } from '../queue/forge/github.js'
+import { createTenantForges, type TenantForges } from '../queue/forge/tenant-forges.js'
 import { testPause } from './test-pause.js'
 import { GenerationDirs, du } from './generation-dirs.js'
 import type { GenerationInfo } from '../log/generations.js'
@@ -144,7 +144,12 @@ export type DaemonStatus = {
    * its latest answers said it (x-ratelimit-*; `resetAt` in ms since the
    * Unix epoch), null before any answer carried it.
    */
-  forge: { rateLimit: { limit: number; remaining: number; used: number | null; resetAt: number; resource: string | null } | null } | null
+  forge: {
+    /** Tenants with a forge credential of their own (names only, never a secret), and whether a default serves the others. */
+    tenants: string[]
+    default: boolean
+    rateLimit: { limit: number; remaining: number; used: number | null; resetAt: number; resource: string | null } | null
+  } | null
   /**
    * Whether this device can do the holder's work (capability.ts): `forge`
    * (a forge was given and loaded), `capable` (it has one, or the group
@@ -181,7 +186,7 @@ export class Daemon extends ReadyResource {
   private secrets: WebhookSecrets | null = null
   private queue: QueueReads | null = null
   private worker: HolderWorker | null = null
-  private forge: Forge | null = null
+  private forge: TenantForges | null = null
   private forgeTimeoutMs = 0
   private capabilities: Capabilities | null = null
   private fatalError: Error | null = null
@@ -233,6 +238,7 @@ export class Daemon extends ReadyResource {
       this.logger.error({ err }, 'intent log error')
     })
     log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
+    log.on('stalled', (d: StallDiagnosis) => this.logger.warn(d, 'confirmation stalled'))
     log.on('sealed', (e: { generation: number; attempt: number; reason: string }) => this.logger.info(e, 'generation sealed'))
     log.on('generation', (e: { generation: number; from: number; reappended: number; switchMs: number }) => this.logger.info(e, 'generation switched'))
     log.on('dropped', (e: { generation: number; reason: string }) => this.logger.info(e, 'generation dropped'))
@@ -243,16 +249,17 @@ export class Daemon extends ReadyResource {
       ...(this.opts.bootstrap?.length ? { bootstrap: this.opts.bootstrap } : {}),
       ...(this.opts.host ? { host: this.opts.host } : {}),
       // The same swarm identity on every start of this storage (see SwarmOptions.keyPair).
-      keyPair: await log.createKeyPair(SWARM_KEY_PAIR)
+      keyPair: await log.createKeyPair(SWARM_KEY_PAIR),
+      peerTimeoutMs: peerTimeoutMs(this.config.leaseMs)
     })
     await this.swarm.ready()
 
     // The worker needs the elector, the elector the capabilities: decide whether this device has a forge first.
-    let forge: Forge | null = null
+    let forge: TenantForges | null = null
     let forgeError = this.opts.forgeError ?? null
     if (this.opts.forge !== undefined) {
       try {
-        forge = createGitHubForge(this.opts.forge, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
+        forge = createTenantForges(this.opts.forge, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
       } catch (err) {
         forgeError = `the forge config failed to load: ${(err as Error).message}`
       }
@@ -263,7 +270,8 @@ export class Daemon extends ReadyResource {
       log,
       forge: forge !== null,
       reason: forge !== null ? null : (forgeError ?? 'no forge config (start --forge-config) while the group manages repos'),
-      managesRepos: async () => (await queue.repos('tip')).length > 0
+      managesRepos: async () => (await queue.repos('tip')).length > 0,
+      uncoveredTenants: async () => (forge === null ? [] : (await queue.repos('tip')).map((r) => r.tenant).filter((tenant) => forge.forTenant(tenant) === null))
     })
     this.capabilities = capabilities
     capabilities.on('change', (st) => {
@@ -366,7 +374,7 @@ export class Daemon extends ReadyResource {
           capable: () => capabilities.state().capable,
           epoch: () => elector.status().confirmed?.epoch ?? 0,
           peers: () => swarm.peers,
-          forgeRateLimit: () => this.forge?.rateLimit?.() ?? null,
+          forgeRateLimit: () => this.forge?.rateLimit() ?? null,
           rejected: () => log.rejected('confirmed'),
           queues: async () => {
             const out = []
@@ -388,7 +396,7 @@ export class Daemon extends ReadyResource {
   }
 
   /** The holder's merge-queue worker: acts only while this device holds (worker.ts). */
-  private startWorker(log: IntentLog, elector: Elector, queue: QueueReads, forge: Forge, config: GitHubForgeConfig): void {
+  private startWorker(log: IntentLog, elector: Elector, queue: QueueReads, forge: TenantForges, config: GitHubForgeConfig): void {
     this.forgeTimeoutMs = config.timeoutMs ?? 10_000
     this.worker = new HolderWorker({
       log,
@@ -399,6 +407,7 @@ export class Daemon extends ReadyResource {
       dryRun: this.opts.dryRun === true,
       ...(this.opts.reconcileMs !== undefined ? { reconcileMs: this.opts.reconcileMs } : {}),
       ...(this.opts.gateTimeoutMs !== undefined ? { gateTimeoutMs: this.opts.gateTimeoutMs } : {}),
+      ...(config.redelivery !== undefined ? { redelivery: config.redelivery } : {}),
       confirmTimeoutMs: Math.max(10_000, this.config.leaseMs * 3),
       pause: testPause(process.env),
       metrics: {
@@ -539,8 +548,9 @@ export class Daemon extends ReadyResource {
 
   private forgeStatus(): DaemonStatus['forge'] {
     if (this.forge === null) return null
-    const r = this.forge.rateLimit?.() ?? null
-    return { rateLimit: r === null ? null : { limit: r.limit, remaining: r.remaining, used: r.used, resetAt: r.resetAt, resource: r.resource } }
+    const r = this.forge.rateLimit()
+    const covers = this.forge.describe()
+    return { tenants: covers.tenants, default: covers.default, rateLimit: r === null ? null : { limit: r.limit, remaining: r.remaining, used: r.used, resetAt: r.resetAt, resource: r.resource } }
   }
 
   private async statusJson(): Promise<DaemonStatus> {
@@ -591,6 +601,18 @@ export class Daemon extends ReadyResource {
       pid: process.pid
     }
   }
+}
+
+/**
+ * A peer silent this long is dropped (swarm.ts): what was asked of a frozen
+ * or dead peer then goes to live ones. At most about one lease (the wait a
+ * standby has before it claims anyway, so a stall behind a frozen holder
+ * costs a failover little), at most 5 s, and never under 3 s, so that a
+ * loaded machine's event loop (stalls of a second or two were measured at
+ * load 20) does not make the group reconnect all the time.
+ */
+export function peerTimeoutMs(leaseMs: number): number {
+  return Math.min(5_000, Math.max(3_000, leaseMs))
 }
 
 /** The name the daemon's swarm key pair is derived under, from the storage's primary key. */

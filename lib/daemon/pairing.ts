@@ -240,9 +240,11 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
   let pairing: BlindPairing | null = null
   let log: IntentLog | null = null
   let timer: NodeJS.Timeout | null = null
+  let local: { key: Uint8Array; release(): Promise<void> } | null = null
   try {
     await store.ready()
-    const self = await IntentLog.localKey(store)
+    local = await IntentLog.holdLocalKey(store)
+    const self = local.key
     swarm = new Swarm(replicator, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     await swarm.ready()
     pairing = new BlindPairing(swarm.swarm, { poll: 1_000 })
@@ -288,6 +290,9 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
       const encryptionKey = answer.encryptionKey === null ? {} : { encryptionKey: b4a.toString(answer.encryptionKey, 'hex') }
       gens.setPointer({ generation: added.generation, key: b4a.toString(added.key, 'hex'), writer: 'identity', retained: [], ...encryptionKey })
     }
+    // The log opens its own store on this directory: this one closes first, with every session of it.
+    await local.release()
+    local = null
     await store.close()
     store = null
     log = new GroupLog(gens, { key: paired.key })
@@ -338,6 +343,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     if (pairing) await pairing.close()
     if (swarm) await swarm.close()
     if (log) await log.close()
+    if (local) await local.release()
     if (store) await store.close()
   }
 }

@@ -29,7 +29,15 @@ export interface SwarmOptions {
    * bench measured 1 s growing to 30-90 s over 20 restarts). Default: random.
    */
   keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }
+  /**
+   * A connection on which nothing arrived for this long is dropped (and
+   * dialed again by hyperswarm); both sides send a keepalive every quarter
+   * of it. Default DEFAULT_PEER_TIMEOUT_MS. See the class header.
+   */
+  peerTimeoutMs?: number
 }
+
+export const DEFAULT_PEER_TIMEOUT_MS = 10_000
 
 export interface Replicator {
   readonly discoveryKey: Uint8Array
@@ -45,6 +53,23 @@ export function parseHostPort(value: string): { host: string; port: number } {
   return { host: m[1], port }
 }
 
+/** Keepalives never more often than this, whatever the timeout. */
+const MIN_KEEPALIVE_MS = 250
+
+/**
+ * Frozen and vanished peers. A peer that is SIGSTOPped, suspended, or
+ * killed (UDX says nothing to the other side) keeps its connection open,
+ * and hypercore waits for the answers it asked of it: an upgrade of a core
+ * (a length) is asked of one peer at a time and never of another while it
+ * is in flight, so every node that depends on that core's new length stays
+ * out of the DAG, and no claim that depends on it can be confirmed. Real
+ * daemons with a stopped holder confirmed no new holder for 90 s once.
+ * hyperdht's connections send keepalives (5 s) but never time out. Here
+ * both sides keep alive every peerTimeoutMs / 4 and drop a connection
+ * that received nothing for peerTimeoutMs: the requests in flight on it
+ * go to the live peers, and a half-open connection (one side never saw
+ * it, measured on loopback) is dialed again instead of lingering.
+ */
 export class Swarm extends ReadyResource {
   readonly swarm: Hyperswarm
   private readonly dht: HyperDHT | null
@@ -67,9 +92,12 @@ export class Swarm extends ReadyResource {
         ? new HyperDHT({ ...(bootstrap.length ? { bootstrap } : {}), ...(host ? { host, firewalled: false } : {}) })
         : null
     this.swarm = new Hyperswarm({ ...(this.dht ? { dht: this.dht } : {}), ...(opts.keyPair ? { keyPair: opts.keyPair } : {}) })
+    const timeoutMs = opts.peerTimeoutMs ?? DEFAULT_PEER_TIMEOUT_MS
     this.swarm.on('connection', (conn: SwarmConnection) => {
       // A peer that vanishes mid-stream must not crash the daemon.
       conn.on('error', () => {})
+      conn.setKeepAlive(Math.max(MIN_KEEPALIVE_MS, Math.floor(timeoutMs / 4)))
+      conn.setTimeout(timeoutMs)
       this.replicator.replicate(conn)
     })
   }

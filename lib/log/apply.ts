@@ -48,7 +48,7 @@ import { decodeOp, opId, type DecodeFailure, type Op } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View, type ViewEntry } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type WriterEntry } from './view-layout.js'
-import { generationGate, identityOf, type RestoreEntry } from './generation-family.js'
+import { GENERATIONS_VERSION, generationGate, identityOf, type RestoreEntry } from './generation-family.js'
 
 export type { View }
 
@@ -78,14 +78,19 @@ export type { View }
  * answers (queue-command), the labels of each entry. In a group at 1-5
  * they are counted as a version-5 build counts them when it fails to
  * decode them (CODEC_ADDITIONS), before any authorization.
- * Version 7: the log in generations (lib/log/generation-family.ts,
+ * Version 7: the queue's check run (lib/queue/queue-apply.ts, queue-status.ts):
+ * the holder records the GitHub App whose check run shows the queue on a
+ * repo's PRs (queue-check-app), and the gate ignores that App's check runs
+ * named for a queue and its check suites, by app and name. In a group at
+ * 1-6 the op is counted as a version-6 build counts it (unknown type).
+ * Version 8: the log in generations (lib/log/generation-family.ts,
  * docs/generations.md): gen-keys, seal, share, founded and genesis ops; a sealed
  * generation is frozen (every later op rejected, counted under gen/), a
  * new generation starts from its genesis alone, and an op's author is the
  * identity its writer key stands for in this generation. In a group at
- * 1-6 those ops are counted as a version-6 build counts them.
+ * 1-7 those ops are counted as a version-7 build counts them.
  */
-export const APPLY_VERSION = 7
+export const APPLY_VERSION = 8
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
@@ -114,11 +119,6 @@ const CODEC_ADDITIONS: readonly CodecAddition[] = [
     olderFailure: (op) => (op.type === 'attempt' && op.action === 'update-branch' ? 'invalid-field' : null),
   },
   {
-    version: 7,
-    types: new Set<Op['type']>(['gen-keys', 'seal', 'founded', 'genesis', 'share']),
-    olderFailure: () => null,
-  },
-  {
     version: 6,
     types: new Set<Op['type']>(['queue-command']),
     // An issue_comment event is an invalid `event` field, alone or in a
@@ -128,6 +128,16 @@ const CODEC_ADDITIONS: readonly CodecAddition[] = [
       (op.type === 'event-batch' && op.events.some((e) => e.event === 'issue_comment'))
         ? 'invalid-field'
         : null,
+  },
+  {
+    version: 7,
+    types: new Set<Op['type']>(['queue-check-app']),
+    olderFailure: () => null,
+  },
+  {
+    version: GENERATIONS_VERSION,
+    types: new Set<Op['type']>(['gen-keys', 'seal', 'founded', 'genesis', 'share']),
+    olderFailure: () => null,
   },
 ]
 
@@ -261,14 +271,14 @@ async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode, handlerFo
   const key = b4a.toString(node.from.key, 'hex')
   const id = opId(key, node.length)
   const decoded = decodeOp(node.value)
-  // A genesis in progress or a sealed generation decides alone (version 7; below it this only reads).
+  // A genesis in progress or a sealed generation decides alone (version 8; below it this only reads).
   if (await generationGate({ tx, host, key, id, length: node.length, decoded, restore })) return
 
   await bump(tx, APPLIED_KEY)
   const count = countInto(tx)
   let version = await tx.get<number>(APPLY_VERSION_KEY)
-  // The device this writer key stands for: itself, but in a generation >= 1 (version 7) a registered key maps to its identity.
-  const author = version !== null && version >= 7 ? await identityOf(tx, key) : key
+  // The device this writer key stands for: itself, but in a generation >= 1 (version 8) a registered key maps to its identity.
+  const author = version !== null && version >= GENERATIONS_VERSION ? await identityOf(tx, key) : key
   let writer = await tx.get<WriterEntry>(writerKey(author))
   if (writer === null && (await tx.get<string>(FOUNDER_KEY)) === null) {
     writer = { key: author, indexer: true, removed: false, addedOp: null, removedOp: null }

@@ -1,6 +1,6 @@
 /**
- * Generations in apply (apply version 7, docs/generations.md §2-§6): the
- * op family of gen-keys, seal, founded and genesis, and the gate every node
+ * Generations in apply (apply version 8, docs/generations.md §2-§6): the
+ * op family of gen-keys, seal, share, founded and genesis, and the gate every node
  * passes before the usual path (apply.ts).
  *
  * Invariants enforced here alone:
@@ -59,6 +59,13 @@ import {
   type ShareRecord
 } from './generation-layout.js'
 import { EMPTY_DIGEST, nextDigest, parseLine, type SnapshotEntry } from './snapshot.js'
+
+/**
+ * The apply version generations start at: below it the generation ops are
+ * counted as a version-7 build counts them (apply.ts, CODEC_ADDITIONS), so
+ * a group made before stays generation 0 until `upgrade-group`.
+ */
+export const GENERATIONS_VERSION = 8
 
 /** Puts one snapshot entry back through the family that owns it; false when none does (apply.ts, over the fold's families). */
 export type RestoreEntry = (tx: ViewTx, entry: SnapshotEntry) => Promise<boolean>
@@ -142,7 +149,7 @@ export interface GateNode {
 /**
  * The generation's rules before the usual path: true when they decided
  * the node (applied or rejected it), false when the usual path goes on.
- * In a view with no genesis and no seal (every group below version 7) it
+ * In a view with no genesis and no seal (every group below version 8) it
  * only reads.
  */
 export async function generationGate(n: GateNode): Promise<boolean> {

@@ -53,7 +53,7 @@ import b4a from 'b4a'
 import type Corestore from 'corestore'
 import type { ReplicationStream } from 'corestore'
 import type { Duplex } from 'node:stream'
-import { GenerationLog, NAMESPACE, type ReadMode } from './intent-log.js'
+import { GenerationLog, NAMESPACE, type ReadMode, type StallDiagnosis } from './intent-log.js'
 import type { Fold, View } from './apply.js'
 import { decodeOp, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
 import { WRITER_PREFIX, type CapabilityEntry, type LeaseRecord, type OpOutcome, type TenureEntry, type WriterEntry } from './view-layout.js'
@@ -74,6 +74,7 @@ import {
   type SealRecord,
   type ShareRecord
 } from './generation-layout.js'
+import { GENERATIONS_VERSION } from './generation-family.js'
 import { genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
@@ -194,9 +195,9 @@ interface Muxer {
 }
 
 export class IntentLog extends ReadyResource {
-  /** This device's identity for a storage, without opening anything (pairing sends it before joining). */
-  static localKey(store: Corestore, namespace = NAMESPACE): Promise<Uint8Array> {
-    return GenerationLog.localKey(store, namespace)
+  /** This device's identity for a storage, without opening the log (pairing sends it before joining); release() once the log is open (GenerationLog.holdLocalKey). */
+  static holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<{ key: Uint8Array; release(): Promise<void> }> {
+    return GenerationLog.holdLocalKey(store, namespace)
   }
 
   readonly rotation: RotationConfig
@@ -289,16 +290,23 @@ export class IntentLog extends ReadyResource {
     const store = storage.open(n)
     await store.ready()
     this.keyStore = store
-    this.identity = b4a.toString(await GenerationLog.localKey(store, this.opts.namespace ?? NAMESPACE), 'hex')
-    this.box = boxKeyPair((await store.createKeyPair(BOX_KEY_PAIR)).secretKey.subarray(0, 32))
-    const current =
-      p === null
-        ? await this.openLog(0, store, true, { key: optionalKey(this.opts.key) })
-        : await this.openLog(n, store, true, {
-            key: b4a.from(p.key, 'hex'),
-            ...(p.writer === 'registered' ? { keyPair: await this.keyPair(n) } : {}),
-            ...(p.encryptionKey !== undefined ? { encryptionKey: b4a.from(p.encryptionKey, 'hex') } : {})
-          })
+    // Held until the log is open on this store: a log opened on a core still closing fails (GenerationLog.holdLocalKey).
+    const local = await GenerationLog.holdLocalKey(store, this.opts.namespace ?? NAMESPACE)
+    let current: GenerationLog
+    try {
+      this.identity = b4a.toString(local.key, 'hex')
+      this.box = boxKeyPair((await store.createKeyPair(BOX_KEY_PAIR)).secretKey.subarray(0, 32))
+      current =
+        p === null
+          ? await this.openLog(0, store, true, { key: optionalKey(this.opts.key) })
+          : await this.openLog(n, store, true, {
+              key: b4a.from(p.key, 'hex'),
+              ...(p.writer === 'registered' ? { keyPair: await this.keyPair(n) } : {}),
+              ...(p.encryptionKey !== undefined ? { encryptionKey: b4a.from(p.encryptionKey, 'hex') } : {})
+            })
+    } finally {
+      await local.release()
+    }
     this.currentNumber = n
     this.groupKey = this.opts.key === undefined || this.opts.key === null ? current.key : toKey(this.opts.key)
     for (const r of p?.retained ?? []) {
@@ -332,6 +340,8 @@ export class IntentLog extends ReadyResource {
     log.on('update', () => this.onupdate(n))
     log.on('error', (err: unknown) => this.emit('error', err))
     log.on('warning', (err: unknown) => this.emit('warning', err))
+    // Named by generation: a stall in one being founded or left is not the current one's.
+    log.on('stalled', (d: StallDiagnosis) => this.emit('stalled', { generation: n, ...d }))
     try {
       await log.ready()
     } catch (err) {
@@ -619,7 +629,7 @@ export class IntentLog extends ReadyResource {
   private async tick(): Promise<void> {
     const n = this.currentNumber
     const cur = this.cur
-    if (cur.versionAhead !== null || (await cur.groupApplyVersion('confirmed')) < 7) return
+    if (cur.versionAhead !== null || (await cur.groupApplyVersion('confirmed')) < GENERATIONS_VERSION) return
     await this.refreshAuthors()
     await this.activate(cur)
     await this.register(n)

@@ -79,6 +79,7 @@ import {
 } from './view-layout.js'
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
+import { ReplicationWatchdog } from './replication-watchdog.js'
 
 export interface IntentLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
@@ -108,9 +109,20 @@ export type ReadMode = 'tip' | 'confirmed'
 export const NAMESPACE = 'autolease'
 
 export class GenerationLog extends ReadyResource {
-  /** This device's writer key for a storage, without opening the base (pairing sends it before joining). */
-  static async localKey(store: Corestore, namespace = NAMESPACE): Promise<Uint8Array> {
-    return Autobase.getLocalKey(store.namespace(namespace))
+  /**
+   * This device's writer key for a storage, without opening the base
+   * (pairing sends it before joining), and the session of its core that
+   * read it: release() it only once the log is open on the same storage.
+   * autobase's getLocalKey closes its session at once, and a log opened
+   * right after found the core still closing: `SESSION_CLOSED: Cannot make
+   * sessions on a closing core` (a join failed so, once in ~20).
+   */
+  static async holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<{ key: Uint8Array; release(): Promise<void> }> {
+    // The core autobase's getLocalKey and the base itself open: name 'local' in the base's namespace.
+    const core = store.namespace(namespace).get({ name: 'local', active: false })
+    await core.ready()
+    let released: Promise<void> | null = null
+    return { key: core.key!, release: () => (released ??= core.close()) }
   }
 
   readonly base: Autobase<View>
@@ -126,7 +138,7 @@ export class GenerationLog extends ReadyResource {
   private readonly stallCheckMs: number
   private stallTimer: NodeJS.Timeout | null = null
   /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
-  private stalled = { indexed: -1, since: 0, nudges: 0 }
+  private stalled = { indexed: -1, since: 0, nudges: 0, reported: 0 }
   private pendingAckAt = 0
   /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
   private realPending = false
@@ -139,6 +151,8 @@ export class GenerationLog extends ReadyResource {
   /** Acks appended by the ack rule of afterUpdate (ackHeads). */
   ruleAcks = 0
   private nudging = false
+  /** Asks live peers again for blocks a frozen peer holds up (replication-watchdog.ts). */
+  readonly replication: ReplicationWatchdog
   private readonly founding: boolean
   private readonly clock: Clock
   private consistent: { indexed: number; system: SystemView | null } = { indexed: 0, system: null }
@@ -176,6 +190,7 @@ export class GenerationLog extends ReadyResource {
       ...(opts.encrypted === true || opts.encryptionKey ? { encrypted: true } : {})
     })
     this.stallCheckMs = Math.max(250, opts.ackIntervalMs ?? 500)
+    this.replication = new ReplicationWatchdog(this.clock)
     this.base.on('update', () => this.onupdate())
     // A reorder rewrites the tip under the same length: a cached tip snapshot is void.
     this.base.view.core.on('truncate', () => this.drop('tip'))
@@ -617,6 +632,7 @@ export class GenerationLog extends ReadyResource {
    * turn is just skipped.
    */
   private checkStall(): void {
+    if (this.closing === null) this.replication.check(this.base.activeWriters)
     // A writer promoted to indexer counts only once it has acked as one;
     // we measured a promotion that never completed (1 e2e run in 4) while
     // the group was otherwise idle. autobase's ack() is a no-op for plain
@@ -630,8 +646,15 @@ export class GenerationLog extends ReadyResource {
     }
     const indexed = this.base.indexedLength
     if (!this.realPending || indexed !== this.stalled.indexed) {
-      this.stalled = { indexed, since: now, nudges: 0 }
+      this.stalled = { indexed, since: now, nudges: 0, reported: 0 }
       return
+    }
+    // Said once per doubling of the stall (2 s, 4 s, 8 s, ...): what each writer holds and what the DAG waits on.
+    const stalledMs = now - this.stalled.since
+    if (stalledMs >= STALL_REPORT_MS * 2 ** this.stalled.reported && this.closing === null) {
+      // Past every doubling reached (a long pause passes several at once): one line.
+      this.stalled.reported = Math.floor(Math.log2(stalledMs / STALL_REPORT_MS)) + 1
+      this.emit('stalled', { stalledMs: Math.round(stalledMs), forcedAcks: this.stalled.nudges, ...this.diagnose() })
     }
     if (this.nudging || this.closing !== null || !this.base.ackable) return
     const turn = nudgeTurn(this.self, this.indexerKeys())
@@ -648,6 +671,44 @@ export class GenerationLog extends ReadyResource {
       .finally(() => {
         this.nudging = false
       })
+  }
+
+  /**
+   * What confirmation waits on, for a log line when it stalls: the lengths,
+   * the DAG's heads, and per writer how much of its core is in the DAG
+   * (`dag`), loaded (`loaded`), stored here (`stored`, `contiguous`),
+   * depended on by another writer's node (`seen`),
+   * announced by the peers that have it (`remote`: the longest a connected
+   * peer announced; -1 with no peer on that core), and indexed here.
+   * Autobase internals (types/autobase): read, never written.
+   */
+  diagnose(): StallDiagnosis {
+    const short = (k: Uint8Array): string => b4a.toString(k, 'hex').slice(0, 8)
+    const writers: StallDiagnosis['writers'] = []
+    for (const w of this.base.activeWriters) {
+      const peers = w.core.peers
+      writers.push({
+        key: short(w.core.key),
+        indexer: w.isActiveIndexer,
+        dag: w.length,
+        loaded: w.available,
+        stored: w.core.length,
+        contiguous: w.core.contiguousLength,
+        seen: w.seenLength,
+        remote: peers.length === 0 ? -1 : Math.max(...peers.map((p) => p.remoteLength)),
+        peers: peers.length,
+        indexed: w.indexed
+      })
+    }
+    const lin = this.base.linearizer
+    return {
+      length: this.base.length,
+      indexed: this.base.indexedLength,
+      heads: (this.base.system?.heads ?? []).map((h) => `${short(h.key)}:${h.length}`),
+      dagHeads: lin === null ? [] : [...lin.heads].map((h) => `${short(h.writer.core.key)}:${h.length}`),
+      helpful: this.helpfulAckers().map((k) => k.slice(0, 8)),
+      writers
+    }
   }
 
   /** The group's indexers (hex keys), as autobase's system state lists them now. */
@@ -790,6 +851,19 @@ export class GenerationLog extends ReadyResource {
     return lin.indexers.filter((w) => lin.shouldAck(w)).map((w) => b4a.toString(w.core.key, 'hex'))
   }
 }
+
+/** See diagnose(). */
+export interface StallDiagnosis {
+  length: number
+  indexed: number
+  heads: string[]
+  dagHeads: string[]
+  helpful: string[]
+  writers: Array<{ key: string; indexer: boolean; dag: number; loaded: number; stored: number; contiguous: number; seen: number; remote: number; peers: number; indexed: number }>
+}
+
+/** A real op unconfirmed this long with no indexing progress is reported ('stalled'), then again at each doubling. */
+const STALL_REPORT_MS = 2_000
 
 /** A real op unconfirmed this long with no indexing progress gets a forced ack (from the first indexer in turn). */
 const FORCE_ACK_MS = 250

@@ -121,7 +121,7 @@ export interface CapabilityOp {
 }
 
 /**
- * Generations (apply version 7, docs/generations.md). A device registers
+ * Generations (apply version 8, docs/generations.md). A device registers
  * its writer keys for generations `first` .. `first + keys.length - 1`
  * ahead of time (any writer, about itself: the author is the node's key),
  * so every device can add it to a next generation without a round with it.
@@ -444,6 +444,21 @@ export interface QueueCommandOp extends Fenced {
   detail: string | null
 }
 
+/**
+ * The GitHub App whose check run shows the queue on this repo's PRs
+ * (apply version 7; the holder's forge credential is that App): from then
+ * on the gate ignores that App's check runs named for a queue, and the
+ * check suites GitHub makes for them, by app and name (kept per repo, for
+ * every tenant's queue on it). Appended (and confirmed) by the holder
+ * before its first check run in the repo, so the check run's own events
+ * are ordered after it. Fenced like every holder op.
+ */
+export interface QueueCheckAppOp extends Fenced {
+  type: 'queue-check-app'
+  /** The App's id (GitHub's numeric App ID, as check runs carry it in `app.id`). */
+  app: number
+}
+
 /** Asks the holder for a reconciliation now (any writer); repo null = every managed repo of the tenant. */
 export interface ReconcileRequestOp {
   type: 'reconcile-request'
@@ -463,7 +478,19 @@ export interface ReconcileResultOp extends Fenced {
   eventCount: number
 }
 
-export type QueueOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | QueueControlOp | ReconcileRequestOp | ReconcileResultOp | QueuePriorityOp | QueueFreezeOp | QueueNoteOp | QueueCommandOp
+export type QueueOp =
+  | QueueDecideOp
+  | AttemptOp
+  | AttemptEndOp
+  | ForgeSyncOp
+  | QueueControlOp
+  | ReconcileRequestOp
+  | ReconcileResultOp
+  | QueuePriorityOp
+  | QueueFreezeOp
+  | QueueNoteOp
+  | QueueCommandOp
+  | QueueCheckAppOp
 
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
@@ -728,6 +755,7 @@ function validate(raw: unknown, strict = false): Decoded {
     }
     case 'queue-note':
     case 'queue-command':
+    case 'queue-check-app':
       return validateFenced(raw, strict)
     case 'capability': {
       const { forge, ts } = raw
@@ -880,6 +908,11 @@ function validateFenced(raw: Record<string, unknown>, strict: boolean): Decoded 
     if (!isCount(queueLength)) return bad('queueLength')
     if (!isCount(eventCount)) return bad('eventCount')
     return ok({ type, ...base, request, fixed: f, staleLeases: stale, queueLength, eventCount })
+  }
+  if (type === 'queue-check-app') {
+    const { app } = raw
+    if (!isCount(app) || app < 1) return bad('app')
+    return ok({ type, ...base, app })
   }
   if (type === 'queue-note') {
     const { pr, sha, wait, detail } = raw

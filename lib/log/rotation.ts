@@ -6,7 +6,7 @@
  * generation the group cannot leave yet.
  *
  * Invariants enforced here alone:
- * - Only an indexer seals, only at apply version 7 or later, and only while
+ * - Only an indexer seals, only at apply version 8 or later, and only while
  *   no seal is known at the tip (one seal per generation is the goal; a
  *   second is harmless, counted by apply).
  * - Nobody is left behind by a routine seal: while a member registered no
@@ -92,7 +92,7 @@ export function sealReason(v: Pick<SealView, 'now' | 'ops' | 'bytes' | 'enteredA
 
 export type SealDecision = { action: 'seal'; reason: SealReason } | { action: 'wait'; until: number | null; reason: SealReason | null }
 
-/** Whether this indexer seals now (the caller checked: an indexer, version >= 7, no seal known). */
+/** Whether this indexer seals now (the caller checked: an indexer, version >= 8, no seal known). */
 export function decideSeal(v: SealView, c: RotationConfig): SealDecision {
   const reason = v.everyoneKeyed || v.revocation ? sealReason(v, c) : sealReason(v, c, 2)
   if (reason === null || v.dueSince === null) return { action: 'wait', until: null, reason }

@@ -70,7 +70,7 @@ export type RejectionReason =
   | 'repo-frozen'
   /** A comment command while COMMANDS_PENDING_MAX of the repo's wait for the holder (apply version 6). */
   | 'commands-full'
-  /** Apply version 7 (docs/generations.md): a gen-keys or seal op for a generation that is not the next, or not this view's. */
+  /** Apply version 8 (docs/generations.md): a gen-keys or seal op for a generation that is not the next, or not this view's. */
   | 'stale-generation'
   /** A seal whose author registered no writer key for the next generation. */
   | 'no-generation-key'

@@ -103,12 +103,12 @@ export class CommandServer {
   private async answer(t: Tenure, config: RepoConfig, c: CommandEntry): Promise<void> {
     const { tenant, repo } = config
     if (!t.holding()) return
-    const level = await this.permissions.get(repo, c.user, () => t.call((forge) => forge.getPermission(repo, c.user)))
+    const level = await this.permissions.get(repo, c.user, () => t.call(tenant, (forge) => forge.getPermission(repo, c.user)))
     let outcome: 'acted' | 'refused' = COMMAND_PERMISSIONS.includes(level) ? 'acted' : 'refused'
     let detail: string | null = outcome === 'refused' ? `${c.user} has ${level} permission; write is needed` : null
     let sha: string | null = null
     if (outcome === 'acted' && c.verb === 'queue') {
-      const pull = await t.call((forge) => forge.getPull(repo, c.pr))
+      const pull = await t.call(tenant, (forge) => forge.getPull(repo, c.pr))
       if (pull === null || pull.state !== 'open' || pull.merged) [outcome, detail] = ['refused', 'not an open pull request']
       else if (pull.draft) [outcome, detail] = ['refused', 'a draft']
       else sha = pull.headSha
@@ -125,6 +125,6 @@ export class CommandServer {
     const applied = record !== null && record.answeredOp === result.op ? record.state : outcome
     this.logger.info({ tenant, repo, pr: c.pr, comment: c.comment, user: c.user, verb: c.verb, permission: level, outcome: applied, epoch: t.epoch }, 'comment command answered')
     if (t.settings.dryRun) return
-    await t.call((forge) => forge.react(repo, c.comment, applied === 'acted' ? '+1' : 'confused', t.fence(tenant, repo)))
+    await t.call(tenant, (forge) => forge.react(repo, c.comment, applied === 'acted' ? '+1' : 'confused', t.fence(tenant, repo)))
   }
 }

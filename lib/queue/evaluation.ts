@@ -36,7 +36,7 @@
  *   never an immediate re-send. Nothing in the view is lost (the entry
  *   keeps its status).
  */
-import { isForgeError, type BranchRules, type PullRequest } from './forge/forge.js'
+import { isForgeError, type BranchRules, type Forge, type PullRequest } from './forge/forge.js'
 import { isLabel, type CheckFact, type WaitReason } from '../log/ops.js'
 import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from './queue-state.js'
 import type { QueueStatusState } from './queue-status.js'
@@ -80,7 +80,7 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   if (entry === undefined) return { next: 'done', what: 'not queued' }
   if (entry.status === 'bounced') return followUp(t, config, entry)
 
-  const pull = await t.call((f) => f.getPull(repo, pr))
+  const pull = await t.call(tenant, (f) => f.getPull(repo, pr))
   const afterPull = await stillOpen(t, config)
   if (afterPull !== null) return afterPull
   if (pull === null || !wanted(pull, config, entry) || pull.headSha !== entry.prSha) {
@@ -93,10 +93,10 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   if ((await t.log.groupApplyVersion('tip')) >= V5) return evaluateProtected(t, config, entry, pull, mergeableReads)
 
   if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
-  const reading = await t.call((f) => f.getGate(repo, entry.prSha))
+  const reading = await t.call(tenant, (f) => f.getGate(repo, entry.prSha))
   const afterGate = await stillOpen(t, config)
   if (afterGate !== null) return afterGate
-  const facts = gateFacts(reading)
+  const facts = gateFacts(reading, await t.queueApps(repo))
   const gate = gateOf(facts, config.requiredChecks)
   if (gate !== entry.gateResult) {
     // What the forge says now, for the view (a check webhook may have been missed).
@@ -153,7 +153,7 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protected
 
   let outcome
   try {
-    outcome = await t.call((f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, ...t.mutation(config.tenant, repo, announced.op) }))
+    outcome = await t.call(config.tenant, (f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, ...t.mutation(config.tenant, repo, announced.op) }))
   } catch (err) {
     // Known not sent: nothing to record; the attempt stays open for whoever resolves it next.
     if (isForgeError(err, 'fenced')) return { next: 'done', what: t.fencedWhy() }
@@ -174,7 +174,7 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protected
       return { next: 'done', what: 'merged' }
     case 'head-moved': {
       await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'head-moved', detail: opText(outcome.message) })
-      const pull = await t.call((f) => f.getPull(repo, pr))
+      const pull = await t.call(config.tenant, (f) => f.getPull(repo, pr))
       await t.append(syncOp(config, pr, pull, entry.prSha, null))
       return { next: 'done', what: 'head moved before the merge (409): re-evaluating the new head' }
     }
@@ -185,7 +185,7 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protected
       // Re-read before deciding: a PR merged a moment ago (the same PR's entry in another tenant, a
       // person, GitHub's own queue) answers 405 too, and must never be bounced or commented on.
       // A failed read leaves the attempt open: the next evaluation resolves it by reading again.
-      const pull = await t.call((f) => f.getPull(repo, pr))
+      const pull = await t.call(config.tenant, (f) => f.getPull(repo, pr))
       if (pull !== null && pull.merged) {
         await t.append({ type: 'attempt-end', tenant: config.tenant, repo, pr, attempt: announced.op, outcome: 'merged', detail: opText(`found merged at the forge after a 405: ${outcome.message}`) })
         await t.append(syncOp(config, pr, pull, entry.prSha, null))
@@ -252,6 +252,10 @@ function reportBounce(t: Tenure, config: RepoConfig, entry: QueueEntry, reason: 
  * it off the list (at most once).
  */
 async function followUp(t: Tenure, config: RepoConfig, entry: QueueEntry): Promise<Verdict> {
+  // The bounce on the PR (apply version 5) again, written only if it was not (queue-status.ts): a write the
+  // tenure's end fenced right after the bounce was otherwise never made (nothing changes a bounced entry's
+  // state), and the PR kept saying `waiting` (its check run in progress) after the bounce comment.
+  if ((await t.log.groupApplyVersion('tip')) >= V5) show(t, config, entry, { kind: 'bounced', detail: opText(entry.bounceReason ?? 'bounced').slice(0, 120), position: null })
   if (entry.followUps.length === 0) return { next: 'done', what: 'bounced' }
   if (t.settings.dryRun) return { next: 'done', what: 'bounced (dry run: no comment, label kept)' }
   const { repo } = config
@@ -281,7 +285,7 @@ async function mutate(
   config: RepoConfig,
   entry: QueueEntry,
   action: 'comment' | 'remove-label',
-  call: (forge: Parameters<Parameters<Tenure['call']>[0]>[0], ctx: ReturnType<Tenure['mutation']>) => Promise<string>
+  call: (forge: Forge, ctx: ReturnType<Tenure['mutation']>) => Promise<string>
 ): Promise<Verdict | null> {
   const pr = entry.prNumber
   const before = await stillOpen(t, config)
@@ -292,7 +296,7 @@ async function mutate(
   if (late !== null) return late
   let result: string
   try {
-    result = await t.call((f) => call(f, t.mutation(config.tenant, config.repo, announced.op)))
+    result = await t.call(config.tenant, (f) => call(f, t.mutation(config.tenant, config.repo, announced.op)))
   } catch (err) {
     if (isForgeError(err, 'fenced')) return { next: 'done', what: t.fencedWhy() }
     forget(t, announced.op)
@@ -326,7 +330,7 @@ async function resolveAttempt(t: Tenure, config: RepoConfig, attempt: OpenAttemp
     return null
   }
   forget(t, attempt.op)
-  const pull = await t.call((f) => f.getPull(config.repo, attempt.pr))
+  const pull = await t.call(config.tenant, (f) => f.getPull(config.repo, attempt.pr))
   if (pull !== null && pull.merged) {
     await end('merged', `found merged at the forge (attempt of epoch ${attempt.epoch})`)
     await t.append(syncOp(config, attempt.pr, pull, attempt.sha, null))
@@ -403,14 +407,14 @@ export type { GateResult }
 async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntry, pull: PullRequest, mergeableReads: number): Promise<Verdict> {
   const { tenant, repo } = config
   if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
-  const rules = await t.rules.get(repo, pull.baseRef, (fn) => t.call(fn))
+  const rules = await t.rules.get(repo, pull.baseRef, (fn) => t.call(config.tenant, fn))
   const flagged = await repoFlag(t, config, entry, pull.baseRef, rules)
   if (flagged !== null) return flagged
 
-  const reading = await t.call((f) => f.getGate(repo, entry.prSha))
+  const reading = await t.call(config.tenant, (f) => f.getGate(repo, entry.prSha))
   const afterGate = await stillOpen(t, config)
   if (afterGate !== null) return afterGate
-  const facts = gateFacts(reading)
+  const facts = gateFacts(reading, await t.queueApps(repo))
   const gate = gateOf(facts, config.requiredChecks)
   if (gate !== entry.gateResult) await t.append(syncOp(config, entry.prNumber, pull, entry.prSha, facts))
   const order = await line(t, config, entry)
@@ -477,7 +481,7 @@ async function evaluateProtected(t: Tenure, config: RepoConfig, entry: QueueEntr
  */
 async function refusedByProtection(t: Tenure, config: RepoConfig, entry: QueueEntry, pull: PullRequest, baseRef: string, message: string): Promise<Verdict | null> {
   t.rules.forget(config.repo, baseRef)
-  const rules = await t.rules.get(config.repo, baseRef, (fn) => t.call(fn))
+  const rules = await t.rules.get(config.repo, baseRef, (fn) => t.call(config.tenant, fn))
   if (rules.mergeQueue || /merge queue/i.test(message)) {
     return (await repoFlag(t, config, entry, baseRef, { ...rules, mergeQueue: true })) ?? { next: 'done', what: 'merge queue' }
   }
@@ -537,7 +541,7 @@ async function updateBranch(t: Tenure, config: RepoConfig, entry: QueueEntry, po
   show(t, config, entry, { kind: 'updating', detail: null, position })
   let outcome
   try {
-    outcome = await t.call((f) => f.updateBranch(repo, pr, { expectedHeadSha: entry.prSha, ...t.mutation(config.tenant, repo, announced.op) }))
+    outcome = await t.call(config.tenant, (f) => f.updateBranch(repo, pr, { expectedHeadSha: entry.prSha, ...t.mutation(config.tenant, repo, announced.op) }))
   } catch (err) {
     if (isForgeError(err, 'fenced')) return { next: 'done', what: t.fencedWhy() }
     forget(t, announced.op)
@@ -555,7 +559,7 @@ async function updateBranch(t: Tenure, config: RepoConfig, entry: QueueEntry, po
       return { next: 'wake', afterMs: UPDATE_SETTLE_MS, what: 'updating branch' }
     case 'head-moved': {
       await end('head-moved', outcome.message)
-      const pull = await t.call((f) => f.getPull(repo, pr))
+      const pull = await t.call(config.tenant, (f) => f.getPull(repo, pr))
       await t.append(syncOp(config, pr, pull, entry.prSha, null))
       return { next: 'done', what: 'head moved before the update: re-evaluating the new head' }
     }
@@ -604,7 +608,7 @@ function repoNote(config: RepoConfig, wait: 'merge-queue' | null, detail: string
 /** The queue's status on the PR, when statuses are on (never awaited: it never delays the evaluation). */
 function show(t: Tenure, config: RepoConfig, entry: QueueEntry, state: QueueStatusState): void {
   if (!t.settings.statuses || t.settings.dryRun) return
-  t.statuses.show(config.tenant, config.repo, entry.prSha, state, t.fence(config.tenant, config.repo))
+  t.statuses.show(config.tenant, config.repo, entry.prSha, state, t.fence(config.tenant, config.repo), () => t.showWith(config.tenant, config.repo), t)
 }
 
 /** The counted checks not finished yet, by name (for the status). */

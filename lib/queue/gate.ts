@@ -24,7 +24,14 @@
  *   gate into a passing one (a pending fact dropped could: "every reported
  *   check passed").
  *
- * - The queue's own status (QUEUE_STATUS_PREFIX) is no fact of its gate.
+ * - The queue's own status (QUEUE_STATUS_PREFIX) is no fact of its gate,
+ *   nor its own check run (an App credential, apply version 7): by app and
+ *   name, never by name alone (another App's check of that name counts),
+ *   with the check suite GitHub makes for that App on the head (it
+ *   concludes as the queue's check run does: a bounce's failure would
+ *   otherwise fail the gate of a PR queued again at that head). As with
+ *   statuses, any tenant's queue check run on the repo is left out (two
+ *   tenants' queues on one repo must not wait for each other's).
  *
  * The verdict over the facts is queue-state's evaluateGate: a name fails if
  * any of its results failed; a required check must be reported and pass in
@@ -54,6 +61,23 @@ export const QUEUE_STATUS_PREFIX = 'autolease/'
 /** A commit status the queue wrote itself (by its context). */
 export function isQueueStatus(source: string | undefined, name: string): boolean {
   return source === STATUS_SOURCE && name.startsWith(QUEUE_STATUS_PREFIX)
+}
+
+/**
+ * A fact of a queue's own check run (apply version 7): a check run of one
+ * of `apps` (the Apps whose check runs show a queue on this repo, per
+ * repo: a repo managed in two tenants has two queues) named for a queue
+ * (QUEUE_STATUS_PREFIX, as the statuses), or one of those Apps' check
+ * suites. Sources are runSource's and suiteSource's (`run:app-<id>/<suite>`,
+ * `suite:app-<id>/<suite>`).
+ */
+export function isQueueCheck(source: string, name: string, apps: readonly number[]): boolean {
+  for (const app of apps) {
+    const key = `app-${app}`
+    const of = (kind: string): boolean => source === `${kind}:${key}` || source.startsWith(`${kind}:${key}/`)
+    if ((of('run') && name.startsWith(QUEUE_STATUS_PREFIX)) || of('suite')) return true
+  }
+  return false
 }
 
 /** What a payload or the REST API says about a GitHub App (any field may be absent). */
@@ -138,12 +162,19 @@ export function ranked(facts: readonly CheckFact[]): CheckFact[] {
 /**
  * The gate's inputs for one commit as the forge reads them: each check run
  * (unfinished ones by their status) and each commit status, named by
- * checkName, sourced, superseded by later runs, ranked.
+ * checkName, sourced, superseded by later runs, ranked. `queueApps`: the
+ * Apps whose check runs show a queue on this repo, as the view records them
+ * (apply version 7): their check runs named for a queue are left out, as
+ * the queue's statuses are.
  */
-export function gateFacts(reading: GateReading): CheckFact[] {
+export function gateFacts(reading: GateReading, queueApps: readonly number[] = []): CheckFact[] {
   const word = (s: string): string => (WORD.test(s) ? s : 'pending')
   const facts: CheckFact[] = []
-  for (const c of reading.checks) facts.push(withId({ name: checkName(c.name), conclusion: word(c.conclusion ?? c.status), source: runSource(c.app, c.suiteId) }, c.id))
+  for (const c of reading.checks) {
+    const fact = withId({ name: checkName(c.name), conclusion: word(c.conclusion ?? c.status), source: runSource(c.app, c.suiteId) }, c.id)
+    if (isQueueCheck(fact.source ?? '', fact.name, queueApps)) continue // a queue's own check run: never a gate
+    facts.push(fact)
+  }
   for (const s of reading.statuses) {
     if (s.context.startsWith(QUEUE_STATUS_PREFIX)) continue // the queue's own status: never its gate
     facts.push(withId({ name: checkName(s.context), conclusion: word(s.state), source: STATUS_SOURCE }, s.id))

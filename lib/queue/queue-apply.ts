@@ -56,6 +56,17 @@
  *   that finds no queue label (nothing at the forge says it is queued);
  * - each entry keeps its labels, and a freeze with an exception label
  *   refuses every merge attempt of a PR that does not carry it.
+ *
+ * Apply version 7 (a group at 1-6 keeps its rules byte for byte):
+ * - the holder records the GitHub App whose check run shows the queue on
+ *   the repo's PRs (queue-check-app, fenced), per repository (`qapp/`:
+ *   every tenant's Apps for that repo); from then on those Apps' check
+ *   runs named for a queue and their check suites (GitHub makes one per App
+ *   and head) are no part of the gate, judged by app and name (gate.ts
+ *   isQueueCheck): their webhooks are recorded as events that touch no PR
+ *   and set no fact, and a fact of theirs already in the head-SHA index is
+ *   left out when the gate is judged. Another App's check of the same
+ *   name, or the App's check of another name, counts as ever.
  */
 import type { ViewTx } from '../log/view-tx.js'
 import {
@@ -70,6 +81,7 @@ import {
   type QueueCommandOp,
   type QueueFreezeOp,
   type QueueNoteOp,
+  type QueueCheckAppOp,
   type QueuePriorityOp,
   type ReconcileRequestOp,
   type ReconcileResultOp,
@@ -79,7 +91,7 @@ import {
 import { leaseKey, type RejectionReason } from '../log/view-layout.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
 import { evaluateGate, foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
-import { isQueueStatus, latest, ranked } from './gate.js'
+import { isQueueCheck, isQueueStatus, latest, ranked } from './gate.js'
 import {
   CHECKS_PER_SHA,
   DEDUP_MAX,
@@ -91,6 +103,8 @@ import {
   mergedStateKey,
   freezeKey,
   repoFlagKey,
+  checkAppsKey,
+  CHECK_APPS_MAX,
   type FreezeEntry,
   type RepoFlag,
   COMMANDS_MAX,
@@ -140,6 +154,7 @@ const EVICT_PER_OP = 4
 const V4 = 4
 const V5 = 5
 const V6 = 6
+const V7 = 7
 
 export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: string): Promise<void> {
   const key = repoKey(op.tenant, op.repo)
@@ -164,6 +179,7 @@ export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: 
 /** A repo's rings and indexes, and the writes of one op to them. */
 class RepoScope {
   readonly state: RepoState
+  private apps: Promise<number[]> | null = null
   constructor(
     private readonly tx: ViewTx,
     readonly tenant: string,
@@ -176,6 +192,12 @@ class RepoScope {
 
   static async open(tx: ViewTx, tenant: string, repo: string, id: string): Promise<RepoScope> {
     return new RepoScope(tx, tenant, repo, await tx.get<RepoState>(repoStateKey(tenant, repo)), id)
+  }
+
+  /** Version 7: the Apps whose check runs show a queue on this repo (read once per op). */
+  async checkApps(): Promise<number[]> {
+    this.apps ??= this.tx.get<number[]>(checkAppsKey(this.repo)).then((a) => a ?? [])
+    return this.apps
   }
 
   audit(ts: number, action: AuditAction, pr: number | null, sha: string | null, epoch: number | null, detail: string | null): void {
@@ -250,11 +272,13 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
   } else if (version >= V5 && op.event === 'status' && op.check !== null && isQueueStatus(op.check.source ?? 'status', op.check.name)) {
     // The queue's own status on the PR (version 5): recorded as an event, no fact of any gate, and it wakes no PR
     // (each write would otherwise bring an evaluation of its PR back).
+  } else if (version >= V7 && op.check !== null && isQueueCheck(op.check.source ?? '', op.check.name, await scope.checkApps())) {
+    // The queue's own check run, or its App's check suite (version 7): the same, by app and name.
   } else if (op.sha !== null && op.check !== null && (op.event === 'status' || op.action === 'completed')) {
     const sha = await indexSha(tx, scope, op.sha, null, version >= V4 ? withFacts([op.check], 'merge') : withNameCheck(op.check))
     const prs = new Set(op.prs)
     if (sha.pr !== null) prs.add(sha.pr)
-    const result = shaGate(sha, config, version)
+    const result = shaGate(sha, config, version, version >= V7 ? await scope.checkApps() : [])
     for (const n of [...prs].sort((a, b) => a - b)) {
       results.push({ pr: n, result: await transition(tx, scope, config, n, { kind: 'gate', sha: op.sha, result }, op.ts, version) })
     }
@@ -323,7 +347,7 @@ async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: 
   if (entry !== null && (out.result === 'joined' || out.result === 'reevaluated')) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, entry.prSha))
     if (sha !== null && shaFacts(sha, version).length > 0) {
-      const gate = queueTransition(pr, entry, { kind: 'gate', sha: entry.prSha, result: shaGate(sha, config, version) }, ts)
+      const gate = queueTransition(pr, entry, { kind: 'gate', sha: entry.prSha, result: shaGate(sha, config, version, version >= V7 ? await scope.checkApps() : []) }, ts)
       if (gate.audit !== null) scope.audit(ts, gate.audit, pr, entry.prSha, null, null)
       entry = gate.entry
     }
@@ -430,10 +454,11 @@ function shaFacts(entry: ShaEntry, version: number): ShaFact[] {
   return entry.checks.map(([name, conclusion]) => ['', name, conclusion, 0])
 }
 
-function shaGate(entry: ShaEntry | null, config: RepoConfig, version: number): ReturnType<typeof evaluateGate> {
+function shaGate(entry: ShaEntry | null, config: RepoConfig, version: number, checkApps: readonly number[]): ReturnType<typeof evaluateGate> {
   if (version < V4) return evaluateGate(entry?.checks ?? [], config.requiredChecks)
-  // Version 5: the queue's own status on the PR is no part of its gate (gate.ts).
-  const facts = entry === null ? [] : shaFacts(entry, version).filter(([source, name]) => version < V5 || !isQueueStatus(source, name))
+  // Version 5: the queue's own status on the PR is no part of its gate; version 7: nor its check run (gate.ts).
+  const own = (source: string, name: string): boolean => (version >= V5 && isQueueStatus(source, name)) || (version >= V7 && isQueueCheck(source, name, checkApps))
+  const facts = entry === null ? [] : shaFacts(entry, version).filter(([source, name]) => !own(source, name))
   return evaluateGate(
     facts.map(([, name, conclusion]) => [name, conclusion] as const),
     config.requiredChecks
@@ -473,7 +498,7 @@ async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | 
   return entry
 }
 
-export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp | QueueNoteOp | QueueCommandOp
+export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp | QueueNoteOp | QueueCommandOp | QueueCheckAppOp
 
 /**
  * The holder's fenced ops (DESIGN §1.6): accepted only from the device that
@@ -560,6 +585,15 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
         scope.audit(op.ts, 'wait', op.pr, op.sha, op.epoch, op.wait === null ? 'no longer waiting' : `${op.wait}${op.detail !== null ? `: ${op.detail}` : ''}`)
         break
       }
+    case 'queue-check-app': {
+      // Version 7 only (apply.ts counts it before, as a build before 7 does).
+      const apps = await scope.checkApps()
+      if (!apps.includes(op.app)) {
+        tx.put(checkAppsKey(op.repo), [...apps, op.app].slice(-CHECK_APPS_MAX))
+        scope.audit(op.ts, 'check-app', null, null, op.epoch, `the queue's check runs are GitHub App ${op.app}'s`)
+      }
+      break
+    }
     case 'queue-command': {
       const refused = await answerCommand(tx, scope, config, op, version)
       if (refused !== null) return refuse('stale-decision', refused)
@@ -615,7 +649,7 @@ async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, 
     await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts, version)
   } else if (op.checks !== null) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, op.sha))
-    await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, version) }, op.ts, version)
+    await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, version, version >= V7 ? await scope.checkApps() : []) }, op.ts, version)
   }
   if (version >= V5) await labelPriority(scope, op.pr, op.labels, op.ts)
   if (version >= V6) await keepLabels(scope, op.pr, op.labels)

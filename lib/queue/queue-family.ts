@@ -7,7 +7,8 @@
  * Owns every key of queue-layout.ts: per (tenant, repo) its config and
  * state, the queue, the rings, the dedup and head-SHA indexes, merged
  * tombstones, freezes and flags, open attempts, reconcile requests and
- * results, and the fenced ops' outcome slots.
+ * results, the fenced ops' outcome slots, and per repo the Apps whose
+ * check runs show a queue (apply version 7).
  */
 import type { EventBatchOp } from '../log/ops.js'
 import { StorageFailure } from '../log/view-tx.js'
@@ -38,7 +39,8 @@ const QUEUE_KEY_PREFIXES = [
   'cmd/',
   'cmdseq/',
   'cstate/',
-  'cmdq/'
+  'cmdq/',
+  'qapp/'
 ]
 
 export const queueFamily: OpFamily = {
@@ -55,6 +57,7 @@ export const queueFamily: OpFamily = {
     'reconcile-result': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-note': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-command': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
+    'queue-check-app': (op, c) => applyFencedOp(c.tx, op, c.writer.key, c.id, c.count, c.version),
     'queue-control': (op, c) => applyQueueControl(c.tx, op, c.id, c.count, c.version),
     'queue-priority': (op, c) => applyQueuePriority(c.tx, op, c.id, c.count),
     'queue-freeze': (op, c) => applyQueueFreeze(c.tx, op, c.id, c.count, c.version),

@@ -136,6 +136,15 @@ export const mergedStateKey = (tenant: string, repo: string): string => `mstate/
 /** Apply version 5: a frozen repo's freeze (absent: not frozen), and the repo's flag (GitHub's merge queue on its base). */
 export const freezeKey = (tenant: string, repo: string): string => `freeze/${scope(tenant, repo)}`
 export const repoFlagKey = (tenant: string, repo: string): string => `rflag/${scope(tenant, repo)}`
+/**
+ * Apply version 7: the GitHub Apps whose check runs show a queue on this
+ * repository's PRs (queue-check-app), for every tenant that manages it: a
+ * repo managed in two tenants has two queues, each with its check run, and
+ * neither's gate counts the other's. Per repository, not per tenant. At
+ * most CHECK_APPS_MAX, the newest kept.
+ */
+export const checkAppsKey = (repo: string): string => `qapp/${repo}`
+export const CHECK_APPS_MAX = 16
 
 /** A repo frozen by an operator (apply version 5): only hotfix priority merges (version 6: only `exceptLabel` when set). */
 export interface FreezeEntry {

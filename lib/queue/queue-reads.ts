@@ -10,6 +10,8 @@ import {
   REPO_PREFIX,
   attemptPrefix,
   auditPrefix,
+  dedupKey,
+  checkAppsKey,
   eventsPrefix,
   lastReconcileKey,
   queuePrefix,
@@ -25,6 +27,7 @@ import {
   type FreezeEntry,
   type RepoFlag,
   type AuditEntry,
+  type DedupEntry,
   type EventEntry,
   type OpenAttempt,
   type QueueEntry,
@@ -114,6 +117,16 @@ export class QueueReads {
   /** The reconcile requests kept (the latest RECONCILE_REQUESTS_KEPT). */
   reconcileRequests(mode: ReadMode): Promise<ReconcileRequest[]> {
     return this.log.values<ReconcileRequest>(RECONCILE_REQUEST_PREFIX, mode)
+  }
+
+  /** Apply version 7: the GitHub Apps whose check runs show a queue on `repo`'s PRs (every tenant's): left out of every gate. */
+  async checkApps(repo: string, mode: ReadMode): Promise<number[]> {
+    return (await this.log.value<number[]>(checkAppsKey(repo), mode)) ?? []
+  }
+
+  /** Whether delivery `guid` was applied to this repo's view (the dedup index: a week, 5,000 per repo). */
+  async applied(tenant: string, repo: string, guid: string, mode: ReadMode): Promise<boolean> {
+    return (await this.log.value<DedupEntry>(dedupKey(tenant, repo, guid), mode)) !== null
   }
 
   reconcileRequest(op: string, mode: ReadMode): Promise<ReconcileRequest | null> {

@@ -94,6 +94,8 @@ export type AuditAction =
   | 'wait'
   /** Apply version 6: a comment command recorded, acted on or refused. */
   | 'command'
+  /** Apply version 7: the App whose check run shows the queue recorded (queue-check-app). */
+  | 'check-app'
 
 export type QueueFact =
   /** Labelled with the queue label, auto-merge enabled, or opened/reopened/ready while so. */

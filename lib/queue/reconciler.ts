@@ -83,7 +83,7 @@ const seenByTenure = new WeakMap<Tenure, Map<string, Map<number, GateSeen>>>()
 export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: number) => boolean, request: string | null): Promise<ReconcileSummary> {
   const { tenant, repo } = config
   const fixed: string[] = []
-  const candidates = await t.call((f) => f.listCandidates(repo, config.label))
+  const candidates = await t.call(config.tenant, (f) => f.listCandidates(repo, config.label))
   const entries = await t.reads.queue(tenant, repo, 'tip')
   const byPr = new Map(entries.map((e) => [e.prNumber, e]))
   const listed = new Set<number>()
@@ -114,7 +114,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
       gateSkips++
       continue
     }
-    const facts = gateFacts(await t.call((f) => f.getGate(repo, c.headSha)))
+    const facts = gateFacts(await t.call(config.tenant, (f) => f.getGate(repo, c.headSha)), await t.queueApps(repo))
     const gate = gateOf(facts, config.requiredChecks)
     gateReads++
     seen.set(c.number, { sha: c.headSha, updatedAt: c.updatedAt ?? null, gate })
@@ -129,7 +129,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
 
   for (const entry of entries) {
     if (listed.has(entry.prNumber) || busy(entry.prNumber)) continue
-    const pull = await t.call((f) => f.getPull(repo, entry.prNumber))
+    const pull = await t.call(config.tenant, (f) => f.getPull(repo, entry.prNumber))
     if (busy(entry.prNumber)) continue
     // Apply version 6: an entry a comment command queued is not listed (no label), and stays while open at its head.
     if (entry.via === 'command' && pull !== null && pull.state === 'open' && !pull.merged && !pull.draft && pull.headSha === entry.prSha) continue

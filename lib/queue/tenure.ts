@@ -26,12 +26,16 @@ import type { Logger } from '../util/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
 import { toOpText } from '../log/ops.js'
 import type { Forge, MutationContext } from './forge/forge.js'
-import { isForgeError } from './forge/forge.js'
+import { ForgeError, isForgeError } from './forge/forge.js'
+import type { TenantForges } from './forge/tenant-forges.js'
 import type { FencedWriter } from './fenced-writer.js'
 import type { FencedOutcome } from './queue-layout.js'
 import type { QueueReads } from './queue-reads.js'
 import type { BranchRulesCache } from './branch-rules.js'
-import type { QueueStatusWriter } from './queue-status.js'
+import type { QueueStatusWriter, ShowWith } from './queue-status.js'
+
+/** The apply version from which an App credential shows the queue as a check run (queue-check-app). */
+const CHECK_RUN_VERSION = 7
 
 export interface WorkerMetrics {
   merged(repo: string): void
@@ -94,7 +98,9 @@ export class Tenure {
   readonly attempts: AttemptMemory
   readonly rules: BranchRulesCache
   readonly statuses: QueueStatusWriter
-  private readonly forge: Forge
+  private readonly forges: TenantForges
+  /** Per tenant/repo: how the queue shows itself on its PRs in this tenure (showWith). */
+  private readonly showing = new Map<string, Promise<ShowWith | null>>()
   private readonly currentEpoch: () => number | null
   private readonly repoOpen: (tenant: string, repo: string) => boolean
 
@@ -106,7 +112,7 @@ export class Tenure {
     log: IntentLog
     reads: QueueReads
     fenced: FencedWriter
-    forge: Forge
+    forges: TenantForges
     logger: Logger
     metrics: WorkerMetrics
     settings: WorkerSettings
@@ -121,7 +127,7 @@ export class Tenure {
     this.log = opts.log
     this.reads = opts.reads
     this.fenced = opts.fenced
-    this.forge = opts.forge
+    this.forges = opts.forges
     this.logger = opts.logger
     this.metrics = opts.metrics
     this.settings = opts.settings
@@ -169,17 +175,71 @@ export class Tenure {
     return this.holding() ? 'repo paused before the call' : 'lease lost before the call'
   }
 
-  /** A forge call, counted in flight; its ForgeError counted by kind and rethrown (a fenced call is not the forge's error). */
-  async call<T>(fn: (forge: Forge) => Promise<T>): Promise<T> {
+  /**
+   * A forge call with `tenant`'s forge (its own credential: tenant-forges.ts), counted in flight; its
+   * ForgeError counted by kind and rethrown (a fenced call is not the forge's error). A tenant without a
+   * credential on this device gets ForgeError `auth` before any I/O (the worker skips such tenants).
+   */
+  async call<T>(tenant: string, fn: (forge: Forge) => Promise<T>): Promise<T> {
+    const forge = this.forges.forTenant(tenant)
+    if (forge === null) throw new ForgeError('auth', `no forge credential for tenant ${tenant} on this device`)
     this.metrics.inflight(1)
     try {
-      return await fn(this.forge)
+      return await fn(forge)
     } catch (err) {
       if (isForgeError(err) && err.kind !== 'fenced') this.metrics.forgeError(err.kind)
       throw err
     } finally {
       this.metrics.inflight(-1)
     }
+  }
+
+  /**
+   * How the queue shows itself on `tenant`/`repo`'s PRs in this tenure
+   * (queue-status.ts): a check run when the group runs apply version 7 and
+   * the tenant's credential is a GitHub App, whose id is then recorded in
+   * the view first (queue-check-app, confirmed: the gate must know the
+   * check run is the queue's own before it exists); else a commit status.
+   * null while that cannot be known (the App not read, the op not
+   * confirmed): nothing is shown then. Asked off the evaluation's path
+   * (the writer's turn), once per repo per tenure.
+   */
+  showWith(tenant: string, repo: string): Promise<ShowWith | null> {
+    const key = `${tenant}/${repo}`
+    const known = this.showing.get(key)
+    if (known !== undefined) return known
+    const resolved = this.resolveShowWith(tenant, repo).then(
+      (how) => {
+        if (how === null) this.showing.delete(key)
+        return how
+      },
+      (err: unknown) => {
+        this.showing.delete(key)
+        this.logger.warn({ tenant, repo, kind: isForgeError(err) ? err.kind : 'internal', err: (err as Error).message }, 'queue status: the credential not read; shown at the next change')
+        return null
+      }
+    )
+    this.showing.set(key, resolved)
+    return resolved
+  }
+
+  private async resolveShowWith(tenant: string, repo: string): Promise<ShowWith | null> {
+    if ((await this.log.groupApplyVersion('tip')) < CHECK_RUN_VERSION) return { kind: 'status' }
+    const forge = this.forges.forTenant(tenant)
+    if (forge === null) return null
+    const app = (await forge.app?.()) ?? null
+    if (app === null) return { kind: 'status' }
+    if (!(await this.reads.checkApps(repo, 'tip')).includes(app.id)) {
+      if (!this.holding()) return null
+      const recorded = await this.confirm({ type: 'queue-check-app', tenant, repo, app: app.id })
+      if (!recorded.ok) return null
+    }
+    return { kind: 'check-run', app: app.id }
+  }
+
+  /** The Apps whose check runs show a queue on `repo`, as the view records them (apply version 7): left out of every gate this tenure reads (gate.ts gateFacts). */
+  queueApps(repo: string): Promise<number[]> {
+    return this.reads.checkApps(repo, 'tip')
   }
 
   /** Append a fenced op of this tenure without waiting. */

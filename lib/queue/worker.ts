@@ -42,7 +42,8 @@
 import { EventEmitter } from 'node:events'
 import type { Logger } from '../util/logger.js'
 import type { IntentLog } from '../log/intent-log.js'
-import { isForgeError, type Forge } from './forge/forge.js'
+import { isForgeError, type Forge, type MutationContext } from './forge/forge.js'
+import { asTenantForges, type TenantForges } from './forge/tenant-forges.js'
 import { FencedWriter } from './fenced-writer.js'
 import { PrLock } from './pr-lock.js'
 import type { QueueReads } from './queue-reads.js'
@@ -53,6 +54,7 @@ import { Tenure, type AttemptMemory, type WorkerMetrics, type WorkerSettings } f
 import { BranchRulesCache } from './branch-rules.js'
 import { QueueStatusWriter } from './queue-status.js'
 import { CommandServer, PermissionCache } from './comment-commands.js'
+import { Redeliverer, type RedeliverySettings } from './redelivery.js'
 
 export interface WorkerElector {
   epoch(): number | null
@@ -64,7 +66,8 @@ export interface WorkerOptions {
   log: IntentLog
   reads: QueueReads
   elector: WorkerElector
-  forge: Forge
+  /** One forge for every tenant, or each tenant's own (tenant-forges.ts): a tenant without one is skipped. */
+  forge: Forge | TenantForges
   logger: Logger
   metrics?: WorkerMetrics
   dryRun?: boolean
@@ -78,6 +81,8 @@ export interface WorkerOptions {
   blockedPollMs?: number
   /** Apply version 5: the queue's commit status on each PR (default true). */
   statuses?: boolean
+  /** Redelivery of failed webhooks (redelivery.ts): the hooks per tenant and the period; none without. */
+  redelivery?: RedeliverySettings
   /** Evaluations in parallel (different PRs); default 8. */
   parallel?: number
   /** Default 30 s. */
@@ -130,10 +135,15 @@ export class HolderWorker extends EventEmitter {
   private readonly statuses: QueueStatusWriter
   /** Apply version 6: comment commands (the permission cache outlives tenures: it is the forge's answer, not the log's). */
   private readonly commands: CommandServer
+  private readonly forges: TenantForges
+  /** Tenants whose repos are skipped for want of a credential, each said once (again after it had one). */
+  private readonly uncovered = new Set<string>()
   private scanning = false
   private rescan = false
   private wakeTimer: NodeJS.Timeout | null = null
   private reconcileTimer: NodeJS.Timeout | null = null
+  private readonly redeliverer: Redeliverer | null
+  private redeliveryTimer: NodeJS.Timeout | null = null
   private reconciling: Promise<void> | null = null
   private readonly onupdate = (): void => {
     this.refreshRepos()
@@ -158,8 +168,14 @@ export class HolderWorker extends EventEmitter {
     }
     this.metrics = opts.metrics ?? { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: () => {} }
     this.rules = new BranchRulesCache(this.now)
-    this.statuses = new QueueStatusWriter(opts.forge, opts.logger)
+    this.forges = asTenantForges(opts.forge)
+    this.statuses = new QueueStatusWriter(this.forges, opts.logger)
+    // A final state a tenure's end fenced is written by the tenure holding now (queue-status.ts).
+    this.statuses.on('owed', () => {
+      if (this.tenure !== null) this.settleStatuses(this.tenure)
+    })
     this.commands = new CommandServer(new PermissionCache(this.now), opts.logger, this.now)
+    this.redeliverer = opts.redelivery === undefined ? null : new Redeliverer(opts.redelivery, this.forges, opts.reads, opts.logger, this.wall)
     // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
     this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
   }
@@ -192,7 +208,7 @@ export class HolderWorker extends EventEmitter {
     this.endTenure()
     let timer: NodeJS.Timeout | null = null
     const idle = await Promise.race([
-      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle(), this.commands.idle()]).then(() => true),
+      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle(), this.commands.idle(), this.redeliverer?.idle()]).then(() => true),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))
     ])
     if (timer) clearTimeout(timer)
@@ -225,7 +241,7 @@ export class HolderWorker extends EventEmitter {
       log: this.opts.log,
       reads: this.opts.reads,
       fenced: new FencedWriter(this.opts.log, this.wall),
-      forge: this.opts.forge,
+      forges: this.forges,
       logger: this.opts.logger,
       metrics: this.metrics,
       settings: this.settings,
@@ -254,10 +270,36 @@ export class HolderWorker extends EventEmitter {
       this.opts.logger.warn({ err: (err as Error).message }, 'queue worker: first read failed; scanning anyway')
     }
     if (this.tenure !== t) return
+    this.settleStatuses(t)
     this.kick()
     this.reconcileAll(t, null, 'elected')
     this.reconcileTimer = setInterval(() => this.reconcileAll(t, null, 'schedule'), this.reconcileMs)
     this.reconcileTimer.unref()
+    if (this.redeliverer !== null) {
+      const redeliverer = this.redeliverer
+      // One context for the tenure (redelivery.ts joins a run of the same one); its fence as every mutation's.
+      const ctx: MutationContext = { epoch: t.epoch, fence: () => this.tenure === t && t.holding() }
+      const run = (): void => {
+        if (this.tenure !== t || !t.holding()) return
+        redeliverer
+          .run(ctx)
+          .then((r) => this.emit('redelivery', r))
+          .catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'redelivery run failed; trying again next period'))
+      }
+      run()
+      this.redeliveryTimer = setInterval(run, redeliverer.periodMs)
+      this.redeliveryTimer.unref()
+    }
+  }
+
+  /** The final states other tenures owe on their PRs, written under tenure `t`. */
+  private settleStatuses(t: Tenure): void {
+    if (!this.settings.statuses || this.settings.dryRun || !t.holding()) return
+    this.statuses.settle(
+      t,
+      (tenant, repo) => t.fence(tenant, repo),
+      (tenant, repo) => () => t.showWith(tenant, repo)
+    )
   }
 
   private endTenure(): void {
@@ -274,7 +316,8 @@ export class HolderWorker extends EventEmitter {
     this.served.clear()
     if (this.wakeTimer) clearTimeout(this.wakeTimer)
     if (this.reconcileTimer) clearInterval(this.reconcileTimer)
-    this.wakeTimer = this.reconcileTimer = null
+    if (this.redeliveryTimer) clearInterval(this.redeliveryTimer)
+    this.wakeTimer = this.reconcileTimer = this.redeliveryTimer = null
   }
 
   /** The fences' snapshot of the repo configs, re-read at the tip (one read at a time; another after it if updates came meanwhile). */
@@ -326,8 +369,7 @@ export class HolderWorker extends EventEmitter {
     if (this.tenure !== t || !t.holding()) return
     const reads = this.opts.reads
     const now = this.now()
-    const repos = await reads.repos('tip')
-    for (const config of repos) {
+    for (const config of this.workable(await reads.repos('tip'))) {
       // Every write below is this tenure's state: a scan that outlived its tenure writes nothing.
       if (this.tenure !== t) return
       const s = scope(config)
@@ -438,7 +480,13 @@ export class HolderWorker extends EventEmitter {
       // evaluated again (the nemesis stale-mutation scenario, 90 s without a merge on a quiet machine).
       ended = this.tenure !== t
     }
-    if (!ended) {
+    // Holding lapsed inside a tenure that goes on: the deadline passed before a renew's confirmation was
+    // read, and the renew then extended it without a demotion. The verdict ("not holding", or anything
+    // cut short by it) says nothing about the PR: left unknown, the next scan (the renew's update) looks
+    // again. Recorded as known, three PRs waited 94 s for the next flap (a stale-scenario run at load 10).
+    const lapsed = !ended && !t.holding()
+    if (lapsed) this.known.delete(key)
+    if (!ended && !lapsed) {
       this.failures.delete(key)
       if (entry !== undefined) this.known.set(key, facts(entry))
       if (verdict.next === 'wake') {
@@ -449,7 +497,7 @@ export class HolderWorker extends EventEmitter {
         this.mergeableReads.delete(key)
       }
     }
-    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}) }, 'evaluated')
+    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}), ...(lapsed ? { holdingLapsed: true } : {}) }, 'evaluated')
     if (!ended) this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
   }
 
@@ -482,6 +530,25 @@ export class HolderWorker extends EventEmitter {
     this.wakeTimer = setTimeout(() => this.kick(), Math.max(0, earliest - this.now()) + 5)
   }
 
+  /**
+   * The repos this device can work on: those of tenants it has a forge
+   * credential for. The others are left alone (never a call with another
+   * tenant's credential); one warning per tenant says so.
+   */
+  private workable(repos: RepoConfig[]): RepoConfig[] {
+    return repos.filter((r) => {
+      if (this.forges.forTenant(r.tenant) !== null) {
+        this.uncovered.delete(r.tenant)
+        return true
+      }
+      if (!this.uncovered.has(r.tenant)) {
+        this.uncovered.add(r.tenant)
+        this.opts.logger.warn({ tenant: r.tenant }, 'no forge credential for this tenant: its repos are not worked on by this device')
+      }
+      return false
+    })
+  }
+
   /** Reconcile requests appended by any device (`autolease reconcile`) that no tenure has answered yet. */
   private async serveRequests(t: Tenure): Promise<void> {
     const repos = await this.opts.reads.repos('tip')
@@ -500,7 +567,7 @@ export class HolderWorker extends EventEmitter {
   private reconcileAll(t: Tenure, request: { op: string; tenant: string; repo: string | null } | null, why: string): void {
     const run = async (): Promise<void> => {
       if (this.tenure !== t || !t.holding()) return
-      const all = await this.opts.reads.repos('tip')
+      const all = this.workable(await this.opts.reads.repos('tip'))
       const repos = request === null ? all : targets(all, request)
       for (const config of repos) {
         if (this.tenure !== t || !t.holding()) return

@@ -18,6 +18,7 @@ import { QueueReads } from '../../lib/queue/queue-reads.js'
 import { HolderWorker, type WorkerElector, type WorkerOptions } from '../../lib/queue/worker.js'
 import type { IntentLog } from '../../lib/log/intent-log.js'
 import type { Forge } from '../../lib/queue/forge/forge.js'
+import type { TenantForges } from '../../lib/queue/forge/tenant-forges.js'
 import { createLogger, type Logger } from '../../lib/util/logger.js'
 import type { QueueEntry } from '../../lib/queue/queue-layout.js'
 
@@ -61,6 +62,10 @@ export interface QueueGroupOptions {
   logFor?: (d: Device) => IntentLog
   /** What device i's worker calls the forge through (default: its GitHubForge). */
   forgeFor?: (d: Device, forge: Forge) => Forge
+  /** Each device's forges per tenant (tenant-forges.ts) instead of one GitHubForge (forgeFor is then not used). */
+  forgesFor?: (d: Device, fake: FakeForge) => TenantForges
+  /** The repo each tenant manages (default REPO for every tenant); its hooks send only that repo's events. */
+  repoOf?: (tenant: string) => string
 }
 
 export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Promise<QueueGroup> {
@@ -84,13 +89,14 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
   )
   const founder = cluster.devices[0]!
   const tenants = opts.tenants ?? [TENANT]
+  const repoOf = opts.repoOf ?? (() => REPO)
   for (const tenant of tenants) {
-    await founder.log.append({ type: 'repo-add', tenant, repo: REPO, label: LABEL, mergeMethod: 'squash', requiredChecks: opts.requiredChecks ?? [] })
+    await founder.log.append({ type: 'repo-add', tenant, repo: repoOf(tenant), label: LABEL, mergeMethod: 'squash', requiredChecks: opts.requiredChecks ?? [] })
   }
   for (const d of cluster.devices) {
     const r = new QueueReads(d.log)
     reads.push(r)
-    for (const tenant of tenants) await waitFor(async () => (await r.repo(tenant, REPO, 'tip')) !== null, 10_000, 'the repo config on every device')
+    for (const tenant of tenants) await waitFor(async () => (await r.repo(tenant, repoOf(tenant), 'tip')) !== null, 10_000, 'the repo config on every device')
     const grouped = new GroupAppend<EventOp>((events) => d.log.appendEvents(events))
     const server = new WebhookServer({
       port: 0,
@@ -103,13 +109,16 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
     })
     await server.ready()
     servers.push(server)
-    for (const tenant of tenants) hooks.push(fake.addHook({ url: `http://127.0.0.1:${server.port}/webhook/${tenant}`, secret: SECRET }))
+    for (const tenant of tenants) {
+      const only = opts.repoOf === undefined ? {} : { repos: [repoOf(tenant)] }
+      hooks.push(fake.addHook({ url: `http://127.0.0.1:${server.port}/webhook/${tenant}`, secret: SECRET, ...only }))
+    }
     const forge = new GitHubForge({ baseUrl: fake.url, token: 'ghp_queue_group', retryBaseMs: 10, timeoutMs: 5_000, ...opts.forge })
     const worker = new HolderWorker({
       log: opts.logFor?.(d) ?? d.log,
       reads: r,
       elector: opts.electorFor?.(d) ?? d.elector!,
-      forge: opts.forgeFor?.(d, forge) ?? forge,
+      forge: opts.forgesFor?.(d, fake) ?? opts.forgeFor?.(d, forge) ?? forge,
       logger: lineLogger(d.index, lines),
       reconcileMs: 3_600_000,
       ...opts.worker
@@ -125,7 +134,7 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
     reads,
     lines,
     hooks,
-    queue: (i = 0, tenant = TENANT) => reads[i]!.queue(tenant, REPO, 'tip'),
+    queue: (i = 0, tenant = TENANT) => reads[i]!.queue(tenant, repoOf(tenant), 'tip'),
     holder: async () => (await cluster.waitForHolder()).index
   }
 }

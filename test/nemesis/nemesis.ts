@@ -623,43 +623,41 @@ class Nemesis {
     this.fault('clock-rate-out-of-bound', d, 'restarted with both clocks at 0.5 x (outside maxDriftRate 5 %)')
     await d.terminate()
     await this.restart(d, null)
-    // Cut it off right after one of its renews is confirmed while it holds: its deadline is then furthest away
-    // (holdMs / 0.5 of host time). On a loaded machine it may lose the lease before a renew lands: then again.
-    let cutReady = false
-    for (let attempt = 0; attempt < 6 && !cutReady; attempt++) {
+    // Cut it off the moment one of its renews is confirmed while it holds (its `renewed` line): the others
+    // have that renew (it is confirmed: a majority indexed it) and nothing newer of it can reach them before
+    // the cut (its next renew comes retryMs later at the earliest), so their expiry runs from that renew and
+    // the overlap is 2 x holdMs - leaseMs - (their claim's confirmation). Any wait between the line and the
+    // cut let a newer renew through and restarted their timers: one run in four ended with no overlap.
+    // On a loaded machine it may lose the lease before a renew lands: then again, from its next claim.
+    const ms = Math.max(6_000, this.o.leaseMs * 4)
+    const cut = (): Promise<void> => this.net.cut([d.index], c.devices.filter((x) => x !== d).map((x) => x.index), 'both')
+    let cutAt: HostMs | null = null
+    for (let attempt = 0; attempt < 6 && cutAt === null; attempt++) {
       if (!d.holding()) await this.makeHolder(d)
       if (!d.holding()) continue
-      cutReady = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => done(false), this.o.leaseMs * 3)
-        const done = (ok: boolean): void => {
+      cutAt = await new Promise<HostMs | null>((resolve) => {
+        const timer = setTimeout(() => done(null), this.o.leaseMs * 3)
+        const done = (at: HostMs | null): void => {
           clearTimeout(timer)
           d.off('role', on)
-          resolve(ok)
+          resolve(at)
         }
         const on = (l: RoleLine): void => {
-          if (l.msg === 'demoted') done(false)
-          else if (l.msg === 'renewed' && d.holding()) done(true)
+          if (l.msg === 'demoted') done(null)
+          else if (l.msg === 'renewed' && d.holding()) {
+            const at = hostNow()
+            cut().then(() => done(at), (err: unknown) => {
+              this.harnessErrors.push(`out-of-bound cut: ${String(err)}`)
+              done(null)
+            })
+          }
         }
         d.on('role', on)
       })
     }
-    // Never a renew while it held (at 0.5 x it renews only once per leaseMs of host time, often too late): cut it
-    // off the next time it holds, from its claim.
-    for (let attempt = 0; attempt < 6 && !cutReady; attempt++) {
-      if (!d.holding()) await this.makeHolder(d)
-      cutReady = d.holding()
-    }
-    if (!cutReady) throw new Error(`${d.name} never became the holder`)
-    // Cut only once the others have seen its latest record: their expiry runs from that observation, so the
-    // overlap is then 2 x holdMs - leaseMs - (the wait) - (their claim's confirmation), not a race with their
-    // catching up after the setup's SIGSTOP.
-    const others = c.devices.filter((x) => x !== d && x.up)
-    const epoch = d.epoch
-    await c.waitFor(async () => (await Promise.all(others.map((x) => x.status(1_000)))).every((s) => s !== null && (s.tip?.epoch ?? 0) >= epoch), this.o.leaseMs / 2, 'the others to see the slow holder\'s record').catch(() => null)
-    const ms = Math.max(6_000, this.o.leaseMs * 4)
-    const t = this.fault('partition', d, `the slow-clock holder (epoch ${d.epoch}) cut off both ways for ${ms} ms`)
+    if (cutAt === null) throw new Error(`${d.name} never renewed while holding in 6 tries`)
+    const t = this.fault('partition', d, `the slow-clock holder (epoch ${d.epoch}) cut off both ways at its renewed line, for ${ms} ms`)
     this.watchFailover('partition', t, d)
-    await this.net.cut([d.index], c.devices.filter((x) => x !== d).map((x) => x.index), 'both')
     await sleep(ms)
     await this.net.heal()
     while (hostNow() < deadline) await sleep(500)

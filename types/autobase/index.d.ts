@@ -72,6 +72,36 @@ declare module 'autobase' {
     encrypted?: boolean
   }
 
+  /**
+   * A writer being linearized (internal API, autobase 7: lib/writer.js): of
+   * its core, `length` nodes are in the DAG, `available` are loaded,
+   * `indexed` are in the indexed prefix here, `seenLength` are depended on.
+   */
+  export interface ActiveWriter {
+    readonly core: {
+      readonly key: Uint8Array
+      readonly length: number
+      readonly contiguousLength: number
+      /** Its replication peers (hypercore internals: lib/replicator.js Peer). */
+      readonly peers: ReadonlyArray<HypercorePeer>
+    }
+    readonly length: number
+    readonly available: number
+    readonly indexed: number
+    /** The longest length of this core another writer's node depends on (it may exceed core.length). */
+    readonly seenLength: number
+    readonly isActiveIndexer: boolean
+    readonly isRemoved: boolean
+  }
+
+  /** A replication peer of one core (hypercore 11 internals, lib/replicator.js). */
+  export interface HypercorePeer {
+    /** The length that peer announced for the core. */
+    readonly remoteLength: number
+    /** Look at that peer again for what this core wants (what a message from it would do). */
+    readonly replicator: { updatePeer(peer: HypercorePeer): void }
+  }
+
   /** A writer as autobase's linearizer holds it (internal API, autobase 7). */
   export interface LinearizerWriter {
     readonly core: { readonly key: Uint8Array }
@@ -80,6 +110,8 @@ declare module 'autobase' {
   /** autobase's in-memory DAG of unconfirmed nodes (internal API, autobase 7: lib/linearizer.js). */
   export interface Linearizer {
     readonly indexers: LinearizerWriter[]
+    /** The DAG's heads: each is a node (its writer and the writer's length after it). */
+    readonly heads: Set<{ readonly writer: LinearizerWriter; readonly length: number }>
     /**
      * autobase's own test of whether a node from `writer` now would move
      * confirmation forward: false until every indexer's announced nodes are
@@ -99,8 +131,10 @@ declare module 'autobase' {
     /** The key its cores are encrypted with; null when they are not. */
     readonly encryptionKey: Uint8Array | null
     readonly local: Hypercore
-    /** Internal (autobase 7): this device's writer; null until it is a writer. `indexed`: how many of its nodes are in the indexed prefix here. */
-    readonly localWriter: { readonly indexed: number } | null
+    /** Internal (autobase 7): this device's writer; null until it is a writer. */
+    readonly localWriter: ActiveWriter | null
+    /** Internal (autobase 7): the writers being linearized (diagnostics only). */
+    readonly activeWriters: Iterable<ActiveWriter>
     readonly view: V
     /** The system core: its length counts every linearized node. */
     readonly core: Hypercore

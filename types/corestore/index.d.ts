@@ -6,6 +6,10 @@ declare module 'corestore' {
     readonly key: Uint8Array | null
     readonly discoveryKey: Uint8Array | null
     readonly length: number
+    /** Blocks 0..contiguousLength-1 are all stored here. */
+    readonly contiguousLength: number
+    /** Its replication peers (hypercore internals, lib/replicator.js Peer). */
+    readonly peers: ReadonlyArray<{ readonly remoteLength: number; readonly replicator: { updatePeer(peer: unknown): void } }>
     readonly signedLength: number
     readonly byteLength: number
     readonly opened: boolean
@@ -16,6 +20,8 @@ declare module 'corestore' {
     /** A raw block; null when `wait: false` and the block is not stored locally. */
     get(index: number, opts?: { wait?: boolean; timeout?: number }): Promise<Uint8Array | null>
     append(block: Uint8Array | Uint8Array[]): Promise<{ length: number; byteLength: number }>
+    /** Ask peers for a longer length (not for blocks); resolves whether it grew. */
+    update(opts?: { wait?: boolean }): Promise<boolean>
     /** A session frozen at the current length. */
     snapshot(): Hypercore
     on(event: 'truncate', listener: (ancestors: number, forkId: number) => void): this
@@ -39,7 +45,7 @@ declare module 'corestore' {
     close(): Promise<void>
     namespace(name: string): Corestore
     /** A named core of this store (tests use it to exercise hypercore directly). */
-    get(opts: { name: string }): Hypercore
+    get(opts: ({ name: string } | { key: Uint8Array }) & { active?: boolean }): Hypercore
     session(): Corestore
     /** A signing key pair derived from this store's primary key and `name`: the same on every open of the same storage. */
     createKeyPair(name: string): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }>

@@ -9,6 +9,10 @@ declare module 'hyperswarm' {
 
   export interface SwarmConnection extends Duplex {
     readonly remotePublicKey: Uint8Array
+    /** Destroy the connection when nothing is received for `ms` (0: never). @hyperswarm/secret-stream. */
+    setTimeout(ms: number): void
+    /** Send an empty message every `ms` without other traffic (0: never). */
+    setKeepAlive(ms: number): void
   }
 
   export interface Discovery {

@@ -65,6 +65,23 @@
  *   the base it landed on, and whether its checks had all passed.
  * - `POST /statuses/{sha}` creates a commit status (and its webhook), as
  *   the queue's own status on the PR.
+ * - Check runs of a GitHub App (`registerApp`), as the queue writes its own
+ *   with an App credential: `POST /check-runs` and `PATCH
+ *   /check-runs/{id}` with an installation token (a personal token is
+ *   answered 403, as GitHub: only Apps write check runs; an App updates
+ *   only its own), each App with its own check suite per head; they are
+ *   listed with the CI's runs (`check_name`, `app_id` and `filter` as
+ *   GitHub reads them) and send `check_run` created / completed webhooks,
+ *   and `check_suite` completed once every run of that App's suite on the
+ *   head completed. `GET /app` with the App's JWT answers the App.
+ *   `checkRuns(repo, sha)` lists them.
+ * - Hook deliveries as GitHub's API lists them (`/app/hook/deliveries`,
+ *   the App's hooks; `/repos/{o}/{r}/hooks/{id}/deliveries`,
+ *   `/orgs/{org}/hooks/{id}/deliveries`), and `POST .../attempts`
+ *   redelivers one (a new attempt id, the same guid, `redelivery: true`).
+ * - Tokens scoped to owners or repos (`requireToken(token, scope)`, an
+ *   App's `scope`): a token used elsewhere is answered 403, and every
+ *   request records which credential it carried (`credentialId`, a hash).
  * - Comments on PRs by any user (`commentBy`) send `issue_comment`
  *   (`created`) webhooks; `replayComment` sends the same comment's webhook
  *   again under a new delivery id. Collaborator permissions per user
@@ -201,6 +218,19 @@ export interface RequestRecord {
   abandoned: boolean
   /** The request carried If-None-Match (a 304 answer is `status` 304). */
   conditional: boolean
+  /** Which credential the request carried (`credentialId` of its token or JWT, never the secret itself); null without one. */
+  credential: string | null
+}
+
+/** A token's (or JWT's) name in the fake's records: a short hash, so a record never holds a secret. */
+export function credentialId(token: string): string {
+  return createHash('sha256').update(token).digest('hex').slice(0, 12)
+}
+
+/** Where a token is valid (`requireToken`): repos by owner or by owner/name, case-insensitive; none given: everywhere. */
+export interface TokenScope {
+  owners?: string[]
+  repos?: string[]
 }
 
 export interface MutationRecord extends RequestRecord {
@@ -228,8 +258,10 @@ export interface HookInit {
 }
 
 export interface DeliveryRecord {
-  /** X-GitHub-Delivery: kept by deliverAgain. */
+  /** X-GitHub-Delivery (GitHub's `guid`): kept by deliverAgain. */
   id: string
+  /** This attempt's own id (GitHub's delivery `id`; a redelivery gets a new one): what the deliveries API lists and redelivers. */
+  attemptId: number
   hookId: number
   url: string
   event: string
@@ -250,6 +282,8 @@ export interface AppInit {
   installationId: number
   /** Default `fake-app`. */
   slug?: string
+  /** Where its installation's tokens are valid (an installation on one organisation); default everywhere. */
+  scope?: TokenScope
 }
 
 /** Releases a hold; also tells how many requests it caught. */
@@ -278,6 +312,13 @@ interface CheckRunState {
   conclusion: string | null
   startedAt: number
   completedAt: number | null
+}
+
+/** A check run an App created through the REST API (the queue's own, with an App credential). */
+interface AppRunState extends CheckRunState {
+  app: AppState
+  title: string | null
+  summary: string | null
 }
 
 interface StatusState {
@@ -325,6 +366,10 @@ interface RepoState {
   nextNumber: number
   pulls: Map<number, PullState>
   checks: Map<string, Map<string, CheckRunState>>
+  /** Per SHA, the check runs Apps created (every one kept: GitHub lists the latest of a name). */
+  appRuns: Map<string, AppRunState[]>
+  /** Per `<app id>:<sha>`, that App's check suite on the head. */
+  appSuiteIds: Map<string, number>
   statuses: Map<string, Map<string, StatusState>>
   comments: Map<number, CommentState[]>
   knownShas: Set<string>
@@ -385,6 +430,7 @@ export interface FakeRateLimit {
 
 interface AppState {
   appId: string
+  scope: { owners: Set<string>; repos: Set<string> } | null
   publicKeyPem: string
   installationId: number
   slug: string
@@ -410,8 +456,9 @@ export class FakeForge extends ReadyResource {
   private readonly repoMap = new Map<string, RepoState>()
   private readonly hooks = new Map<number, HookState>()
   private readonly apps = new Map<string, AppState>()
-  private readonly tokens = new Set<string>()
-  private readonly issued = new Map<string, { expiresAt: number; login: string }>()
+  /** Required tokens and where each is valid (null: everywhere). */
+  private readonly tokens = new Map<string, { owners: Set<string>; repos: Set<string> } | null>()
+  private readonly issued = new Map<string, { expiresAt: number; login: string; scope: { owners: Set<string>; repos: Set<string> } | null; app: AppState }>()
   private tokenRequired = false
   private readonly holds = new Set<HoldState>()
   private readonly fails: FailState[] = []
@@ -815,17 +862,23 @@ export class FakeForge extends ReadyResource {
 
   // ---- programmatic API: auth and hooks -----------------------------------------------------
 
-  /** From now on, REST calls need `Authorization: token|Bearer X` with a token given here or issued to an app installation. */
-  requireToken(token: string): void {
+  /**
+   * From now on, REST calls need `Authorization: token|Bearer X` with a token given here or issued to an
+   * app installation. With `scope`, the token is valid only for those repos (by owner or owner/name): a
+   * call on another repo with it is answered 403 "Resource not accessible by personal access token", as
+   * GitHub answers a fine-grained token used outside its repos. Each tenant's credential can so be checked
+   * to go only to that tenant's repos.
+   */
+  requireToken(token: string, scope?: TokenScope): void {
     if (typeof token !== 'string' || token === '') throw new Error('requireToken: a non-empty token')
-    this.tokens.add(token)
+    this.tokens.set(token, toScope(scope))
     this.tokenRequired = true
   }
 
   /** A GitHub App: its JWTs (RS256, signed by the matching private key) may mint installation tokens. */
   registerApp(app: AppInit): void {
     if (!/-----BEGIN [A-Z ]*PUBLIC KEY-----/.test(app.publicKeyPem)) throw new Error('registerApp: publicKeyPem must be a PEM public key')
-    this.apps.set(String(app.appId), { appId: String(app.appId), publicKeyPem: app.publicKeyPem, installationId: app.installationId, slug: app.slug ?? 'fake-app', id: this.newId() })
+    this.apps.set(String(app.appId), { appId: String(app.appId), scope: toScope(app.scope), publicKeyPem: app.publicKeyPem, installationId: app.installationId, slug: app.slug ?? 'fake-app', id: this.newId() })
   }
 
   addHook(hook: HookInit): number {
@@ -845,10 +898,25 @@ export class FakeForge extends ReadyResource {
     if (!orig) throw new Error(`deliverAgain: no delivery ${deliveryId}`)
     const hook = this.hooks.get(orig.hookId)
     if (!hook) throw new Error(`deliverAgain: hook ${orig.hookId} was removed`)
-    const rec: DeliveryRecord = { ...orig, time: this.now(), status: null, error: null, suppressed: false, redelivery: true }
+    const rec: DeliveryRecord = { ...orig, attemptId: this.newId(), time: this.now(), status: null, error: null, suppressed: false, redelivery: true }
     this.deliveryLog.push(rec)
     await this.enqueue(hook, rec)
     return { ...rec }
+  }
+
+  /**
+   * Rewrites what every attempt of delivery `guid` got as an answer, as the deliveries API lists it
+   * (null: no answer): a receiver that applied a delivery but whose answer GitHub never saw (status 0),
+   * or one that refused it (401). Nothing is sent.
+   */
+  setDeliveryStatus(guid: string, status: number | null): void {
+    const found = this.deliveryLog.filter((d) => d.id === guid)
+    if (found.length === 0) throw new Error(`setDeliveryStatus: no delivery ${guid}`)
+    for (const d of found) {
+      d.status = status
+      d.suppressed = false
+      d.error = status === null ? 'no answer' : null
+    }
   }
 
   /** Resolves when every delivery queued so far has been answered (or failed). */
@@ -954,11 +1022,12 @@ export class FakeForge extends ReadyResource {
       time: this.now(),
       status: null,
       abandoned: false,
-      conditional: req.headers['if-none-match'] !== undefined
+      conditional: req.headers['if-none-match'] !== undefined,
+      credential: credentialOf(req.headers.authorization)
     }
     this.requestLog.push(rec)
     let mrec: MutationRecord | null = null
-    if (method !== 'GET' && method !== 'HEAD' && !path.startsWith('/app/')) {
+    if (method !== 'GET' && method !== 'HEAD' && !/^\/app\/installations\/[^/]+\/access_tokens$/.test(path)) {
       mrec = { ...rec, body: parseJson(raw), epoch: epochOf(req.headers[EPOCH_HEADER]) }
       this.mutationLog.push(mrec)
     }
@@ -1041,19 +1110,27 @@ export class FakeForge extends ReadyResource {
   private authorize(method: string, path: string, header: string | undefined): Reply | null {
     const m = /^(token|bearer)\s+(\S+)$/i.exec(header ?? '')
     const credential = m?.[2] ?? null
-    if (path.startsWith('/app/') || /^\/repos\/[^/]+\/[^/]+\/installation$/.test(path)) {
+    // The App's own routes (GET /app, its hook, its installations) take its JWT.
+    if (path === '/app' || path.startsWith('/app/') || /^\/repos\/[^/]+\/[^/]+\/installation$/.test(path)) {
       if (this.appOf(credential) === null) return { status: 401, body: { message: 'A JSON web token could not be decoded', documentation_url: DOCS } }
       return null
     }
     if (!this.tokenRequired) return null
-    if (credential !== null && this.tokenValid(credential)) return null
-    return { status: 401, body: { message: 'Bad credentials', documentation_url: DOCS } }
+    const scope = credential === null ? undefined : this.tokenScope(credential)
+    if (scope === undefined) return { status: 401, body: { message: 'Bad credentials', documentation_url: DOCS } }
+    if (scope === null) return null
+    const where = /^\/(?:repos\/([^/]+)\/([^/]+)|orgs\/([^/]+))/.exec(path)
+    const owner = (where?.[1] ?? where?.[3] ?? '').toLowerCase()
+    const repo = where?.[1] !== undefined ? `${owner}/${where[2]!.toLowerCase()}` : null
+    if (scope.owners.has(owner) || (repo !== null && scope.repos.has(repo))) return null
+    return { status: 403, body: { message: 'Resource not accessible by personal access token', documentation_url: DOCS } }
   }
 
-  private tokenValid(token: string): boolean {
-    if (this.tokens.has(token)) return true
+  /** Where a token is valid: null everywhere, undefined when it is not valid at all. */
+  private tokenScope(token: string): { owners: Set<string>; repos: Set<string> } | null | undefined {
+    if (this.tokens.has(token)) return this.tokens.get(token)!
     const issued = this.issued.get(token)
-    return issued !== undefined && issued.expiresAt > this.now()
+    return issued !== undefined && issued.expiresAt > this.now() ? issued.scope : undefined
   }
 
   private loginOf(header: string | undefined): string {
@@ -1098,7 +1175,7 @@ export class FakeForge extends ReadyResource {
       if (s.length === 4 && s[3] === 'access_tokens' && method === 'POST') {
         const token = `ghs_${randomBytes(18).toString('hex')}`
         const expiresAt = this.now() + 3600_000
-        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]` })
+        this.issued.set(token, { expiresAt, login: `${app.slug}[bot]`, scope: app.scope, app })
         return {
           status: 201,
           body: {
@@ -1111,6 +1188,19 @@ export class FakeForge extends ReadyResource {
       }
       return notFound()
     }
+    if (s[0] === 'app' && s.length === 1 && method === 'GET') {
+      const app = this.appOf(/^bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? null)!
+      return { status: 200, body: this.registeredAppJson(app) }
+    }
+    if (s[0] === 'app' && s[1] === 'hook' && s[2] === 'deliveries') {
+      // The App's own webhook: here, the hooks registered with its installation.
+      const app = this.appOf(/^bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? null)!
+      return this.hookDeliveries([...this.hooks.values()].filter((h) => h.installationId === app.installationId), s.slice(3), method, query, base, path)
+    }
+    if (s[0] === 'orgs' && s[2] === 'hooks' && s[4] === 'deliveries') {
+      const hook = this.hooks.get(Number(s[3]))
+      return hook === undefined ? notFound() : this.hookDeliveries([hook], s.slice(5), method, query, base, path)
+    }
     if (s[0] !== 'repos' || s[1] === undefined || s[2] === undefined) return notFound()
     const r = this.repoMap.get(`${s[1]}/${s[2]}`.toLowerCase())
     if (!r) return notFound()
@@ -1119,6 +1209,11 @@ export class FakeForge extends ReadyResource {
     const login = this.loginOf(req.headers.authorization)
 
     if (rest.length === 0 && method === 'GET') return { status: 200, body: this.repoJson(r) }
+    if (rest[0] === 'hooks' && rest[2] === 'deliveries') {
+      const hook = this.hooks.get(Number(rest[1]))
+      if (hook === undefined || (hook.repoKeys !== null && !hook.repoKeys.has(r.fullName.toLowerCase()))) return notFound()
+      return this.hookDeliveries([hook], rest.slice(3), method, query, base, path)
+    }
     if (rest.length === 1 && rest[0] === 'installation' && method === 'GET') {
       const app = this.appOf(/^bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? null)!
       return { status: 200, body: this.installationJson(app) }
@@ -1135,6 +1230,11 @@ export class FakeForge extends ReadyResource {
     }
     if (rest[0] === 'rules' && rest[1] === 'branches' && rest.length === 3 && method === 'GET') return this.branchRules(r, rest[2]!, query, base, path)
     if (rest[0] === 'branches' && rest.length === 3 && rest[2] === 'protection' && method === 'GET') return this.classicProtection(r, rest[1]!)
+    if (rest[0] === 'check-runs' && ((rest.length === 1 && method === 'POST') || (rest.length === 2 && method === 'PATCH'))) {
+      const issued = this.issued.get(/^(?:token|bearer)\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '')
+      if (issued === undefined) return { status: 403, body: { message: 'You must authenticate via a GitHub App.', documentation_url: DOCS } }
+      return rest.length === 1 ? this.createAppRun(r, issued.app, parseJson(raw)) : this.updateAppRun(r, issued.app, rest[1]!, parseJson(raw))
+    }
     if (rest[0] === 'statuses' && rest.length === 2 && method === 'POST') {
       const sha = rest[1]!
       if (!/^[0-9a-f]{40}$/.test(sha) || !r.knownShas.has(sha)) return { status: 422, body: { message: 'No commit found for SHA: ' + sha, documentation_url: DOCS } }
@@ -1316,9 +1416,65 @@ export class FakeForge extends ReadyResource {
   }
 
   private listCheckRuns(r: RepoState, sha: string, query: URLSearchParams, base: string, path: string): Reply {
-    const runs = [...(r.checks.get(sha)?.values() ?? [])]
-    const reply = this.page(runs, query, base, path, (items) => items.map((run) => this.checkRunJson(r, sha, run)))
+    const name = query.get('check_name')
+    const appId = query.get('app_id')
+    const latest = (query.get('filter') ?? 'latest') === 'latest'
+    // The CI's runs (the fake-ci App, latest per name already) and the runs Apps created (the latest per App and name unless filter=all).
+    const ci = [...(r.checks.get(sha)?.values() ?? [])].map((run) => ({ run, app: null as AppState | null }))
+    const own = (r.appRuns.get(sha) ?? []).filter((run, i, all) => !latest || !all.slice(i + 1).some((x) => x.app === run.app && x.name === run.name)).map((run) => ({ run, app: run.app }))
+    const runs = [...ci, ...own].filter(
+      ({ run, app }) => (name === null || run.name === name) && (appId === null || String(app === null ? this.stableId('app:fake-ci') : (Number(app.appId) || app.id)) === appId)
+    )
+    const reply = this.page(runs, query, base, path, (items) => items.map(({ run, app }) => (app === null ? this.checkRunJson(r, sha, run) : this.appRunJson(r, sha, run as AppRunState))))
     return { ...reply, body: { total_count: runs.length, check_runs: reply.body } }
+  }
+
+  /** POST /check-runs by App `app`: a new check run on `head_sha` (its `created` webhook, and `completed` when created completed). */
+  private createAppRun(r: RepoState, app: AppState, body: unknown): Reply {
+    const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>
+    if (typeof b.name !== 'string' || b.name === '') return invalid('name', 'missing_field')
+    const sha = b.head_sha
+    if (typeof sha !== 'string' || !/^[0-9a-f]{40}$/.test(sha) || !r.knownShas.has(sha)) return { status: 422, body: { message: `No commit found for SHA: ${String(sha)}`, documentation_url: DOCS } }
+    const t = this.now()
+    const run: AppRunState = { id: this.newId(), name: b.name, status: 'queued', conclusion: null, startedAt: t, completedAt: null, app, title: null, summary: null }
+    const refused = applyRunFields(run, b, t)
+    if (refused !== null) return refused
+    const runs = r.appRuns.get(sha) ?? []
+    runs.push(run)
+    r.appRuns.set(sha, runs)
+    this.emitHook(r, 'check_run', { action: 'created', check_run: this.appRunJson(r, sha, { ...run, status: run.status === 'completed' ? 'queued' : run.status, conclusion: null, completedAt: null }) }, `${app.slug}[bot]`)
+    if (run.status === 'completed') this.appRunCompleted(r, sha, run)
+    return { status: 201, body: this.appRunJson(r, sha, run) }
+  }
+
+  /** PATCH /check-runs/{id} by the App that created it (GitHub: 403 for another App's run). */
+  private updateAppRun(r: RepoState, app: AppState, idText: string, body: unknown): Reply {
+    const id = /^[1-9][0-9]{0,15}$/.test(idText) ? Number(idText) : null
+    const found = [...r.appRuns.entries()].flatMap(([sha, runs]) => runs.map((run) => ({ sha, run }))).find((x) => x.run.id === id)
+    if (found === undefined) return notFound()
+    if (found.run.app !== app) return { status: 403, body: { message: 'Invalid app_id `' + app.appId + '` - check run can only be modified by the GitHub App that created it.', documentation_url: DOCS } }
+    const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>
+    const wasCompleted = found.run.status === 'completed'
+    const next: AppRunState = { ...found.run }
+    const refused = applyRunFields(next, b, this.now())
+    if (refused !== null) return refused
+    Object.assign(found.run, next)
+    if (found.run.status === 'completed' && !wasCompleted) this.appRunCompleted(r, found.sha, found.run)
+    return { status: 200, body: this.appRunJson(r, found.sha, found.run) }
+  }
+
+  /** The webhooks of an App's run that completed: `check_run` completed, and its suite's `check_suite` completed once none of the App's runs on the head is running. */
+  private appRunCompleted(r: RepoState, sha: string, run: AppRunState): void {
+    const sender = `${run.app.slug}[bot]`
+    this.emitHook(r, 'check_run', { action: 'completed', check_run: this.appRunJson(r, sha, run) }, sender)
+    const mine = (r.appRuns.get(sha) ?? []).filter((x) => x.app === run.app)
+    if (mine.every((x) => x.status === 'completed')) this.emitHook(r, 'check_suite', { action: 'completed', check_suite: this.appSuiteJson(r, sha, run.app, true) }, sender)
+  }
+
+  /** The runs Apps created on `sha` (oldest first): what the queue wrote with an App credential. */
+  checkRuns(repo: string, sha: string): Array<{ id: number; name: string; app: number; status: string; conclusion: string | null; title: string | null; summary: string | null }> {
+    const r = this.repoState(repo)
+    return (r.appRuns.get(sha) ?? []).map((x) => ({ id: x.id, name: x.name, app: Number(x.app.appId) || x.app.id, status: x.status, conclusion: x.conclusion, title: x.title, summary: x.summary }))
   }
 
   private combinedStatus(r: RepoState, sha: string, query: URLSearchParams, base: string, path: string): Reply {
@@ -1436,6 +1592,50 @@ export class FakeForge extends ReadyResource {
     }
   }
 
+  /**
+   * GitHub's hook deliveries API over `hooks`: GET lists every attempt,
+   * newest first, cursor-paginated (per_page, default 30, at most 100); a
+   * suppressed delivery (hooksEnabled false: sent while nobody listened) is
+   * listed as a failed attempt with status_code 0; POST
+   * `{id}/attempts` redelivers that attempt (202) as deliverAgain does.
+   */
+  private hookDeliveries(hooks: HookState[], rest: string[], method: string, query: URLSearchParams, base: string, path: string): Reply {
+    const ids = new Set(hooks.map((h) => h.id))
+    // An attempt still in flight is not listed yet (GitHub lists an attempt once it ended).
+    const all = this.deliveryLog.filter((d) => ids.has(d.hookId) && (d.status !== null || d.suppressed || d.error !== null)).reverse()
+    if (rest.length === 0 && method === 'GET') {
+      const perPage = Math.min(100, Math.max(1, Number(query.get('per_page') ?? 30) || 30))
+      const from = Math.max(0, Number(query.get('cursor') ?? 0) || 0)
+      const page = all.slice(from, from + perPage)
+      const headers: Record<string, string> = {}
+      if (from + perPage < all.length) headers.link = `<${base}${path}?per_page=${perPage}&cursor=${from + perPage}>; rel="next"`
+      const body = page.map((d) => ({
+        id: d.attemptId,
+        guid: d.id,
+        delivered_at: iso(d.time),
+        redelivery: d.redelivery,
+        duration: 0,
+        status: d.status === null ? (d.suppressed ? 'failed to connect' : d.error === null ? 'pending' : d.error) : d.status >= 200 && d.status < 300 ? 'OK' : 'Invalid HTTP Response: ' + d.status,
+        status_code: d.status ?? 0,
+        event: d.event,
+        action: d.action,
+        installation_id: null,
+        repository_id: null
+      }))
+      return { status: 200, body, headers }
+    }
+    if (rest.length === 2 && rest[1] === 'attempts' && method === 'POST') {
+      const d = this.deliveryLog.find((x) => ids.has(x.hookId) && String(x.attemptId) === rest[0])
+      if (d === undefined) return notFound()
+      const hook = this.hooks.get(d.hookId)!
+      const rec: DeliveryRecord = { ...d, attemptId: this.newId(), time: this.now(), status: null, error: null, suppressed: !this.hooksEnabled, redelivery: true }
+      this.deliveryLog.push(rec)
+      if (this.hooksEnabled) void this.enqueue(hook, rec)
+      return { status: 202, body: {} }
+    }
+    return notFound()
+  }
+
   // ---- webhooks -----------------------------------------------------------------------------
 
   private prEvent(r: RepoState, pr: PullState, action: string, sender: string, extra: Record<string, unknown> = {}): void {
@@ -1491,6 +1691,7 @@ export class FakeForge extends ReadyResource {
       full.sender = this.userJson(sender)
       const rec: DeliveryRecord = {
         id: randomUUID(),
+        attemptId: this.newId(),
         hookId: hook.id,
         url: hook.url,
         event,
@@ -1568,6 +1769,8 @@ export class FakeForge extends ReadyResource {
         nextNumber: 1,
         pulls: new Map(),
         checks: new Map(),
+        appRuns: new Map(),
+        appSuiteIds: new Map(),
         statuses: new Map(),
         comments: new Map(),
         knownShas: new Set([baseSha]),
@@ -1930,6 +2133,75 @@ export class FakeForge extends ReadyResource {
     }
   }
 
+  /** An App's own check run, as GitHub lists it and as its webhooks carry it. */
+  private appRunJson(r: RepoState, sha: string, run: AppRunState): Record<string, unknown> {
+    const a = `${this.api()}/repos/${r.fullName}/check-runs/${run.id}`
+    return {
+      id: run.id,
+      node_id: nodeId('CheckRun', run.id),
+      head_sha: sha,
+      external_id: '',
+      url: a,
+      html_url: `${this.api()}/${r.fullName}/runs/${run.id}`,
+      details_url: `${this.api()}/${r.fullName}/runs/${run.id}`,
+      status: run.status,
+      conclusion: run.conclusion,
+      started_at: iso(run.startedAt),
+      completed_at: run.completedAt === null ? null : iso(run.completedAt),
+      output: { title: run.title, summary: run.summary, text: null, annotations_count: 0, annotations_url: `${a}/annotations` },
+      name: run.name,
+      check_suite: this.appSuiteJson(r, sha, run.app, false),
+      app: this.registeredAppJson(run.app),
+      pull_requests: this.prRefsOf(r, sha)
+    }
+  }
+
+  /** An App's check suite on a head (one per App and head, as GitHub makes them). */
+  private appSuiteJson(r: RepoState, sha: string, app: AppState, forEvent: boolean): Record<string, unknown> {
+    const key = `${app.appId}:${sha}`
+    const id = r.appSuiteIds.get(key) ?? this.newId()
+    r.appSuiteIds.set(key, id)
+    const runs = (r.appRuns.get(sha) ?? []).filter((x) => x.app === app)
+    const done = runs.length > 0 && runs.every((x) => x.status === 'completed')
+    const suite: Record<string, unknown> = {
+      id,
+      node_id: nodeId('CheckSuite', id),
+      head_branch: this.headBranchOf(r, sha),
+      head_sha: sha,
+      status: done ? 'completed' : 'in_progress',
+      conclusion: done ? suiteConclusion(runs) : null,
+      url: `${this.api()}/repos/${r.fullName}/check-suites/${id}`,
+      before: r.baseSha,
+      after: sha,
+      pull_requests: this.prRefsOf(r, sha),
+      app: this.registeredAppJson(app),
+      created_at: iso(runs.length === 0 ? this.now() : Math.min(...runs.map((x) => x.startedAt))),
+      updated_at: iso(runs.length === 0 ? this.now() : Math.max(...runs.map((x) => x.completedAt ?? x.startedAt)))
+    }
+    if (!forEvent) return suite
+    return { ...suite, latest_check_runs_count: runs.length, check_runs_url: `${this.api()}/repos/${r.fullName}/check-suites/${id}/check-runs` }
+  }
+
+  /** A registered App (registerApp) as GitHub describes it: its numeric App ID is its `id`. */
+  private registeredAppJson(app: AppState): Record<string, unknown> {
+    const id = Number(app.appId) || app.id
+    const t = iso(0)
+    return {
+      id,
+      slug: app.slug,
+      node_id: nodeId('App', id),
+      owner: this.userJson(`${app.slug}-owner`),
+      name: app.slug,
+      description: 'A GitHub App registered with the fake forge',
+      external_url: `http://fake.invalid/${app.slug}`,
+      html_url: `${this.api()}/apps/${app.slug}`,
+      created_at: t,
+      updated_at: t,
+      permissions: { checks: 'write', contents: 'write', issues: 'write', metadata: 'read', pull_requests: 'write', statuses: 'write' },
+      events: ['check_run', 'check_suite', 'issue_comment', 'pull_request', 'status']
+    }
+  }
+
   private commitJson(r: RepoState, sha: string): Record<string, unknown> {
     const a = `${this.api()}/repos/${r.fullName}`
     const who = { name: ACTOR, email: `${ACTOR}@users.noreply.fake.invalid`, date: iso(this.now()) }
@@ -2035,6 +2307,16 @@ export async function runFakeForge(opts: RunFakeForgeOptions = {}): Promise<void
   } finally {
     await forge.close()
   }
+}
+
+function credentialOf(header: string | undefined): string | null {
+  const token = /^(?:token|bearer)\s+(\S+)$/i.exec(header ?? '')?.[1]
+  return token === undefined ? null : credentialId(token)
+}
+
+function toScope(scope: TokenScope | undefined): { owners: Set<string>; repos: Set<string> } | null {
+  if (scope === undefined || (scope.owners === undefined && scope.repos === undefined)) return null
+  return { owners: new Set((scope.owners ?? []).map((o) => o.toLowerCase())), repos: new Set((scope.repos ?? []).map((r) => r.toLowerCase())) }
 }
 
 function describe(method: string, path: string, query: URLSearchParams): FakeRequestInfo {
@@ -2148,6 +2430,26 @@ function checkSha(sha: string): void {
 function findLabel(pr: PullState, name: string): string | undefined {
   const lower = name.toLowerCase()
   return pr.labels.find((l) => l.toLowerCase() === lower)
+}
+
+const RUN_CONCLUSIONS = new Set(['success', 'failure', 'neutral', 'cancelled', 'skipped', 'timed_out', 'action_required'])
+
+/** Applies a check run create/update body's status, conclusion and output to `run`; an answer when GitHub would refuse it. */
+function applyRunFields(run: AppRunState, b: Record<string, unknown>, now: number): Reply | null {
+  if (b.status !== undefined && b.status !== 'queued' && b.status !== 'in_progress' && b.status !== 'completed') return invalid('status', 'invalid')
+  if (b.conclusion !== undefined && b.conclusion !== null && !(typeof b.conclusion === 'string' && RUN_CONCLUSIONS.has(b.conclusion))) return invalid('conclusion', 'invalid')
+  const status = (b.status as AppRunState['status'] | undefined) ?? (typeof b.conclusion === 'string' ? 'completed' : run.status)
+  // GitHub: a conclusion is required with status completed (and sets it).
+  if (status === 'completed' && typeof b.conclusion !== 'string') return { status: 422, body: { message: 'Invalid request.\n\nconclusion is required when status is completed.', documentation_url: DOCS } }
+  run.status = status
+  run.conclusion = status === 'completed' ? (b.conclusion as string) : null
+  run.completedAt = status === 'completed' ? now : null
+  if (typeof b.output === 'object' && b.output !== null) {
+    const o = b.output as { title?: unknown; summary?: unknown }
+    if (typeof o.title === 'string') run.title = o.title
+    if (typeof o.summary === 'string') run.summary = o.summary
+  }
+  return null
 }
 
 function suiteConclusion(runs: CheckRunState[]): string {

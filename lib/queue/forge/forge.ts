@@ -167,6 +167,34 @@ export interface CommitStatusWrite {
 }
 
 /**
+ * The queue's check run on a PR's head (apply version 7, an App credential):
+ * what GitHub shows in the PR's checks. Its name is the queue's (the
+ * status's context); never part of its gate (gate.ts isQueueCheck).
+ */
+export interface CheckRunWrite {
+  name: string
+  status: 'queued' | 'in_progress' | 'completed'
+  /** Only with status `completed`. */
+  conclusion: 'success' | 'failure' | 'neutral' | null
+  /** One line (GitHub's `output.title`). */
+  title: string
+  /** GitHub's `output.summary` (markdown). */
+  summary: string
+}
+
+/** A check run as the queue finds its own again (a new holder writes on the one an earlier holder created). */
+export interface CheckRunRef {
+  id: number
+  status: string
+}
+
+/** The GitHub App a credential is (its numeric App ID, as check runs carry it). */
+export interface ForgeApp {
+  id: number
+  slug: string | null
+}
+
+/**
  * A user's permission on a repository (apply version 6: who may command the
  * queue): GitHub's `role_name` where it says one, else its `permission`;
  * `none` for a user who is no collaborator.
@@ -190,6 +218,38 @@ export interface RateLimitReading {
   resource: string | null
 }
 
+/** A webhook whose deliveries the holder may list and redeliver (redelivery.ts): the App's, or a repository's or organization's hook. */
+export type HookRef = { kind: 'app' } | { kind: 'repo'; repo: Repo; id: number } | { kind: 'org'; org: string; id: number }
+
+/** Redelivery of failed webhooks (redelivery.ts; the forge config's `redelivery`). */
+export interface RedeliverySettings {
+  /** Hooks per tenant. */
+  hooks: Record<string, HookRef[]>
+  /** Default 60 s. */
+  periodMs?: number
+  /** Pages of deliveries read per hook per run (default 3). */
+  maxPages?: number
+  /** Redelivery requests per run (default 20). */
+  maxPerRun?: number
+  /** Deliveries older than this are left alone (default 3 days, as long as GitHub keeps them). */
+  maxAgeMs?: number
+}
+
+/** One delivery attempt as GitHub lists it (a redelivery is another entry with the same guid). */
+export interface HookDelivery {
+  /** The attempt's id (what a redelivery names). */
+  id: number
+  /** X-GitHub-Delivery: the same for a delivery and its redeliveries. */
+  guid: string
+  /** The receiver's HTTP status; 0 when there was no answer. */
+  statusCode: number
+  redelivery: boolean
+  /** ms since the Unix epoch. */
+  deliveredAt: number
+  event: string
+  action: string | null
+}
+
 export interface Forge {
   /** null when the PR (or the repo) does not exist, or is invisible to these credentials (GitHub answers 404 to both). */
   getPull(repo: Repo, number: number): Promise<PullRequest | null>
@@ -210,6 +270,16 @@ export interface Forge {
   getPermission(repo: Repo, user: string): Promise<RepoPermission>
   /** A reaction on an issue or PR comment (Issues or Pull requests write): how the queue answers a comment command. */
   react(repo: Repo, comment: number, content: ReactionContent, ctx: MutationContext): Promise<void>
+  /** The GitHub App this forge's credential is (one read, then remembered); null for a token. Optional: a forge without Apps. */
+  app?(): Promise<ForgeApp | null>
+  /** The latest check run of this App named `name` on `sha`, or null (a read). */
+  findCheckRun?(repo: Repo, sha: string, name: string): Promise<CheckRunRef | null>
+  /** Creates a check run on `sha` (id null) or updates check run `id`; returns its id. A mutation: fenced, in the statuses' lane (never delays a merge). */
+  writeCheckRun?(repo: Repo, sha: string, id: number | null, run: CheckRunWrite, ctx: MutationContext): Promise<number>
+  /** The hook's recent deliveries, newest first, at most `maxPages` pages. Optional: a forge without hooks. */
+  listHookDeliveries?(hook: HookRef, maxPages: number): Promise<HookDelivery[]>
+  /** Ask the forge to send delivery `id` again (a mutation: fenced). */
+  redeliver?(hook: HookRef, id: number, ctx: MutationContext): Promise<void>
   /** The rate limit as the newest window's lowest count seen; null before any answer said (or a forge without one). Optional: a forge may not know. */
   rateLimit?(): RateLimitReading | null
 }

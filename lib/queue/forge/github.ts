@@ -89,17 +89,23 @@ import {
   splitRepo,
   type BranchRules,
   type CheckReading,
+  type CheckRunRef,
+  type CheckRunWrite,
   type CommitStatusWrite,
+  type ForgeApp,
   type Forge,
   type UpdateBranchOptions,
   type UpdateBranchOutcome,
   type GateReading,
+  type HookDelivery,
+  type HookRef,
   type MergeOptions,
   type MergeOutcome,
   type MutationContext,
   type PullRequest,
   type RateLimitReading,
   type ReactionContent,
+  type RedeliverySettings,
   type RemoveLabelOutcome,
   type Repo,
   type RepoPermission,
@@ -114,14 +120,26 @@ export interface GitHubAppConfig {
   installationId: number
 }
 
-export interface GitHubForgeConfig {
-  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
-  baseUrl?: string
-  /** Exactly one of token, tokenFile, tokenEnv, app. */
+/** One credential: exactly one of token, tokenFile, tokenEnv, app. */
+export interface ForgeCredential {
   token?: string
   tokenFile?: string
   tokenEnv?: string
   app?: GitHubAppConfig
+}
+
+export interface GitHubForgeConfig extends ForgeCredential {
+  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
+  baseUrl?: string
+  /**
+   * Credentials per tenant (tenant-forges.ts): a tenant listed here has its
+   * calls made with its own credential; every other tenant with the
+   * top-level one (the default), which may then be left out. One
+   * GitHubForge takes the top-level credential only.
+   */
+  tenants?: Record<string, ForgeCredential>
+  /** The holder's redelivery of failed webhooks (redelivery.ts); not a setting of the client itself. */
+  redelivery?: RedeliverySettings
   /** Bound on every call (default 10000). */
   timeoutMs?: number
   /** Minimum gap between the starts of two mutating calls on one repo (default 1000). */
@@ -204,6 +222,8 @@ export class GitHubForge implements Forge {
   private readonly statusSpacer: RepoSpacer
   private readonly etags = new EtagCache()
   private rate: RateLimitReading | null = null
+  /** The App this credential is (app()), read once. */
+  private appRead: Promise<ForgeApp | null> | null = null
 
   constructor(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}) {
     this.settings = resolveConfig(config, deps.env ?? process.env)
@@ -452,6 +472,72 @@ export class GitHubForge implements Forge {
     )
   }
 
+  /**
+   * The App this credential is: `GET /app` with the App's JWT (auth-app
+   * signs /app routes itself), read once and remembered (a failed read is
+   * tried again at the next call); null for a token, without I/O.
+   */
+  app(): Promise<ForgeApp | null> {
+    if (this.settings.auth.kind === 'token') return Promise.resolve(null)
+    this.appRead ??= this.call('getApp', async (request) => {
+      const { data } = await this.octokit.request('GET /app', { request })
+      const { id, slug } = (data ?? {}) as { id?: unknown; slug?: unknown }
+      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id <= 0) throw new ForgeError('invalid', 'GET /app: the answer carries no App id')
+      return { id, slug: typeof slug === 'string' ? slug : null }
+    }).catch((err: unknown) => {
+      this.appRead = null
+      throw err
+    })
+    return this.appRead
+  }
+
+  /** The latest check run of this App named `name` on `sha` (one page: filtered by name and App), or null; null for a token. */
+  async findCheckRun(repo: Repo, sha: string, name: string): Promise<CheckRunRef | null> {
+    const { owner, name: repoName } = splitRepo(repo)
+    checkSha(sha)
+    const app = await this.app()
+    if (app === null) return null
+    return this.call(`findCheckRun ${repo}@${sha.slice(0, 12)}`, async (request) => {
+      const res = await this.octokit.rest.checks.listForRef({ owner, repo: repoName, ref: sha, check_name: name, app_id: app.id, filter: 'latest', per_page: this.settings.pageSize, request })
+      const mine = res.data.check_runs.filter((r) => r.name === name && r.app?.id === app.id).sort((a, b) => b.id - a.id)[0]
+      return mine === undefined ? null : { id: mine.id, status: mine.status }
+    })
+  }
+
+  /**
+   * Creates (id null) or updates the queue's check run on `sha`. A mutation
+   * (fenced) in the statuses' lane: never delays a merge. A create is never
+   * re-sent (a lost answer would make a second check run); an update is
+   * idempotent and gets `retries`.
+   */
+  async writeCheckRun(repo: Repo, sha: string, id: number | null, run: CheckRunWrite, ctx: MutationContext): Promise<number> {
+    const { owner, name } = splitRepo(repo)
+    checkSha(sha)
+    if (id !== null && (!Number.isSafeInteger(id) || id <= 0)) throw new ForgeError('invalid', `not a check run id: ${String(id)}`)
+    if (typeof run.name !== 'string' || run.name.length === 0) throw new ForgeError('invalid', 'a check run needs a name')
+    if (!['queued', 'in_progress', 'completed'].includes(run.status)) throw new ForgeError('invalid', `not a check run status: ${String(run.status)}`)
+    if ((run.status === 'completed') !== (run.conclusion !== null)) throw new ForgeError('invalid', 'a conclusion goes with status completed, and only with it')
+    const headers = mutationHeaders(ctx)
+    const state = run.status === 'completed' ? { status: 'completed' as const, conclusion: run.conclusion! } : { status: run.status }
+    // GitHub's bounds: a title of one line, a summary of at most 65,535 characters.
+    const output = { title: clip(run.title.replace(/\s+/g, ' '), 255), summary: clip(run.summary, 65_535) }
+    const what = `${id === null ? 'createCheckRun' : 'updateCheckRun'} ${repo}@${sha.slice(0, 12)}`
+    return this.mutation(
+      repo,
+      what,
+      ctx,
+      async (request) => {
+        if (id === null) {
+          const { data } = await this.octokit.rest.checks.create({ owner, repo: name, name: run.name, head_sha: sha, ...state, output, headers, request: { ...request, retries: 0 } })
+          return data.id
+        }
+        await this.octokit.rest.checks.update({ owner, repo: name, check_run_id: id, ...state, output, headers, request })
+        return id
+      },
+      this.statusSpacer
+    )
+  }
+
   async getPermission(repo: Repo, user: string): Promise<RepoPermission> {
     const { owner, name } = splitRepo(repo)
     if (typeof user !== 'string' || !LOGIN.test(user)) throw new ForgeError('invalid', `not a login: ${JSON.stringify(String(user).slice(0, 40))}`)
@@ -490,6 +576,51 @@ export class GitHubForge implements Forge {
         .map((p) => toPull(repo, p, false))
         .filter((p) => p.state === 'open' && (p.autoMerge || p.labels.some((l) => l.toLowerCase() === wanted)))
         .sort((a, b) => a.number - b.number)
+    })
+  }
+
+  /**
+   * The hook's recent deliveries (newest first), at most `maxPages` pages
+   * of pageSize: GET /app/hook/deliveries (the App's JWT: auth-app signs
+   * /app/hook routes itself), /repos/{o}/{r}/hooks/{id}/deliveries or
+   * /orgs/{org}/hooks/{id}/deliveries; cursor-paginated (Link rel="next").
+   */
+  async listHookDeliveries(hook: HookRef, maxPages: number): Promise<HookDelivery[]> {
+    const path = hookPath(hook)
+    return this.call(`listHookDeliveries ${path}`, async (request) => {
+      const out: HookDelivery[] = []
+      let cursor: string | null = null
+      for (let page = 0; page < maxPages; page++) {
+        const res: { data: unknown; headers: { link?: string } } = await this.octokit.request(`GET ${path}/deliveries`, { per_page: this.settings.pageSize, ...(cursor === null ? {} : { cursor }), request })
+        const items = Array.isArray(res.data) ? (res.data as Array<Record<string, unknown>>) : []
+        for (const d of items) {
+          if (typeof d.id !== 'number' || typeof d.guid !== 'string') continue
+          const at = typeof d.delivered_at === 'string' ? Date.parse(d.delivered_at) : NaN
+          out.push({
+            id: d.id,
+            guid: d.guid,
+            statusCode: typeof d.status_code === 'number' ? d.status_code : 0,
+            redelivery: d.redelivery === true,
+            deliveredAt: Number.isFinite(at) ? at : 0,
+            event: typeof d.event === 'string' ? d.event : '',
+            action: typeof d.action === 'string' ? d.action : null
+          })
+        }
+        const next: string | undefined = /<([^>]+)>;\s*rel="next"/.exec(String(res.headers.link ?? ''))?.[1]
+        cursor = next === undefined ? null : new URL(next).searchParams.get('cursor')
+        if (items.length === 0 || cursor === null) break
+      }
+      return out
+    })
+  }
+
+  /** POST .../deliveries/{id}/attempts: GitHub sends that delivery again (same guid, `redelivery: true`). A mutation: fenced, spaced per hook. */
+  async redeliver(hook: HookRef, id: number, ctx: MutationContext): Promise<void> {
+    if (!Number.isSafeInteger(id) || id <= 0) throw new ForgeError('invalid', `not a delivery id: ${String(id)}`)
+    const path = hookPath(hook)
+    const headers = mutationHeaders(ctx)
+    await this.mutation(path, `redeliver ${path} ${id}`, ctx, async (request) => {
+      await this.octokit.request(`POST ${path}/deliveries/{delivery_id}/attempts`, { delivery_id: id, headers, request: { ...request, retries: 0 } })
     })
   }
 
@@ -734,6 +865,23 @@ function checkNumber(number: number): void {
 
 function checkSha(sha: string): void {
   if (typeof sha !== 'string' || !SHA.test(sha)) throw new ForgeError('invalid', `not a commit SHA (40 or 64 lower-case hex): ${JSON.stringify(sha)}`)
+}
+
+/** `text` within `max` characters (an ellipsis marks a cut). */
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
+}
+
+/** The REST path of a hook (without /deliveries). */
+function hookPath(hook: HookRef): string {
+  if (hook.kind === 'app') return '/app/hook'
+  if (!Number.isSafeInteger(hook.id) || hook.id <= 0) throw new ForgeError('invalid', `not a hook id: ${String(hook.id)}`)
+  if (hook.kind === 'repo') {
+    const { owner, name } = splitRepo(hook.repo)
+    return `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}/hooks/${hook.id}`
+  }
+  if (typeof hook.org !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9-]{0,38}$/.test(hook.org)) throw new ForgeError('invalid', `not an organization: ${JSON.stringify(hook.org)}`)
+  return `/orgs/${hook.org}/hooks/${hook.id}`
 }
 
 /** The epoch header of a mutation; a context without an epoch or a fence is refused before any I/O. */

@@ -1,0 +1,99 @@
+/**
+ * The replication watchdog (lib/log/replication-watchdog.ts) against real
+ * hypercores: device A asked peer X for a block, and X froze with the
+ * request in flight (its link open, its answers held), while peer B had
+ * the block and had said so before A asked. hypercore then waits on X for
+ * as long as X stays frozen (checked first: the premise); once the
+ * watchdog pokes, A gets the block from B.
+ *
+ * Built in place: B fetches the block and announces it, A learns the new
+ * length (update() asks only for the length), X's answers to A are held,
+ * and A asks for the block. hypercore picks the peer at random: an attempt
+ * in which A asked B (answered at once) proves nothing and is made again
+ * with the next block, up to 20 times (each picks X with probability 1/2).
+ */
+import test from 'brittle'
+import tmp from 'test-tmp'
+import Corestore from 'corestore'
+import type { Hypercore } from 'corestore'
+import { ManualClock } from '../lib/util/clock.js'
+import { ReplicationWatchdog } from '../lib/log/replication-watchdog.js'
+import { Gate } from './helpers/gate.js'
+import { waitFor, sleep } from './helpers/cluster.js'
+
+/** Replicate two stores through a gate each way: [what a sends b, what b sends a]. */
+function link(a: Corestore, b: Corestore): [Gate, Gate] {
+  const s1 = a.replicate(true)
+  const s2 = b.replicate(false)
+  const gates: [Gate, Gate] = [new Gate(), new Gate()]
+  s1.pipe(gates[0]).pipe(s2).pipe(gates[1]).pipe(s1)
+  for (const x of [s1, s2, ...gates]) x.on('error', () => {})
+  return gates
+}
+
+async function stores(t: { teardown(fn: () => Promise<void>): void }, n: number): Promise<Corestore[]> {
+  const out: Corestore[] = []
+  for (let i = 0; i < n; i++) {
+    const store = new Corestore(await tmp(t as never))
+    t.teardown(() => store.close())
+    out.push(store)
+  }
+  return out
+}
+
+test('a block asked of a peer that froze is fetched from another peer once the watchdog pokes, not before', async (t) => {
+  const [x, a, b] = (await stores(t, 3)) as [Corestore, Corestore, Corestore]
+  const w = x.get({ name: 'writer' })
+  await w.append([new Uint8Array([0]), new Uint8Array([1])])
+  const ra: Hypercore = a.get({ key: w.key! })
+  const rb: Hypercore = b.get({ key: w.key! })
+  await Promise.all([ra.ready(), rb.ready()])
+  const [, xToA] = link(a, x)
+  const [, xToB] = link(b, x)
+  link(a, b)
+  for (const r of [ra, rb]) for (const i of [0, 1]) await r.get(i)
+
+  let asked: Promise<unknown> | null = null
+  let index = -1
+  for (let attempt = 0; attempt < 20 && asked === null; attempt++) {
+    xToA.release()
+    await w.append(new Uint8Array([2 + attempt]))
+    index = w.length - 1
+    await rb.get(index, { timeout: 5_000 })
+    await ra.update({ wait: true })
+    await sleep(20)
+    xToA.held = true
+    const got = ra.get(index).catch(() => null)
+    const first = await Promise.race([got.then(() => 'B'), sleep(200).then(() => 'X')])
+    if (first === 'X') asked = got
+  }
+  if (asked === null) {
+    t.fail('A asked B for the block in each of 20 attempts: the premise was never built')
+    return
+  }
+  t.ok(ra.length === index + 1 && ra.contiguousLength === index, `A knows the length ${ra.length} and lacks block ${index}, which B has (${rb.contiguousLength})`)
+  xToB.held = true
+
+  // The premise: hypercore, left alone, waits on the frozen X although B has the block.
+  await sleep(1_500)
+  t.is(ra.contiguousLength, index, 'A still waits on X 1.5 s later: hypercore did not ask B by itself')
+
+  const clock = new ManualClock()
+  const watchdog = new ReplicationWatchdog(clock, { pokeMs: 500 })
+  const writers = [{ core: ra }]
+  watchdog.check(writers)
+  clock.advance(499)
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 0, 'no poke before pokeMs')
+  clock.advance(1)
+  const pokedAt = Date.now()
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 1, 'one poke at pokeMs')
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 1, 'the next no sooner than pokeMs later')
+  await waitFor(() => ra.contiguousLength === index + 1, 5_000, 'A to fetch the block').catch(() => {})
+  t.is(ra.contiguousLength, index + 1, `A fetched the block from B while X stayed frozen (${Date.now() - pokedAt} ms after the poke)`)
+  t.ok((await asked) !== null, 'and the request that waited on X is answered too')
+  xToA.release()
+  xToB.release()
+})
