@@ -242,3 +242,32 @@ test('a device added in a later generation (as an invite adds it) starts there, 
   t.is(log.generation, 1, 'it is in generation 1')
   t.alike(log.generationEncryptionKey, a.log.generationEncryptionKey, 'with the key the invite handed it')
 })
+
+test('a group made before version 8 stays in generation 0 past its bound; upgraded to 8, it rotates', { timeout: 90_000 }, async (t) => {
+  const dir = await tmp(t)
+  const gens = new GenerationDirs(storagePaths(dir))
+  // Founded as a version-7 build founds a group: its own key, apply version 7 in its first op.
+  const seed = gens.open(0)
+  await seed.ready()
+  const local = await IntentLog.holdLocalKey(seed)
+  const key = local.key
+  await local.release()
+  await seed.close()
+  const log = new GroupLog(gens, { key, ackIntervalMs: 100, rotation: { ...ROTATION, ops: 20 } })
+  await log.ready()
+  t.teardown(() => log.close(), { order: -Infinity })
+  await log.append({ type: 'apply-version', version: 7 })
+  for (let i = 0; i < 60; i++) await log.append({ type: 'acquire', name: `acme/app#${i}`, owner: 'alice', ttlMs: null, ts: Date.now() })
+  await waitFor(async () => (await log.lease('acme/app#59', 'confirmed'))?.owner === 'alice', 10_000, 'every op confirmed')
+  // Several of the manager's checks (every 100 ms) past three times its bound.
+  await new Promise((resolve) => setTimeout(resolve, 1_000))
+  t.is(log.generation, 0, 'still generation 0 at three times the bound')
+  t.is(await log.value(`genkey/${log.self}`, 'confirmed'), null, 'no keys registered for a next generation')
+  t.is(await log.value('gen/seal', 'confirmed'), null, 'never sealed')
+  t.absent(gens.pointer(), 'no generation pointer')
+
+  await log.append({ type: 'apply-version', version: 8 })
+  await waitFor(() => log.generation >= 1, 30_000, 'generation 1 once the group runs version 8')
+  t.is((await log.lease('acme/app#59', 'confirmed'))?.owner, 'alice', 'the state came along')
+  t.is(await log.groupApplyVersion('confirmed'), 8, 'at version 8')
+})
