@@ -467,9 +467,10 @@ async function startTestnet(owned: Owned): Promise<{ proc: ChildProcess; address
 }
 
 /** init the first device, start it, then invite + join + start each next one once the previous promotion is in effect. */
-async function formGroup(owned: Owned, bootstrap: string, leaseMs: number, size: number, log: (l: string) => void): Promise<{ group: Group; formationMs: number }> {
+async function formGroup(owned: Owned, bootstrap: string, leaseMs: number, size: number, log: (l: string) => void, extraArgs: string[] = []): Promise<{ group: Group; formationMs: number }> {
   const root = await owned.tempDir(`al-bench-g${leaseMs}-`)
   const group = new Group(owned, root, bootstrap, leaseMs, size)
+  for (const d of group.devices) d.extraArgs = [...extraArgs]
   const t0 = now()
   const net = ['--bootstrap', bootstrap, '--host', '127.0.0.1']
   const [first, ...rest] = group.devices
@@ -848,7 +849,7 @@ async function measureLease(group: Group, run: LeaseRun, opts: DaemonsOptions, o
  * (as benchDaemons forms its own), handed to `fn`; every process and temp dir
  * is gone when it returns or throws.
  */
-export async function withDaemonGroup<T>(opts: { size: number; leaseMs: number; log: (l: string) => void }, fn: (group: Group, formationMs: number) => Promise<T>): Promise<T> {
+export async function withDaemonGroup<T>(opts: { size: number; leaseMs: number; log: (l: string) => void; extraArgs?: string[] }, fn: (group: Group, formationMs: number) => Promise<T>): Promise<T> {
   const owned = new Owned()
   try {
     const bin = await owned.tempDir('al-bench-bin-')
@@ -856,7 +857,7 @@ export async function withDaemonGroup<T>(opts: { size: number; leaseMs: number; 
     await symlink(BIN, cli)
     const tn = await startTestnet(owned)
     opts.log(`daemons: local DHT on ${tn.address}`)
-    const { group, formationMs } = await formGroup(owned, tn.address, opts.leaseMs, opts.size, opts.log)
+    const { group, formationMs } = await formGroup(owned, tn.address, opts.leaseMs, opts.size, opts.log, opts.extraArgs ?? [])
     try {
       return await fn(group, formationMs)
     } finally {

@@ -151,6 +151,8 @@ export interface IdleDaemonSample {
   cpuMs: number | null
   disk: StorageBytes
   role: string | null
+  /** The daemon's log generation (status), null when it did not answer. */
+  generation: number | null
 }
 
 export interface IdleDaemonsResult {
@@ -176,14 +178,14 @@ function slope(points: Array<[number, number]>): number | null {
   return points.reduce((a, p) => a + (p[0] - mx) * (p[1] - my), 0) / sxx
 }
 
-export async function idleDaemons(opts: { minutes: number; leaseMs?: number; everyS?: number; log: (l: string) => void }): Promise<IdleDaemonsResult> {
+export async function idleDaemons(opts: { minutes: number; leaseMs?: number; everyS?: number; log: (l: string) => void; extraArgs?: string[] }): Promise<IdleDaemonsResult> {
   const leaseMs = opts.leaseMs ?? 1000
   const everyS = opts.everyS ?? 60
   const samples: IdleDaemonSample[] = []
   const errors: string[] = []
   let formation = 0
   let roleLines = 0
-  await withDaemonGroup({ size: 3, leaseMs, log: opts.log }, async (group, formationMs) => {
+  await withDaemonGroup({ size: 3, leaseMs, log: opts.log, ...(opts.extraArgs ? { extraArgs: opts.extraArgs } : {}) }, async (group, formationMs) => {
     formation = formationMs
     const rolesAtStart = group.roles.length
     const t0 = now()
@@ -193,8 +195,8 @@ export async function idleDaemons(opts: { minutes: number; leaseMs?: number; eve
       const minute = (now() - t0) / 60_000
       const row = await Promise.all(
         group.devices.map(async (d): Promise<IdleDaemonSample> => {
-          const st = (await status(d.dir, 5_000)) as unknown as { role?: string } | null
-          return { minute, device: d.name, memory: procMemory(d.pid), cpuMs: cpuMs(d.pid), disk: await storageBytes(d.dir), role: st?.role ?? null }
+          const st = (await status(d.dir, 5_000)) as unknown as { role?: string; generation?: { number?: number } } | null
+          return { minute, device: d.name, memory: procMemory(d.pid), cpuMs: cpuMs(d.pid), disk: await storageBytes(d.dir), role: st?.role ?? null, generation: st?.generation?.number ?? null }
         })
       )
       samples.push(...row)

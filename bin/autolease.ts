@@ -40,7 +40,8 @@ import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import { runDemo } from '../lib/daemon/demo.js'
 import type { Json } from '../lib/daemon/control-server.js'
 
-import { EXIT, Exit, positiveInt, port, seconds, hostPort, defaultOwner, defaultStorage, net, socketOf, type NetFlags } from '../lib/cli/args.js'
+import { DAY_MS, type RotationConfig } from '../lib/log/rotation.js'
+import { EXIT, Exit, positiveInt, positiveNumber, port, seconds, hostPort, defaultOwner, defaultStorage, net, socketOf, type NetFlags } from '../lib/cli/args.js'
 import { out, short, inSeconds, describeHeld, printOutcome, type Outcome, type Record_ } from '../lib/cli/output.js'
 
 async function cmdInit(f: { storage: string }): Promise<number> {
@@ -78,7 +79,23 @@ interface StartFlags extends NetFlags {
   dryRun?: boolean
   reconcileS?: number
   gateTimeoutS?: number
+  generationOps?: number
+  generationMib?: number
+  generationHours?: number
+  retentionDays?: number
+  foundTimeoutS?: number
   logLevel: string
+}
+
+/** The log's generations (docs/generations.md): what the start flags change of rotation.ts's defaults. */
+function rotationFlags(f: StartFlags): Partial<RotationConfig> {
+  return {
+    ...(f.generationOps !== undefined ? { ops: f.generationOps } : {}),
+    ...(f.generationMib !== undefined ? { bytes: f.generationMib * 1024 * 1024 } : {}),
+    ...(f.generationHours !== undefined ? { ageMs: Math.round(f.generationHours * 3600 * 1000) } : {}),
+    ...(f.retentionDays !== undefined ? { retentionMs: Math.round(f.retentionDays * DAY_MS) } : {}),
+    ...(f.foundTimeoutS !== undefined ? { foundTimeoutMs: Math.round(f.foundTimeoutS * 1000) } : {})
+  }
 }
 
 async function cmdStart(f: StartFlags): Promise<number> {
@@ -117,6 +134,7 @@ async function cmdStart(f: StartFlags): Promise<number> {
     ...(f.dryRun ? { dryRun: true } : {}),
     ...(f.reconcileS !== undefined ? { reconcileMs: f.reconcileS * 1000 } : {}),
     ...(f.gateTimeoutS !== undefined ? { gateTimeoutMs: f.gateTimeoutS * 1000 } : {}),
+    rotation: rotationFlags(f),
     logger
   })
   process.on('SIGHUP', () => daemon.reloadSecrets())
@@ -160,7 +178,7 @@ async function cmdJoin(invite: string, f: { storage: string; indexer: boolean; t
     const existing = readGroupFile(lock.paths)
     if (existing) throw new Exit(EXIT.FAILURE, `${lock.paths.dir} already holds group ${existing.key}`)
     const res = await joinGroup({
-      corestore: lock.paths.corestore,
+      storage: lock.paths,
       invite,
       maxRole: f.indexer ? 'indexer' : 'writer',
       ...net(f),
@@ -187,6 +205,8 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     writers: string[]
     indexers: string[]
     peers: number
+    generation?: { number: number; sealed: { next: number } | null; retained: number[] }
+    disk?: { bytes: number }
   }
   if (f.json) {
     out(JSON.stringify(s))
@@ -200,6 +220,11 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   out(`expires   ${inSeconds(s.lease.expiresInMs)}`)
   out(`writers   ${s.writers.length} (${s.indexers.length} indexers)`)
   out(`peers     ${s.peers}`)
+  if (s.generation) {
+    const g = s.generation
+    out(`log       generation ${g.number}${g.sealed ? ` (sealed: moving to ${g.sealed.next})` : ''}${g.retained.length > 0 ? `; keeping ${g.retained.join(', ')} for devices away` : ''}`)
+  }
+  if (s.disk) out(`disk      ${(s.disk.bytes / (1024 * 1024)).toFixed(1)} MiB`)
   return EXIT.OK
 }
 
@@ -340,6 +365,11 @@ function build(): Command {
     .option('--dry-run', 'with --forge-config: decide and log, never change anything at the forge')
     .option('--reconcile-s <n>', 'with --forge-config: reconcile with the forge every N seconds (default 300)', seconds)
     .option('--gate-timeout-s <n>', 'with --forge-config: bounce a PR whose checks are still pending after N seconds (default 1800)', seconds)
+    .option('--generation-ops <n>', 'seal the log\'s generation after N ops (default 50000)', positiveInt('--generation-ops'))
+    .option('--generation-mib <n>', 'seal the log\'s generation once it takes N MiB on this device (default 64)', positiveInt('--generation-mib'))
+    .option('--generation-hours <n>', 'seal the log\'s generation after N hours (default 168)', positiveNumber('--generation-hours'))
+    .option('--retention-days <n>', 'keep a generation left for devices still in it at most N days (default 7)', positiveNumber('--retention-days'))
+    .option('--found-timeout-s <n>', 'replace a generation\'s founder that did not commit the switch within N seconds (default 60, at least 10 x lease)', seconds)
     .addOption(new Option('--log-level <level>', 'JSON log level (debug adds a "renewed" line per confirmed renew)').choices(LOG_LEVELS).default('info'))
     .action(act((f: StartFlags) => cmdStart(f)))
 

@@ -15,6 +15,8 @@ export type ErrorCode =
   | 'STORAGE_NOT_PRIVATE'
   | 'PROTOCOL'
   | 'VERSION_AHEAD'
+  /** A next generation's genesis does not match this device's own view of the generation it ends (docs/generations.md §7). */
+  | 'GENERATION_MISMATCH'
 
 export class AutoleaseError extends Error {
   readonly code: ErrorCode

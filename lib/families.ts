@@ -12,13 +12,14 @@
 import type Corestore from 'corestore'
 import { createFold, type Fold } from './log/apply.js'
 import { groupFamily } from './log/group-family.js'
-import { IntentLog, type IntentLogOptions } from './log/intent-log.js'
+import { generationFamily } from './log/generation-family.js'
+import { IntentLog, type GenerationStorage, type IntentLogOptions } from './log/generations.js'
 import type { OpFamily } from './log/op-family.js'
 import { namedLeaseFamily, signerLeaseFamily } from './lease/lease-family.js'
 import { queueFamily } from './queue/queue-family.js'
 
-/** The writers and the group, the signer lease, named leases, the merge queue. */
-export const GROUP_FAMILIES: readonly OpFamily[] = [groupFamily, signerLeaseFamily, namedLeaseFamily, queueFamily]
+/** The writers and the group, the signer lease, named leases, the merge queue, the generations (their registered keys). */
+export const GROUP_FAMILIES: readonly OpFamily[] = [groupFamily, signerLeaseFamily, namedLeaseFamily, queueFamily, generationFamily]
 
 export const groupFold: Fold = createFold(GROUP_FAMILIES)
 
@@ -27,9 +28,13 @@ export const apply: Fold['apply'] = (nodes, view, host) => groupFold.apply(nodes
 
 export type GroupLogOptions = Omit<IntentLogOptions, 'fold'> & { fold?: Fold }
 
-/** The intent log of a group, folding with this build's families (or `fold`). */
+/**
+ * The intent log of a group, folding with this build's families (or
+ * `fold`): across generations on a GenerationStorage (the daemon's), or
+ * generation 0 alone on a Corestore.
+ */
 export class GroupLog extends IntentLog {
-  constructor(store: Corestore, opts: GroupLogOptions = {}) {
-    super(store, { ...opts, fold: opts.fold ?? groupFold })
+  constructor(storage: Corestore | GenerationStorage, opts: GroupLogOptions = {}) {
+    super(storage, { ...opts, fold: opts.fold ?? groupFold })
   }
 }

@@ -45,7 +45,9 @@ for (const [commit, baseline] of Object.entries(FOLD_VIEW_HASHES)) {
     )
     const families = new Set<string>()
     for (const f of GROUP_FAMILIES) if (Object.keys(f.handlers).some((type) => types.has(type))) families.add(f.name)
-    t.alike([...families].sort(), GROUP_FAMILIES.map((f) => f.name).sort(), 'ops of every family')
+    // The generations' ops come with apply version 8, past every fixture here (test/generations-apply.test.ts has them).
+    const expected = GROUP_FAMILIES.filter((f) => f.name !== 'generations').map((f) => f.name)
+    t.alike([...families].sort(), expected.sort(), 'ops of every family (but the generations)')
   })
 }
 
@@ -68,10 +70,10 @@ test('every key of a populated view has one family; snapshot then restore into a
   const snapshot = await groupFold.snapshot(view as unknown as View)
   t.alike(
     snapshot.map((s) => s.family),
-    ['fold', 'group', 'signer-lease', 'named-leases', 'queue'],
+    ['fold', 'group', 'signer-lease', 'named-leases', 'queue', 'generations'],
     'one part per family, the fold counters first'
   )
-  for (const part of snapshot) t.ok(part.entries.length > 0, `${part.family}: ${part.entries.length} keys`)
+  for (const part of snapshot) if (part.family !== 'generations') t.ok(part.entries.length > 0, `${part.family}: ${part.entries.length} keys`)
   t.is(
     snapshot.reduce((n, s) => n + s.entries.length, 0),
     view.data.size,

@@ -27,6 +27,14 @@ export function positiveInt(name: string) {
   }
 }
 
+export function positiveNumber(name: string) {
+  return (value: string): number => {
+    const n = Number(value)
+    if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a positive number`)
+    return n
+  }
+}
+
 export function port(value: string): number {
   const n = Number(value)
   if (!/^\d+$/.test(value) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)')

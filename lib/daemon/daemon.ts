@@ -3,8 +3,8 @@
  * lives in the module named, and the control socket's methods are in
  * control-routes.ts.
  *
- * Open order (close is the reverse): storage lock -> corestore -> intent
- * log -> swarm -> capabilities -> elector -> pairing host -> control socket
+ * Open order (close is the reverse): storage lock -> intent log (it opens
+ * each generation's corestore: generation-dirs.ts) -> swarm -> capabilities -> elector -> pairing host -> control socket
  * -> console (lib/console) -> webhook intake -> metrics.
  *
  * Graceful stop (SIGINT/SIGTERM via `stop()`): this device withdraws its
@@ -27,7 +27,6 @@
  * claiming nothing further, and `fatal` tells the CLI to exit with its own
  * code: this device would otherwise read a frozen view and act on it.
  */
-import type Corestore from 'corestore'
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
 import type { IntentLog, StallDiagnosis } from '../log/intent-log.js'
@@ -57,7 +56,9 @@ import { HolderWorker } from '../queue/worker.js'
 import type { GitHubForgeConfig } from '../queue/forge/github.js'
 import { createTenantForges, type TenantForges } from '../queue/forge/tenant-forges.js'
 import { testPause } from './test-pause.js'
-import { openStore } from './store.js'
+import { GenerationDirs, du } from './generation-dirs.js'
+import type { GenerationInfo } from '../log/generations.js'
+import type { RotationConfig } from '../log/rotation.js'
 import { daemonConsole } from '../console/daemon-console.js'
 import type { ConsoleServer } from '../console/server.js'
 
@@ -89,6 +90,8 @@ export interface DaemonOptions {
   reconcileMs?: number
   /** A gate still pending this long bounces (default 30 min). */
   gateTimeoutMs?: number
+  /** When a generation of the log ends, and how long a generation left is kept (docs/generations.md; defaults: rotation.ts). */
+  rotation?: Partial<RotationConfig>
   logger: Logger
 }
 
@@ -156,6 +159,14 @@ export type DaemonStatus = {
   capability: { forge: boolean; capable: boolean; reason: string | null; announced: boolean }
   /** The web console's address (start --http-port), null without one. */
   console: { url: string } | null
+  /**
+   * The log's generation (docs/generations.md): its number and autobase
+   * key, its seal once confirmed, the generations left and still kept, and
+   * the bytes each kept generation takes on disk.
+   */
+  generation: GenerationInfo
+  /** Bytes of the whole storage directory on disk (every generation, the write-ahead logs, group and pointer files). */
+  disk: { bytes: number }
   pid: number
 }
 
@@ -164,7 +175,6 @@ export class Daemon extends ReadyResource {
   private readonly opts: DaemonOptions
   private readonly logger: Logger
   private lock: StorageLock | null = null
-  private store: Corestore | null = null
   private log: IntentLog | null = null
   private swarm: Swarm | null = null
   private elector: Elector | null = null
@@ -216,9 +226,12 @@ export class Daemon extends ReadyResource {
     const group = readGroupFile(paths)
     if (group === null) throw new AutoleaseError('INVALID_CONFIG', `${paths.dir} holds no group: run \`autolease init\` or \`autolease join\` first`)
 
-    this.store = openStore(paths.corestore)
-    await this.store.ready()
-    const log = new GroupLog(this.store, { key: decodeKey(group.key), ackIntervalMs: this.config.ackIntervalMs })
+    const log = new GroupLog(new GenerationDirs(paths), {
+      key: decodeKey(group.key),
+      ackIntervalMs: this.config.ackIntervalMs,
+      // A founder is replaced only after it had time for a few leases' worth of rounds.
+      rotation: { foundTimeoutMs: Math.max(60_000, 10 * this.config.leaseMs), ...this.opts.rotation }
+    })
     this.log = log
     log.on('error', (err: unknown) => {
       if ((err as { code?: unknown }).code === 'VERSION_AHEAD') return this.fatal(err as Error)
@@ -226,6 +239,9 @@ export class Daemon extends ReadyResource {
     })
     log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
     log.on('stalled', (d: StallDiagnosis) => this.logger.warn(d, 'confirmation stalled'))
+    log.on('sealed', (e: { generation: number; attempt: number; reason: string }) => this.logger.info(e, 'generation sealed'))
+    log.on('generation', (e: { generation: number; from: number; reappended: number; switchMs: number }) => this.logger.info(e, 'generation switched'))
+    log.on('dropped', (e: { generation: number; reason: string }) => this.logger.info(e, 'generation dropped'))
     await log.ready()
     this.queue = new QueueReads(log)
 
@@ -233,7 +249,7 @@ export class Daemon extends ReadyResource {
       ...(this.opts.bootstrap?.length ? { bootstrap: this.opts.bootstrap } : {}),
       ...(this.opts.host ? { host: this.opts.host } : {}),
       // The same swarm identity on every start of this storage (see SwarmOptions.keyPair).
-      keyPair: await this.store.createKeyPair(SWARM_KEY_PAIR),
+      keyPair: await log.createKeyPair(SWARM_KEY_PAIR),
       peerTimeoutMs: peerTimeoutMs(this.config.leaseMs)
     })
     await this.swarm.ready()
@@ -415,7 +431,6 @@ export class Daemon extends ReadyResource {
     if (this.capabilities) await this.capabilities.close()
     if (this.swarm) await this.swarm.close()
     if (this.log) await this.log.close()
-    if (this.store) await this.store.close()
     this.lock?.release()
   }
 
@@ -581,6 +596,8 @@ export class Daemon extends ReadyResource {
       forge: this.forgeStatus(),
       capability: this.capabilities!.state(),
       console: this.console === null ? null : { url: this.console.url },
+      generation: await log.generationInfo(),
+      disk: { bytes: du(this.lock!.paths.dir) },
       pid: process.pid
     }
   }

@@ -6,10 +6,12 @@
  * indexer); a candidate presenting it sends its writer key (and whether it
  * accepts becoming an indexer), sealed to the invite; the host appends
  * `add-writer` for that key with the role granted and answers with the
- * group key and that role (blind-pairing's `additional` data, signed with
- * the invite's key). Joiner side (`joinGroup`): pairs, opens the group,
- * and returns once this device is a writer and, granted indexer, once its
- * promotion is in effect.
+ * group key, that role and the generation it was added in (number and
+ * autobase key: docs/generations.md §6) in blind-pairing's `additional`
+ * data, signed with the invite's key when the answer is made. Joiner side
+ * (`joinGroup`): pairs, points its storage at that generation, opens the
+ * group, and returns once this device is a writer and, granted indexer,
+ * once its promotion is in effect.
  *
  * Invariants enforced here alone:
  * - An invite admits exactly one device: the first writer key that presents
@@ -36,6 +38,8 @@
  *
  * Not guaranteed: invites live in the inviting daemon's memory; a restarted
  * daemon forgets its open invites (they then can never be used: fail-safe).
+ * A generation sealed between the add-writer and the answer may leave the
+ * joiner out of the next one (it registered no keys yet): join again.
  * The role in the answer tells the joiner what to wait for; what the device
  * may do is decided by the add-writer op in the log alone.
  */
@@ -47,8 +51,10 @@ import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import { randomBytes } from 'node:crypto'
 import z32 from 'z32'
-import { IntentLog } from '../log/intent-log.js'
+import { IntentLog } from '../log/generations.js'
 import { GroupLog } from '../families.js'
+import { GenerationDirs } from './generation-dirs.js'
+import type { StoragePaths } from './storage-lock.js'
 import { Swarm } from './swarm.js'
 import { AutoleaseError } from '../errors.js'
 
@@ -80,8 +86,8 @@ interface OpenInvite {
   publicKey: Uint8Array
   expiresAt: number
   role: InviteRole
-  /** The answer's signed role data, per role granted (blind-pairing signs it with the invite's key at creation). */
-  answers: Record<InviteRole, AdditionalData>
+  /** The invite's seed: the answer is signed with its key pair when it is made (it names the generation of that moment). */
+  seed: Uint8Array
   /** The device (writer key, hex) that used it and the role it was granted, once used. */
   usedBy: { key: string; role: InviteRole } | null
 }
@@ -142,13 +148,16 @@ export class PairingHost extends ReadyResource {
     // blind-pairing stores expiry in whole seconds: round up so the invite never claims less time than we enforce.
     const expiresAt = Math.ceil((this.wall() + ttlMs) / 1000) * 1000
     const seed = randomBytes(32)
-    // One invite (one seed, so one id and one key pair), one signed answer per role it may grant.
-    const make = (r: InviteRole): CreatedInvite => BlindPairing.createInvite(this.log.key, { expires: expiresAt, seed, data: b4a.from([ROLE_BYTE[r]]) })
-    const [writer, indexer] = [make('writer'), make('indexer')]
-    const answers = { writer: writer.additional!, indexer: indexer.additional! }
-    const created = role === 'writer' ? writer : indexer
-    this.invites.set(b4a.toString(created.id, 'hex'), { publicKey: created.publicKey, expiresAt, role, answers, usedBy: null })
+    // One invite: one seed, so one id and one key pair; the answer is signed with it when it is made.
+    const created: CreatedInvite = BlindPairing.createInvite(this.log.key, { expires: expiresAt, seed })
+    this.invites.set(b4a.toString(created.id, 'hex'), { publicKey: created.publicKey, expiresAt, role, seed, usedBy: null })
     return { invite: z32.encode(created.invite), expiresAt, role }
+  }
+
+  /** The signed answer: the role granted and the generation the joiner is added in (now). */
+  private answer(open: OpenInvite, role: InviteRole): AdditionalData {
+    const data = encodeAnswer(role, this.log.generation, this.log.generationKey)
+    return BlindPairing.createInvite(this.log.key, { expires: open.expiresAt, seed: open.seed, data }).additional!
   }
 
   /**
@@ -181,17 +190,18 @@ export class PairingHost extends ReadyResource {
       await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
       await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
     }
-    req.confirm({ key: this.log.key, additional: open.answers[role] })
+    // The current generation's key (from generation 1 on), sent inside the pairing protocol's answer, which only the invite's holder opens.
+    req.confirm({ key: this.log.key, encryptionKey: this.log.generationEncryptionKey, additional: this.answer(open, role) })
   }
 }
 
 export type JoinResult =
-  | { result: 'joined'; key: Uint8Array; self: string; role: InviteRole }
+  | { result: 'joined'; key: Uint8Array; self: string; role: InviteRole; generation: number }
   | { result: 'refused'; reason: 'expired' | 'used' | 'rejected' }
 
 export interface JoinOptions {
-  /** The corestore directory of the joining device. */
-  corestore: string
+  /** The joining device's storage (its generations: generation-dirs.ts). */
+  storage: StoragePaths
   invite: string
   /** 'writer': join as a plain writer whatever the invite grants (`--no-indexer`). Default 'indexer': take the invite's role. */
   maxRole?: InviteRole
@@ -222,7 +232,8 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
   if (invite.expiresAt > 0 && wall() >= invite.expiresAt) return { result: 'refused', reason: 'expired' }
   const timeoutMs = opts.timeoutMs ?? 60_000
 
-  const store = new Corestore(opts.corestore)
+  const gens = new GenerationDirs(opts.storage)
+  let store: Corestore | null = new Corestore(opts.storage.corestore)
   // Pairing needs the swarm on the group's topic but nothing to replicate yet.
   const replicator = { discoveryKey: invite.discoveryKey, replicate: (): void => {} }
   let swarm: Swarm | null = null
@@ -240,6 +251,8 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
 
     const acceptsIndexer = (opts.maxRole ?? 'indexer') === 'indexer'
     const userData = b4a.concat([self, b4a.from([acceptsIndexer ? FLAG_INDEXER : 0])])
+    // Set by the answer (a callback: kept in an object so its type is not narrowed away).
+    const answer: { generation: { generation: number; key: Uint8Array } | null; encryptionKey: Uint8Array | null } = { generation: null, encryptionKey: null }
     const paired = await new Promise<JoinResult>((resolve, reject) => {
       timer = setTimeout(
         () => reject(new AutoleaseError('TIMEOUT', `no member of the group answered the invite within ${timeoutMs} ms (is the inviting daemon running and reachable?)`)),
@@ -248,7 +261,11 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
       const candidate = pairing!.addCandidate({
         invite: invite.bytes,
         userData,
-        onadd: (res) => resolve({ result: 'joined', key: res.key, self: b4a.toString(self, 'hex'), role: grantedRole(res.data, acceptsIndexer) })
+        onadd: (res) => {
+          answer.generation = answerGeneration(res.data)
+          answer.encryptionKey = res.encryptionKey ?? null
+          resolve({ result: 'joined', key: res.key, self: b4a.toString(self, 'hex'), role: grantedRole(res.data, acceptsIndexer), generation: answer.generation?.generation ?? 0 })
+        }
       })
       // A refusal (used, expired, rejected) is emitted on the request; the candidate would otherwise keep polling.
       candidate.request.on('rejected', (err) => resolve({ result: 'refused', reason: refusal(err.code) }))
@@ -264,9 +281,22 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     pairing = null
     await swarm.close()
     swarm = null
-    log = new GroupLog(store, { key: paired.key })
-    await log.ready()
+    // Added in a later generation: this device starts there, its identity its writer key (its other stores keep the seed).
+    const added = answer.generation
+    if (added !== null && added.generation > 0) {
+      const first = gens.open(added.generation, store.primaryKey)
+      await first.ready()
+      await first.close()
+      const encryptionKey = answer.encryptionKey === null ? {} : { encryptionKey: b4a.toString(answer.encryptionKey, 'hex') }
+      gens.setPointer({ generation: added.generation, key: b4a.toString(added.key, 'hex'), writer: 'identity', retained: [], ...encryptionKey })
+    }
+    // The log opens its own store on this directory: this one closes first, with every session of it.
     await local.release()
+    local = null
+    await store.close()
+    store = null
+    log = new GroupLog(gens, { key: paired.key })
+    await log.ready()
     swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     swarm.swarm.on('connection', () => debug('connection'))
     debug('log open, joining the group topic')
@@ -314,7 +344,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     if (swarm) await swarm.close()
     if (log) await log.close()
     if (local) await local.release()
-    await store.close()
+    if (store) await store.close()
   }
 }
 
@@ -332,8 +362,23 @@ function parseUserData(data: Uint8Array | null): { key: string; indexer: boolean
  * invites carried a role sends none and granted what was asked.
  */
 export function grantedRole(data: Uint8Array | null, acceptsIndexer: boolean): InviteRole {
-  if (data === null || data.byteLength !== 1) return acceptsIndexer ? 'indexer' : 'writer'
+  if (data === null || data.byteLength < 1) return acceptsIndexer ? 'indexer' : 'writer'
   return data[0] === ROLE_BYTE.indexer && acceptsIndexer ? 'indexer' : 'writer'
+}
+
+/** The answer's data: the role byte, then (hosts with generations) the generation as 4 bytes big-endian and its autobase key. */
+export function encodeAnswer(role: InviteRole, generation: number, key: Uint8Array): Uint8Array {
+  const out = b4a.alloc(1 + 4 + 32)
+  out[0] = ROLE_BYTE[role]
+  new DataView(out.buffer, out.byteOffset, out.byteLength).setUint32(1, generation)
+  out.set(key, 5)
+  return out
+}
+
+/** The generation an answer names, or null (a host from before generations: generation 0). */
+export function answerGeneration(data: Uint8Array | null): { generation: number; key: Uint8Array } | null {
+  if (data === null || data.byteLength !== 37) return null
+  return { generation: new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(1), key: b4a.from(data.subarray(5)) }
 }
 
 function refusal(code: string | undefined): 'expired' | 'used' | 'rejected' {

@@ -4,7 +4,9 @@
  *
  * Layout of DIR:
  *   group.json     the group key (written by `init` or `join`)
- *   corestore/     the corestore (intent log and view)
+ *   corestore/     generation 0's corestore (intent log and view)
+ *   generations/N/ generation N's corestore, N >= 1 (generation-dirs.ts)
+ *   generation.json the generation this device is in (absent: 0)
  *   daemon.pid     the lock: pid of the process using DIR
  *   control.sock   the running daemon's control socket (mode 0600)
  *
@@ -32,6 +34,10 @@ export interface StoragePaths {
   dir: string
   group: string
   corestore: string
+  /** Later generations' corestores, one directory each (generation-dirs.ts). */
+  generations: string
+  /** The pointer to the current generation. */
+  generation: string
   pid: string
   socket: string
 }
@@ -42,6 +48,8 @@ export function storagePaths(dir: string): StoragePaths {
     dir: abs,
     group: join(abs, 'group.json'),
     corestore: join(abs, 'corestore'),
+    generations: join(abs, 'generations'),
+    generation: join(abs, 'generation.json'),
     pid: join(abs, 'daemon.pid'),
     socket: join(abs, 'control.sock')
   }

@@ -80,8 +80,16 @@ export function pruneOldInfoLogs(dir: string, keep = KEEP_OLD_INFO_LOGS): void {
   for (const n of old.slice(0, Math.max(0, old.length - keep))) rmSync(join(db, n), { force: true })
 }
 
-export function openStore(dir: string, bounds: StoreBounds = {}): Corestore {
+/**
+ * The corestore in `dir`. `primaryKey`: a new store that derives the same
+ * keys as the device's other stores (a later generation, generation-dirs.ts);
+ * an existing store keeps the key it was made with (corestore refuses another).
+ */
+export function openStore(dir: string, bounds: StoreBounds = {}, primaryKey?: Uint8Array): Corestore {
   pruneOldInfoLogs(dir)
   const storage = new CoreStorage(dir, storageOptions(bounds))
-  return new Corestore(storage, { globalCache: new Rache({ maxSize: bounds.nodeCacheEntries ?? NODE_CACHE_ENTRIES }) })
+  return new Corestore(storage, {
+    globalCache: new Rache({ maxSize: bounds.nodeCacheEntries ?? NODE_CACHE_ENTRIES }),
+    ...(primaryKey ? { primaryKey, unsafe: true } : {})
+  })
 }

@@ -144,8 +144,14 @@ export class Elector extends ReadyResource {
   private readonly timers: boolean
   private readonly capable: Capable
   private readonly stopWork: ((deadline: number | null) => Promise<void>) | null
-  /** Log index of the first op this process appended (election.ts isInherited); null before any. */
-  private firstOwnIndex: number | null = null
+  /**
+   * Per writer key (an op id's author): the log index of the first op this
+   * process appended under it (election.ts isInherited). One key per
+   * generation of the log (docs/generations.md): a record carried into the
+   * next generation keeps the op id it had, and is ours when this process
+   * wrote it there.
+   */
+  private readonly firstOwn = new Map<string, number>()
   /** The epoch of the inherited tenure we last announced (one `inherited` event per tenure, however many of its records replay). */
   private inheritedSeen: number | null = null
   /** The confirmed op our last elected/renewed event was about. */
@@ -331,12 +337,18 @@ export class Elector extends ReadyResource {
 
   /** A tenure this process wrote (a record naming us that an earlier process wrote is not ours: isInherited). */
   private ours(record: LeaseRecord | null): record is LeaseRecord {
-    return record !== null && record.holder === this.log.self && !isInherited(this.log.self, record, this.firstOwnIndex)
+    return record !== null && record.holder === this.log.self && !isInherited(this.log.self, record, this.firstOwnIndex(record))
   }
 
   private noteOwn(id: string): void {
     const index = opIndex(id)
-    if (this.firstOwnIndex === null && Number.isSafeInteger(index)) this.firstOwnIndex = index
+    const key = id.slice(0, id.lastIndexOf(':'))
+    if (!this.firstOwn.has(key) && Number.isSafeInteger(index)) this.firstOwn.set(key, index)
+  }
+
+  /** The first index this process appended under the key that wrote `record` (null: none, or no record). */
+  private firstOwnIndex(record: LeaseRecord | null): number | null {
+    return record === null ? null : (this.firstOwn.get(record.opId.slice(0, record.opId.lastIndexOf(':'))) ?? null)
   }
 
   private decision(): Decision {
@@ -365,7 +377,7 @@ export class Elector extends ReadyResource {
           this.clock.now() - (this.lastSentAt ?? -Infinity) < this.config.leaseMs / 2,
         confirmLatencyMs: this.confirmLatencyMs(),
         rank: claimRank(this.log.self, candidates, nextEpoch, this.capable),
-        inherited: isInherited(this.log.self, tip, this.firstOwnIndex),
+        inherited: isInherited(this.log.self, tip, this.firstOwnIndex(tip)),
         handOverTo: holdDeadline !== null ? handOverTarget(this.log.self, live, nextEpoch, this.capable) : null
       },
       this.config
@@ -535,7 +547,7 @@ export class Elector extends ReadyResource {
   /** Emit role changes (and confirmed renews, inherited tenures) and arm a timer for our deadline. */
   private evaluate(): void {
     const tip = this.tip
-    if (tip !== null && tip.epoch !== this.inheritedSeen && isInherited(this.log.self, tip, this.firstOwnIndex) && !this.retired) {
+    if (tip !== null && tip.epoch !== this.inheritedSeen && isInherited(this.log.self, tip, this.firstOwnIndex(tip)) && !this.retired) {
       this.inheritedSeen = tip.epoch
       this.emit('inherited', { epoch: tip.epoch, claimAfterMs: Math.max(0, Math.ceil(this.observed.at + this.config.leaseMs - this.clock.now())) })
     }

@@ -48,6 +48,7 @@ import { decodeOp, opId, type DecodeFailure, type Op } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View, type ViewEntry } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type WriterEntry } from './view-layout.js'
+import { GENERATIONS_VERSION, generationGate, identityOf, type RestoreEntry } from './generation-family.js'
 
 export type { View }
 
@@ -82,8 +83,14 @@ export type { View }
  * repo's PRs (queue-check-app), and the gate ignores that App's check runs
  * named for a queue and its check suites, by app and name. In a group at
  * 1-6 the op is counted as a version-6 build counts it (unknown type).
+ * Version 8: the log in generations (lib/log/generation-family.ts,
+ * docs/generations.md): gen-keys, seal, share, founded and genesis ops; a sealed
+ * generation is frozen (every later op rejected, counted under gen/), a
+ * new generation starts from its genesis alone, and an op's author is the
+ * identity its writer key stands for in this generation. In a group at
+ * 1-7 those ops are counted as a version-7 build counts them.
  */
-export const APPLY_VERSION = 7
+export const APPLY_VERSION = 8
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
@@ -125,6 +132,11 @@ const CODEC_ADDITIONS: readonly CodecAddition[] = [
   {
     version: 7,
     types: new Set<Op['type']>(['queue-check-app']),
+    olderFailure: () => null,
+  },
+  {
+    version: GENERATIONS_VERSION,
+    types: new Set<Op['type']>(['gen-keys', 'seal', 'founded', 'genesis', 'share']),
     olderFailure: () => null,
   },
 ]
@@ -201,9 +213,21 @@ export function createFold(families: readonly OpFamily[]): Fold {
     return (family?.handlers[op.type] as Dispatch | undefined) ?? null
   }
 
+  // A genesis puts each snapshot entry back through the family that owns it (generation-family.ts).
+  const restore: RestoreEntry = async (tx, entry) => {
+    const family = all.find((f) => f.name === entry.family)
+    if (family === undefined || !family.owns(entry.key)) return false
+    try {
+      await family.restore({ put: async (key, value) => tx.put(key, value) }, [{ key: entry.key, value: entry.value }])
+    } catch {
+      return false
+    }
+    return true
+  }
+
   return {
     families,
-    apply: (nodes, view, host) => applyNodes(nodes, view, host, handlerFor),
+    apply: (nodes, view, host) => applyNodes(nodes, view, host, handlerFor, restore),
     async snapshot(view) {
       const out: FamilySnapshot[] = []
       for (const f of all) out.push({ family: f.name, entries: await f.snapshot(view) })
@@ -222,13 +246,13 @@ export function createFold(families: readonly OpFamily[]): Fold {
   }
 }
 
-async function applyNodes(nodes: ApplyNode[], view: View, host: ApplyHost, handlerFor: (op: Op) => Dispatch | null): Promise<void> {
+async function applyNodes(nodes: ApplyNode[], view: View, host: ApplyHost, handlerFor: (op: Op) => Dispatch | null, restore: RestoreEntry): Promise<void> {
   const batch = new ViewBatch(view.batch())
   for (const node of nodes) {
     if (node.value === null) continue // acks
     const tx = new ViewTx(batch)
     try {
-      await applyNode(tx, host, node, handlerFor)
+      await applyNode(tx, host, node, handlerFor, restore)
     } catch (err) {
       if (err instanceof StorageFailure) throw err.cause
       const failed = new ViewTx(batch)
@@ -242,16 +266,20 @@ async function applyNodes(nodes: ApplyNode[], view: View, host: ApplyHost, handl
   await batch.flush()
 }
 
-async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode, handlerFor: (op: Op) => Dispatch | null): Promise<void> {
-  await bump(tx, APPLIED_KEY)
-  const author = b4a.toString(node.from.key, 'hex')
-  const id = opId(author, node.length)
-  const count = countInto(tx)
-
+async function applyNode(tx: ViewTx, host: ApplyHost, node: ApplyNode, handlerFor: (op: Op) => Dispatch | null, restore: RestoreEntry): Promise<void> {
+  // The op id keeps the node's own writer key: unique across generations (a claim's CAS never matches another generation's record).
+  const key = b4a.toString(node.from.key, 'hex')
+  const id = opId(key, node.length)
   const decoded = decodeOp(node.value)
+  // A genesis in progress or a sealed generation decides alone (version 8; below it this only reads).
+  if (await generationGate({ tx, host, key, id, length: node.length, decoded, restore })) return
 
-  let writer = await tx.get<WriterEntry>(writerKey(author))
+  await bump(tx, APPLIED_KEY)
+  const count = countInto(tx)
   let version = await tx.get<number>(APPLY_VERSION_KEY)
+  // The device this writer key stands for: itself, but in a generation >= 1 (version 8) a registered key maps to its identity.
+  const author = version !== null && version >= GENERATIONS_VERSION ? await identityOf(tx, key) : key
+  let writer = await tx.get<WriterEntry>(writerKey(author))
   if (writer === null && (await tx.get<string>(FOUNDER_KEY)) === null) {
     writer = { key: author, indexer: true, removed: false, addedOp: null, removedOp: null }
     tx.put(FOUNDER_KEY, author)

@@ -5,6 +5,9 @@
  * against the writers this family keeps; the membership and version ops
  * need an indexer author, and no membership op may leave the group
  * without an indexer (autobase then crashes in its view migration).
+ * Writers are identities; autobase knows them by their writer key in this
+ * generation (generation-family.ts: itself, unless a genesis registered
+ * another), and the host's effects name that key.
  *
  * Owns: meta/ (founder, apply version), writer/, capability/.
  */
@@ -13,6 +16,7 @@ import b4a from 'b4a'
 import type { ApplyVersionOp, CapabilityOp, WriterOp } from './ops.js'
 import type { ViewTx } from './view-tx.js'
 import { FIRST_VERSION } from './apply.js'
+import { writerKeyOf } from './generation-family.js'
 import { prefixRange, stateInRanges, type Count, type OpFamily } from './op-family.js'
 import { APPLY_VERSION_KEY, CAPABILITY_PREFIX, WRITER_PREFIX, capabilityKey, writerKey, type CapabilityEntry, type WriterEntry } from './view-layout.js'
 
@@ -35,7 +39,7 @@ function applyCapability(tx: ViewTx, op: CapabilityOp, author: string, id: strin
 
 async function applyWriterOp(tx: ViewTx, host: ApplyHost, op: WriterOp, id: string, count: Count): Promise<void> {
   const existing = await tx.get<WriterEntry>(writerKey(op.key))
-  const key = b4a.from(op.key, 'hex')
+  const key = b4a.from(await writerKeyOf(tx, op.key), 'hex')
 
   if (op.type === 'add-writer') {
     if (existing?.removed) return count('writer-removed') // a revoked device stays revoked

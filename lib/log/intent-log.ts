@@ -1,7 +1,9 @@
 /**
- * The intent log: one autobase per group, in its own corestore namespace,
- * with a hyperbee view built by apply. The only module that imports
- * autobase or hyperbee.
+ * The intent log of one generation: one autobase, in its own corestore
+ * namespace, with a hyperbee view built by apply. The only module that
+ * imports autobase or hyperbee. The group's log across generations
+ * (generations.ts: the IntentLog every other module uses) is made of these,
+ * one per generation kept; this one knows nothing of the others.
  *
  * Two reads:
  * - tip: everything applied locally, including ops not yet ordered for
@@ -51,6 +53,7 @@ import Hyperbee from 'hyperbee'
 import type Corestore from 'corestore'
 import type { ReplicationStream } from 'corestore'
 import type { Duplex } from 'node:stream'
+import type ProtomuxWakeup from 'protomux-wakeup'
 import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import c from 'compact-encoding'
@@ -87,13 +90,25 @@ export interface IntentLogOptions {
   clock?: Clock
   /** The fold: the op families the view is built by, composed by the caller (lib/families.ts). */
   fold: Fold
+  /** The local writer's key pair (a later generation's registered key); default: the store's `local` core (the device's identity). */
+  keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }
+  /** A wakeup protocol shared with the other generations' autobases (generations.ts adds each stream to it once). */
+  wakeup?: ProtomuxWakeup
+  /** A later generation's autobase founded here: its first ops are the genesis (generations.ts), not an apply-version op. */
+  genesis?: boolean
+  /** A later generation's key: every core of its autobase is encrypted (docs/generations.md §12). */
+  encryptionKey?: Uint8Array
+  /** Encrypted, with the key stored at its first open (a later generation reopened). */
+  encrypted?: boolean
 }
+
+export type { IntentLog } from './generations.js'
 
 export type ReadMode = 'tip' | 'confirmed'
 
 export const NAMESPACE = 'autolease'
 
-export class IntentLog extends ReadyResource {
+export class GenerationLog extends ReadyResource {
   /**
    * This device's writer key for a storage, without opening the base
    * (pairing sends it before joining), and the session of its core that
@@ -148,7 +163,7 @@ export class IntentLog extends ReadyResource {
 
   constructor(store: Corestore, opts: IntentLogOptions) {
     super()
-    this.founding = opts.key === undefined || opts.key === null
+    this.founding = (opts.key === undefined || opts.key === null) && opts.genesis !== true
     this.clock = opts.clock ?? systemClock
     // One namespace per autobase: two bases sharing one can spin (autobase #374).
     this.store = store.namespace(opts.namespace ?? NAMESPACE)
@@ -168,7 +183,11 @@ export class IntentLog extends ReadyResource {
       // apply then reads view blocks from peers, and a device that is cut
       // off afterwards could not even append locally (measured: appends hung
       // until reconnect). Every device applies every op itself instead.
-      fastForward: false
+      fastForward: false,
+      ...(opts.keyPair ? { keyPair: opts.keyPair } : {}),
+      ...(opts.wakeup ? { wakeup: opts.wakeup } : {}),
+      ...(opts.encryptionKey ? { encryptionKey: opts.encryptionKey } : {}),
+      ...(opts.encrypted === true || opts.encryptionKey ? { encrypted: true } : {})
     })
     this.stallCheckMs = Math.max(250, opts.ackIntervalMs ?? 500)
     this.replication = new ReplicationWatchdog(this.clock)
@@ -239,6 +258,16 @@ export class IntentLog extends ReadyResource {
     return this.base.replicate(stream)
   }
 
+  /** This generation's cores on a stream that already carries the shared wakeup protocol (generations.ts). */
+  attach(stream: Duplex): void {
+    this.store.replicate(stream)
+  }
+
+  /** The corestore session this generation's autobase lives in (its cores' discovery-key lookups). */
+  get cores(): Corestore {
+    return this.store
+  }
+
   /** Append an op; resolves with its id (writer key : length) once it is in the local log and applied at the tip. */
   async append(op: Op): Promise<string> {
     if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
@@ -260,6 +289,80 @@ export class IntentLog extends ReadyResource {
     if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
     const length = (await this.base.append(ops.map(encodeOp))) as number
     return ops.map((_, i) => `${this.self}:${length - ops.length + 1 + i}`)
+  }
+
+  /**
+   * Values already encoded (an op this device appended in an earlier
+   * generation, appended again as it was: generations.ts), as one autobase
+   * batch; resolves with their op ids in order.
+   */
+  async appendValues(values: readonly Uint8Array[]): Promise<string[]> {
+    if (values.length === 0) return []
+    if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
+    if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
+    const length = (await this.base.append([...values])) as number
+    return values.map((_, i) => `${this.self}:${length - values.length + 1 + i}`)
+  }
+
+  /**
+   * A writer just added as an indexer (pending until a node of its is
+   * applied) announces itself with autobase's pending-indexer ack before
+   * anything else. A batch of values as a pending indexer's first node
+   * left it pending and the group's only active indexer with nothing to
+   * ack: the switch to a new generation, re-appending a batch first, stalled
+   * for good (test/generations.test.ts), and a device registering its next
+   * keys as soon as it was added sometimes kept the group from forming
+   * (1 run in 6). A plain writer appends nothing.
+   */
+  async announce(): Promise<void> {
+    if (this.closing !== null || !this.base.writable || this.base.local.length > 0) return
+    await this.base.ack()
+  }
+
+  /** The active indexers (writer keys, hex) as of the indexed length: who confirms here now (a pending indexer does not, until a node of its is indexed). */
+  async confirmedIndexers(): Promise<string[]> {
+    const system = this.base.system
+    if (system === null) return []
+    const info = await system.getIndexedInfo(this.base.indexedLength)
+    return info.indexers.map((i) => b4a.toString(i.key, 'hex'))
+  }
+
+  /**
+   * Whether an indexer was activated at the tip (its first node applied)
+   * and the indexed prefix does not count it yet: autobase never acks an
+   * ack, and a new indexer's first node is one, so its activation waited
+   * for the next real op or the background ack timer (2-4 s per indexer at
+   * leaseMs 2000; every indexer of a new generation starts so).
+   */
+  async activating(): Promise<boolean> {
+    const tip = this.indexerKeys()
+    if (tip.length === 0) return false
+    const confirmed = new Set(await this.confirmedIndexers())
+    return tip.some((k) => !confirmed.has(k))
+  }
+
+  /** Whether a writer key (hex) was ever a writer of this autobase (an op id of this generation names one). */
+  async hasWriter(keyHex: string): Promise<boolean> {
+    const system = this.base.system
+    return system !== null && (await system.get(b4a.from(keyHex, 'hex'), { wait: false })) !== null
+  }
+
+  /** One ack now, whatever the ack rule says (an indexer's activation: generations.ts). */
+  async forceAck(): Promise<void> {
+    if (this.closing !== null || !this.base.ackable) return
+    await this.base.append(null)
+  }
+
+  /** This device's own nodes from core index `from` on: each one's value (null for an ack), by index, as stored here. */
+  async ownValues(from: number): Promise<Array<{ index: number; value: Uint8Array | null }>> {
+    const local = this.base.local as unknown as LocalCore
+    const out: Array<{ index: number; value: Uint8Array | null }> = []
+    for (let i = Math.max(0, from); i < local.length; i++) {
+      const block = await local.get(i, READ_OPTS)
+      if (block === null) throw Object.assign(new Error(`own block ${i} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
+      out.push({ index: i, value: block.node.value ?? null })
+    }
+    return out
   }
 
   /**
@@ -812,6 +915,12 @@ export function nudgeTurn(self: string, indexers: string[]): { rank: number; of:
 const ACKS_PER_OP = 2
 /** The cap when autobase's test picked the acker (helpfulAckers): each such ack counts, so a round lost to a race is made up. */
 const ACKS_PER_OP_HELPFUL = 4
+
+/** The local writer core as autobase opens it (its blocks decoded as autobase's oplog messages). */
+interface LocalCore {
+  readonly length: number
+  get(index: number, opts: { wait: boolean }): Promise<{ node: { value: Uint8Array | null } } | null>
+}
 
 interface Snapshot {
   length: number

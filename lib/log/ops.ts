@@ -120,6 +120,82 @@ export interface CapabilityOp {
   ts: number
 }
 
+/**
+ * Generations (apply version 8, docs/generations.md). A device registers
+ * its writer keys for generations `first` .. `first + keys.length - 1`
+ * ahead of time (any writer, about itself: the author is the node's key),
+ * so every device can add it to a next generation without a round with it.
+ */
+export interface GenKeysOp {
+  type: 'gen-keys'
+  first: number
+  /** Writer core keys (hex), one per generation from `first`. */
+  keys: string[]
+  /** The device's X25519 public key (hex): generation keys are sealed to it (lib/log/key-box.ts). */
+  box: string
+}
+/** Writer keys one gen-keys op registers at most. */
+export const MAX_GEN_KEYS = 64
+
+/**
+ * Ends generation `generation` (an indexer): its state is frozen from this
+ * op on. `attempt` 0 is the first seal; attempt k + 1 replaces the founder of
+ * attempt k while no `founded` is in the log (a founder that crashed mid-switch).
+ */
+export interface SealOp {
+  type: 'seal'
+  generation: number
+  attempt: number
+}
+
+/** The seal's founder commits the switch: generation `next` exists at autobase key `key`, its genesis carries the snapshot hashing to `hash`. */
+export interface FoundedOp {
+  type: 'founded'
+  generation: number
+  next: number
+  key: string
+  hash: string
+}
+
+/**
+ * One chunk of the snapshot of generation `from`: the first ops of
+ * generation `generation`'s autobase, from its bootstrap writer, parts 0 ..
+ * parts - 1 in order. `data` is a slice of the snapshot's NDJSON text
+ * (lib/log/snapshot.ts); `hash` the snapshot's hash over all chunks.
+ */
+export interface GenesisOp {
+  type: 'genesis'
+  generation: number
+  from: number
+  part: number
+  parts: number
+  hash: string
+  data: string
+}
+/** Chunks of one genesis at most (a snapshot of ~5 GB: far beyond any group's state). */
+export const MAX_GENESIS_PARTS = 100_000
+/** Generation numbers stay in 32 bits. */
+export const MAX_GENERATION = 2 ** 31 - 1
+
+/**
+ * The founder of the next generation sends its encryption key, sealed to
+ * each device that may read it (docs/generations.md §12): appended in the
+ * sealed generation, once per attempt, before the genesis.
+ */
+export interface ShareOp {
+  type: 'share'
+  generation: number
+  next: number
+  /** One sealed key per device (identity hex, box hex). */
+  boxes: Array<{ identity: string; box: string }>
+}
+/** Devices one share op names at most (a group is a few devices; 64 KiB holds ~250). */
+export const MAX_SHARE_BOXES = 200
+/** A sealed 32-byte key: 80 bytes, hex. */
+const SEALED_KEY_HEX = /^[0-9a-f]{160}$/
+
+export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp | ShareOp
+
 export type MergeMethod = 'merge' | 'squash' | 'rebase'
 
 /** A repository under management (or its new settings). Indexers only: config is replicated so every apply sees the same. */
@@ -419,7 +495,7 @@ export type QueueOp =
 export type LeaseOp = ClaimOp | AcquireOp | RenewOp | ReleaseOp
 export type WriterOp = AddWriterOp | RemoveWriterOp
 export type ConfigOp = RepoAddOp | RepoRemoveOp
-export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | EventBatchOp | QueueOp | CapabilityOp
+export type Op = LeaseOp | WriterOp | ApplyVersionOp | ConfigOp | EventOp | EventBatchOp | QueueOp | CapabilityOp | GenerationOp
 
 export type DecodeFailure = 'malformed' | 'unknown-version' | 'unknown-type' | 'invalid-field'
 /** A failure's `type`: the op's type field when it was a string (apply judges it by the group's version). */
@@ -687,6 +763,52 @@ function validate(raw: unknown, strict = false): Decoded {
       if (!isCount(ts)) return bad('ts')
       return ok({ type: 'capability', forge, ts })
     }
+    case 'gen-keys': {
+      const { first, keys } = raw
+      if (!isGeneration(first) || first < 1) return bad('first')
+      if (!Array.isArray(keys) || keys.length < 1 || keys.length > MAX_GEN_KEYS || !keys.every(isWriterKeyHex)) return bad('keys')
+      if (new Set(keys).size !== keys.length || first + keys.length - 1 > MAX_GENERATION) return bad('keys')
+      const { box } = raw
+      if (!isWriterKeyHex(box)) return bad('box')
+      return ok({ type: 'gen-keys', first, keys: [...(keys as string[])], box })
+    }
+    case 'share': {
+      const { generation, next, boxes } = raw
+      if (!isGeneration(generation)) return bad('generation')
+      if (!isGeneration(next) || next <= generation) return bad('next')
+      if (!Array.isArray(boxes) || boxes.length < 1 || boxes.length > MAX_SHARE_BOXES) return bad('boxes')
+      const out: Array<{ identity: string; box: string }> = []
+      for (const b of boxes as unknown[]) {
+        if (!isPlainObject(b) || !isWriterKeyHex(b.identity) || typeof b.box !== 'string' || !SEALED_KEY_HEX.test(b.box)) return bad('boxes')
+        out.push({ identity: b.identity, box: b.box })
+      }
+      if (new Set(out.map((b) => b.identity)).size !== out.length) return bad('boxes')
+      return ok({ type: 'share', generation, next, boxes: out })
+    }
+    case 'seal': {
+      const { generation, attempt } = raw
+      if (!isGeneration(generation)) return bad('generation')
+      if (!isCount(attempt) || attempt > 1_000) return bad('attempt')
+      return ok({ type: 'seal', generation, attempt })
+    }
+    case 'founded': {
+      const { generation, next, key, hash } = raw
+      if (!isGeneration(generation)) return bad('generation')
+      if (!isGeneration(next) || next <= generation) return bad('next')
+      if (!isWriterKeyHex(key)) return bad('key')
+      if (typeof hash !== 'string' || !HEX_KEY.test(hash)) return bad('hash')
+      return ok({ type: 'founded', generation, next, key, hash })
+    }
+    case 'genesis': {
+      const { generation, from, part, parts, hash, data } = raw
+      if (!isGeneration(generation) || generation < 1) return bad('generation')
+      if (!isGeneration(from) || from >= generation) return bad('from')
+      if (!isCount(parts) || parts < 1 || parts > MAX_GENESIS_PARTS) return bad('parts')
+      if (!isCount(part) || part >= parts) return bad('part')
+      if (typeof hash !== 'string' || !HEX_KEY.test(hash)) return bad('hash')
+      if (!isSnapshotText(data)) return bad('data')
+      return ok({ type: 'genesis', generation, from, part, parts, hash, data })
+    }
     case 'reconcile-request': {
       const { tenant, repo, ts } = raw
       if (!isTenant(tenant)) return bad('tenant')
@@ -883,6 +1005,19 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 /** A non-negative safe integer (epochs, timestamps, lengths). */
 function isCount(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+}
+
+function isGeneration(v: unknown): v is number {
+  return isCount(v) && v <= MAX_GENERATION
+}
+
+/**
+ * A slice of a snapshot's NDJSON text (lib/log/snapshot.ts): well-formed,
+ * no control character but the line feed (JSON escapes every other one),
+ * bounded by the op's own bound. May be empty (a snapshot with no entry).
+ */
+function isSnapshotText(v: unknown): v is string {
+  return typeof v === 'string' && v.length <= MAX_OP_BYTES && v.isWellFormed() && !/[\u0000-\u0009\u000b-\u001f]/.test(v)
 }
 
 function isPrNumber(v: unknown): v is number {

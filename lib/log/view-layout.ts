@@ -70,6 +70,14 @@ export type RejectionReason =
   | 'repo-frozen'
   /** A comment command while COMMANDS_PENDING_MAX of the repo's wait for the holder (apply version 6). */
   | 'commands-full'
+  /** Apply version 8 (docs/generations.md): a gen-keys or seal op for a generation that is not the next, or not this view's. */
+  | 'stale-generation'
+  /** A seal whose author registered no writer key for the next generation. */
+  | 'no-generation-key'
+  /** A founded op, or a seal past the first attempt, in a generation that holds no seal. */
+  | 'not-sealed'
+  /** A genesis chunk anywhere but at the start of a new generation's autobase. */
+  | 'invalid-genesis'
 
 export interface TenureEntry {
   name: string

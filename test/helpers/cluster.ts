@@ -13,11 +13,16 @@ import type { ElectionConfig } from '../../lib/lease/config.js'
 import type { Clock } from '../../lib/util/clock.js'
 import { Mesh } from './mesh.js'
 import { systemClock } from '../../lib/util/clock.js'
+import type { RotationConfig } from '../../lib/log/rotation.js'
+import type { GenerationHooks } from '../../lib/log/generations.js'
+import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
+import { storagePaths } from '../../lib/daemon/storage-lock.js'
 
 export interface Device {
   index: number
   dir: string
-  store: Corestore
+  /** The device's corestore; null with generations (the log opens and closes each generation's). */
+  store: Corestore | null
   log: IntentLog
   elector: Elector | null
   /** elected/demoted lines, like the daemon's log. */
@@ -32,26 +37,33 @@ export interface ClusterOptions {
   /** Start electors (default true). */
   elect?: boolean
   clocks?: Array<Clock | undefined>
+  /** The log in generations (each device's storage a GenerationDirs), with these rotation bounds. */
+  generations?: Partial<RotationConfig>
+  /** Device i's generation pause points (tests). */
+  hooks?: (i: number) => GenerationHooks
 }
 
 export class Cluster {
   readonly devices: Device[] = []
   readonly mesh = new Mesh()
   readonly config: Partial<ElectionConfig>
+  readonly generations: Partial<RotationConfig> | null
+  private readonly hooks: ((i: number) => GenerationHooks) | null
 
-  private constructor(config: Partial<ElectionConfig>) {
+  private constructor(config: Partial<ElectionConfig>, generations: Partial<RotationConfig> | null, hooks: ((i: number) => GenerationHooks) | null) {
     this.config = config
+    this.generations = generations
+    this.hooks = hooks
   }
 
   static async create(t: Assertion, opts: ClusterOptions = {}): Promise<Cluster> {
-    const cluster = new Cluster(opts.config ?? { leaseMs: 2000 })
+    const cluster = new Cluster(opts.config ?? { leaseMs: 2000 }, opts.generations ?? null, opts.hooks ?? null)
     t.teardown(() => cluster.destroy(), { order: -Infinity })
     const size = opts.size ?? 3
     for (let i = 0; i < size; i++) {
       const dir = await tmp(t)
-      const store = new Corestore(dir)
       const first = cluster.devices[0]
-      const log = new GroupLog(store, { key: first ? first.log.key : null, ackIntervalMs: cluster.ackIntervalMs() })
+      const { store, log } = cluster.open(dir, first ? first.log.key : null, i)
       await log.ready()
       cluster.devices.push({ index: i, dir, store, log, elector: null, events: [], inherited: [] })
       cluster.mesh.add(log)
@@ -67,6 +79,16 @@ export class Cluster {
 
   ackIntervalMs(): number {
     return this.config.ackIntervalMs ?? 100
+  }
+
+  /** A device's log on `dir`: generation 0 on a plain corestore, or the log in generations. */
+  open(dir: string, key: Uint8Array | null, i: number): { store: Corestore | null; log: IntentLog } {
+    if (this.generations !== null) {
+      const hooks = this.hooks?.(i)
+      return { store: null, log: new GroupLog(new GenerationDirs(storagePaths(dir)), { key, ackIntervalMs: this.ackIntervalMs(), rotation: this.generations, ...(hooks ? { hooks } : {}) }) }
+    }
+    const store = new Corestore(dir)
+    return { store, log: new GroupLog(store, { key, ackIntervalMs: this.ackIntervalMs() }) }
   }
 
   async startElector(d: Device, clock?: Clock): Promise<Elector> {
@@ -116,7 +138,7 @@ export class Cluster {
     this.mesh.remove(i)
     if (d.elector) await d.elector.close()
     await d.log.close()
-    await d.store.close()
+    await d.store?.close()
   }
 
   /** Close device i and reopen it on the same storage, with a fresh elector unless `elect` is false (a process restart). */
@@ -124,9 +146,8 @@ export class Cluster {
     const d = this.devices[i]!
     if (d.elector) await d.elector.close()
     await d.log.close()
-    await d.store.close()
-    const store = new Corestore(d.dir)
-    const log = new GroupLog(store, { key: this.devices[0]!.log.key, ackIntervalMs: this.ackIntervalMs() })
+    await d.store?.close()
+    const { store, log } = this.open(d.dir, this.devices[0]!.log.key, i)
     await log.ready()
     const next: Device = { ...d, store, log, elector: null, events: [], inherited: [] }
     this.devices[i] = next
@@ -140,7 +161,7 @@ export class Cluster {
     for (const d of this.devices) {
       if (d.elector) await d.elector.close()
       await d.log.close()
-      await d.store.close()
+      await d.store?.close()
     }
   }
 }

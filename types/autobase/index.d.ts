@@ -62,6 +62,14 @@ declare module 'autobase' {
     /** Updates without a local append (times the indexer count, randomized x1-2) before a background ack is hurried; 0 never hurries. Default 4. */
     ackThreshold?: number
     fastForward?: boolean
+    /** The local writer's key pair (a generation's registered key, docs/generations.md); default: the store's `local` core. */
+    keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }
+    /** A wakeup protocol shared with other autobases on the same streams (the caller adds each stream to it once). */
+    wakeup?: import('protomux-wakeup').default
+    /** Every core of this autobase is encrypted with keys derived from this one (stored in the local core's user data at the first open). */
+    encryptionKey?: Uint8Array
+    /** The autobase is encrypted: without `encryptionKey`, the one stored at its first open (refused if none). */
+    encrypted?: boolean
   }
 
   /**
@@ -116,10 +124,12 @@ declare module 'autobase' {
 
   export default class Autobase<V> extends EventEmitter {
     /** The key this store's local writer core will have. */
-    static getLocalKey(store: Corestore): Promise<Uint8Array>
+    static getLocalKey(store: Corestore, opts?: { keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array } }): Promise<Uint8Array>
     constructor(store: Corestore, bootstrap: Uint8Array | string | null, handlers: AutobaseHandlers<V>)
     readonly key: Uint8Array
     readonly discoveryKey: Uint8Array
+    /** The key its cores are encrypted with; null when they are not. */
+    readonly encryptionKey: Uint8Array | null
     readonly local: Hypercore
     /** Internal (autobase 7): this device's writer; null until it is a writer. */
     readonly localWriter: ActiveWriter | null

@@ -35,7 +35,10 @@ declare module 'corestore' {
 
   export default class Corestore {
     /** storage: a directory, or a hypercore-storage instance opened with its own options. globalCache: one hyperbee node cache for every bee of the store. */
-    constructor(storage: string | import('hypercore-storage').default, opts?: { primaryKey?: Uint8Array; readOnly?: boolean; globalCache?: import('rache').default })
+    /** `primaryKey` with `unsafe: true`: a store that derives the same keys as another (one device's generations, docs/generations.md). */
+    constructor(storage: string | import('hypercore-storage').default, opts?: { primaryKey?: Uint8Array; unsafe?: boolean; readOnly?: boolean; globalCache?: import('rache').default })
+    /** The seed every key of this store derives from (after ready). */
+    readonly primaryKey: Uint8Array
     readonly opened: boolean
     readonly closed: boolean
     ready(): Promise<void>
@@ -47,5 +50,13 @@ declare module 'corestore' {
     /** A signing key pair derived from this store's primary key and `name`: the same on every open of the same storage. */
     createKeyPair(name: string): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }>
     replicate(isInitiator: boolean | Duplex, opts?: object): ReplicationStream
+    /**
+     * Internal (corestore 7): attach the core with this discovery key to a
+     * muxer if this store holds it (what its own replicate() pairs as the
+     * stream's discovery-key handler). Several stores on one stream each
+     * pair that handler and replace the previous one; lib/log/generations.ts
+     * pairs one that asks every store.
+     */
+    _attachMaybe(muxer: unknown, discoveryKey: Uint8Array): Promise<void>
   }
 }

@@ -1,0 +1,1022 @@
+/**
+ * The intent log across generations (docs/generations.md): the IntentLog
+ * every other module uses. It serves every read, append, ack and election
+ * from ONE generation's log (intent-log.ts), the current one, and moves the
+ * group from a sealed generation to the next: it seals when a bound is
+ * reached, founds the next generation when its seal names this device,
+ * follows the switch once it is committed and checked, appends again what
+ * the sealed generation rejected, and deletes a generation once everyone
+ * left it (or its retention ran out).
+ *
+ * Invariants enforced here alone:
+ * - Reads never mix generations: every read goes to the current generation,
+ *   and the current generation changes only once the next one's genesis is
+ *   confirmed there, its `founded` is confirmed in the sealed one, and its
+ *   hash equals the hash of this device's own frozen view (a forged or
+ *   buggy genesis is never followed). The pointer on disk moves with it,
+ *   after the re-append (a crash before re-appends again; doubles of an
+ *   event are deduplicated by delivery id).
+ * - Nothing this device appended is lost to a seal: while a switch runs,
+ *   appends wait; then this device's own nodes from its first one the
+ *   sealed generation rejected (gen/cut, else the end of its indexed
+ *   prefix, read at one consistent point) are appended again in the next,
+ *   in order, but the signer lease's and the holder's fenced ops (the
+ *   elector and the worker derive those again; an old renew or attempt
+ *   replayed would act outside the tenure that sent it) and the
+ *   generations' own.
+ * - Identities stay: `self` is this device's identity (its key in the
+ *   generation it joined), never a later generation's writer key, and
+ *   liveWriters() names identities; op ids keep each generation's own
+ *   writer key (unique: a claim's CAS never matches another generation).
+ * - A founder makes its generation safe to lose, and its confirmations a
+ *   majority's, before committing it: its `founded` goes into the sealed
+ *   generation only once a majority of the snapshot's indexers are active
+ *   indexers of the new one (autobase adds them pending: each counts once
+ *   a node of its is indexed; until then the founder alone confirmed
+ *   everything there, its own probe included) and an op of its there is
+ *   confirmed, i.e. they hold the genesis.
+ * - Every generation kept open replicates on every stream: one wakeup
+ *   protocol for all, each generation's cores attached, and one
+ *   discovery-key handler asking every store (two corestores on one stream
+ *   each pair that handler and replace the other's: an older generation's
+ *   idle cores then stopped replicating to a returning device).
+ *
+ * Not guaranteed: a device away longer than the retention window finds no
+ * peer serving its generation and must be re-paired (README). Without a
+ * GenerationStorage (a plain Corestore), the log is generation 0 for good:
+ * it never seals and cannot follow a seal.
+ */
+import ReadyResource from 'ready-resource'
+import ProtomuxWakeup from 'protomux-wakeup'
+import Hypercore from 'hypercore'
+import b4a from 'b4a'
+import type Corestore from 'corestore'
+import type { ReplicationStream } from 'corestore'
+import type { Duplex } from 'node:stream'
+import { GenerationLog, NAMESPACE, type ReadMode, type StallDiagnosis } from './intent-log.js'
+import type { Fold, View } from './apply.js'
+import { decodeOp, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
+import { WRITER_PREFIX, type CapabilityEntry, type LeaseRecord, type OpOutcome, type TenureEntry, type WriterEntry } from './view-layout.js'
+import {
+  GEN_AUTHOR_PREFIX,
+  GEN_FOUNDED_KEY,
+  GEN_GENESIS_KEY,
+  GEN_KEY_PREFIX,
+  GEN_SEAL_KEY,
+  GEN_SHARE_KEY,
+  GENKEY_PREFIX,
+  genCutKey,
+  genkeyKey,
+  registeredKey,
+  type FoundedRecord,
+  type GenesisState,
+  type GenKeysEntry,
+  type SealRecord,
+  type ShareRecord
+} from './generation-layout.js'
+import { GENERATIONS_VERSION } from './generation-family.js'
+import { genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
+import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
+import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
+import { MAX_GEN_KEYS } from './ops.js'
+import { AutoleaseError } from '../errors.js'
+import { systemClock, type Clock } from '../util/clock.js'
+
+/** How a device's writer key in a generation is made: its identity (the generation it joined) or its registered key for it. */
+export type GenerationWriter = 'identity' | 'registered'
+
+/** A generation this device left and still keeps. */
+export interface RetainedGeneration {
+  generation: number
+  /** Its autobase key (hex). */
+  key: string
+  writer: GenerationWriter
+  /** When this device left it (its wall clock, ms). */
+  switchedAt: number
+}
+
+/** Where this device is: its current generation, and those it left and still keeps. Absent on disk: generation 0. */
+export interface GenerationPointer {
+  generation: number
+  /** The current generation's autobase key (hex). */
+  key: string
+  writer: GenerationWriter
+  retained: RetainedGeneration[]
+  /** The current generation's encryption key (hex), until its autobase stored it (a device that joined by invite). */
+  encryptionKey?: string
+}
+
+/** One device's generations on disk (lib/daemon/generation-dirs.ts). */
+export interface GenerationStorage {
+  /** The pointer, or null for generation 0 (never switched). */
+  pointer(): GenerationPointer | null
+  /** Moves the pointer (atomically: written, then renamed). */
+  setPointer(pointer: GenerationPointer): void
+  /** Generation n's corestore; a new one is made with `primaryKey`, so that it derives the same keys. */
+  open(n: number, primaryKey?: Uint8Array): Corestore
+  /** Deletes generation n's storage for good (its store is closed). */
+  remove(n: number): void
+  /** Bytes of generation n's storage on disk (0 when it has none). */
+  bytes(n: number): number
+  /** The generations that have storage on disk. */
+  list(): number[]
+}
+
+export interface IntentLogOptions {
+  /** The group's key; omit to create a new group with this device as founder. */
+  key?: Uint8Array | string | null
+  ackIntervalMs?: number
+  namespace?: string
+  /** Monotonic and wall time (default: the system clock). */
+  clock?: Clock
+  /** The fold: the op families the view is built by, composed by the caller (lib/families.ts). */
+  fold: Fold
+  /** When generations end (with a GenerationStorage only). */
+  rotation?: Partial<RotationConfig>
+  /** Pause points for tests (inert unless a test sets them): awaited at that step of a switch. */
+  hooks?: GenerationHooks
+}
+
+export interface GenerationHooks {
+  /** The founder, its new generation confirmed there, about to append `founded` in the sealed one. */
+  beforeFounded?(generation: number): Promise<void>
+  /** This device, the switch committed and checked, about to move (appends still go to the sealed generation). */
+  beforeSwitch?(generation: number): Promise<void>
+}
+
+/** A type, not an interface: a Json value as it stands (the daemon's status). */
+export type GenerationInfo = {
+  /** The current generation's number and autobase key (hex). */
+  number: number
+  key: string
+  /** The current generation's seal, once one is confirmed. */
+  sealed: { attempt: number; next: number; founder: string } | null
+  /** Generations left and kept (retention). */
+  retained: number[]
+  /** Bytes on disk per generation kept, and in all. */
+  bytes: { total: number; byGeneration: Record<string, number> }
+}
+
+export interface GenerationEvents {
+  /** This device moved to generation `generation` (from `from`), re-appending `reappended` ops of its own, `switchMs` after it saw the seal confirmed. */
+  generation: { generation: number; from: number; reappended: number; switchMs: number }
+  /** This device sealed its current generation. */
+  sealed: { generation: number; attempt: number; reason: string }
+  /** A generation left was deleted. */
+  dropped: { generation: number; reason: 'arrived' | 'retention' | 'abandoned' }
+}
+
+/** The manager's ticks are at least this far apart (updates come in storms: a tick reads a dozen view keys). */
+const TICK_GAP_MS = 50
+/** An indexer's activation ack at most this often (activate). */
+const ACTIVATE_MS = 100
+/** The current generation's size on disk is measured at most this often (a directory walk). */
+const BYTES_EVERY_MS = 5_000
+/** The name this device's X25519 box key derives under (from its seed). */
+const BOX_KEY_PAIR = 'autolease/box'
+/** Generation n's registered writer key pair name (from the device's seed). */
+const keyPairName = (n: number): string => `autolease/generation/${n}`
+/** Genesis chunks per autobase batch. */
+const GENESIS_BATCH = 16
+/** Re-appended values per autobase batch. */
+const REAPPEND_BATCH = 64
+/** Op types never appended again in a next generation (see the header). */
+const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis', 'share'])
+
+interface Open {
+  log: GenerationLog
+  store: Corestore
+  /** Opened here (closed here); the single-generation log's store is its caller's. */
+  owned: boolean
+}
+
+interface Muxer {
+  pair(opts: { protocol: string }, fn: (id: Uint8Array) => unknown): void
+}
+
+export class IntentLog extends ReadyResource {
+  /** This device's identity for a storage, without opening the log (pairing sends it before joining); release() once the log is open (GenerationLog.holdLocalKey). */
+  static holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<{ key: Uint8Array; release(): Promise<void> }> {
+    return GenerationLog.holdLocalKey(store, namespace)
+  }
+
+  readonly rotation: RotationConfig
+  private readonly opts: IntentLogOptions
+  private readonly storage: GenerationStorage | null
+  private readonly single: Corestore | null
+  private readonly clock: Clock
+  private readonly wakeup = new ProtomuxWakeup()
+  private readonly gens = new Map<number, Open>()
+  private readonly streams = new Set<Duplex>()
+  /** This generation's writer keys (hex) -> identities. */
+  private authors = new Map<string, string>()
+  /** Old op id -> its re-appended op id (outcome reads of a request in flight across a switch). */
+  private readonly reappended = new Map<string, string>()
+  private currentNumber = 0
+  private identity = ''
+  private groupKey: Uint8Array | null = null
+  private keyStore: Corestore | null = null
+  private appending = 0
+  private gate: Promise<void> | null = null
+  private timer: NodeJS.Timeout | null = null
+  private ticking = false
+  private again = false
+  private lastTick = 0
+  private soon: NodeJS.Timeout | null = null
+  /** This device's pointer as last read or written (read from disk once). */
+  private pointerCache: GenerationPointer | null = null
+  /** The current generation's bytes on disk, measured at most every BYTES_EVERY_MS. */
+  private measured: { generation: number; at: number; bytes: number } | null = null
+  /** When this device last acked for an indexer's activation. */
+  private activatedAt = 0
+  /** The view length refreshAuthors last read at. */
+  private authorsAt = -1
+  private enteredAt = 0
+  private due: { generation: number; since: number } | null = null
+  private sealSeen: { generation: number; attempt: number; at: number } | null = null
+  private registered: number | null = null
+  /** The confirmed signer record's op id as last seen, and when it changed (the holder seals right after its renew). */
+  private signer: { opId: string | null; at: number } = { opId: null, at: 0 }
+  private frozen: { generation: number; packed: PackedSnapshot } | null = null
+  private mismatch: string | null = null
+  private founding = false
+  /** This device's X25519 key pair (from its seed): generation keys are sealed to it. */
+  private box: BoxKeyPair | null = null
+  /** The key this device made as a founder, for the generation and attempt it founds. */
+  private shared: { generation: number; attempt: number; key: Uint8Array } | null = null
+  /** The next generation this device was told it cannot follow (warned once). */
+  private excluded: number | null = null
+
+  constructor(storage: Corestore | GenerationStorage, opts: IntentLogOptions) {
+    super()
+    this.opts = opts
+    this.clock = opts.clock ?? systemClock
+    this.rotation = rotationConfig(opts.rotation)
+    if (isGenerationStorage(storage)) {
+      this.storage = storage
+      this.single = null
+    } else {
+      this.storage = null
+      this.single = storage
+    }
+  }
+
+  override async _open(): Promise<void> {
+    try {
+      await this.openGenerations()
+    } catch (err) {
+      await this.closeAll().catch(() => {})
+      throw err
+    }
+    if (this.storage !== null) {
+      this.timer = setInterval(() => this.kick(), this.rotation.checkMs)
+      this.timer.unref()
+      this.kick()
+    }
+  }
+
+  private async openGenerations(): Promise<void> {
+    if (this.single !== null) {
+      const log = await this.openLog(0, this.single, false, { key: optionalKey(this.opts.key) })
+      this.keyStore = this.single
+      this.identity = log.self
+      this.groupKey = log.key
+      return
+    }
+    const storage = this.storage!
+    const p = storage.pointer()
+    this.pointerCache = p
+    const n = p?.generation ?? 0
+    const store = storage.open(n)
+    await store.ready()
+    this.keyStore = store
+    // Held until the log is open on this store: a log opened on a core still closing fails (GenerationLog.holdLocalKey).
+    const local = await GenerationLog.holdLocalKey(store, this.opts.namespace ?? NAMESPACE)
+    let current: GenerationLog
+    try {
+      this.identity = b4a.toString(local.key, 'hex')
+      this.box = boxKeyPair((await store.createKeyPair(BOX_KEY_PAIR)).secretKey.subarray(0, 32))
+      current =
+        p === null
+          ? await this.openLog(0, store, true, { key: optionalKey(this.opts.key) })
+          : await this.openLog(n, store, true, {
+              key: b4a.from(p.key, 'hex'),
+              ...(p.writer === 'registered' ? { keyPair: await this.keyPair(n) } : {}),
+              ...(p.encryptionKey !== undefined ? { encryptionKey: b4a.from(p.encryptionKey, 'hex') } : {})
+            })
+    } finally {
+      await local.release()
+    }
+    this.currentNumber = n
+    this.groupKey = this.opts.key === undefined || this.opts.key === null ? current.key : toKey(this.opts.key)
+    for (const r of p?.retained ?? []) {
+      await this.openLog(r.generation, storage.open(r.generation), true, { key: b4a.from(r.key, 'hex'), ...(r.writer === 'registered' ? { keyPair: await this.keyPair(r.generation) } : {}) })
+    }
+    // What a crash left: a generation older than every one kept is no longer needed.
+    const kept = new Set([n, ...(p?.retained ?? []).map((r) => r.generation)])
+    for (const g of storage.list()) if (g < n && !kept.has(g)) storage.remove(g)
+    this.enteredAt = this.clock.now()
+    await this.refreshAuthors()
+  }
+
+  private async openLog(
+    n: number,
+    store: Corestore,
+    owned: boolean,
+    o: { key: Uint8Array | null; keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }; genesis?: boolean; encryptionKey?: Uint8Array }
+  ): Promise<GenerationLog> {
+    const log = new GenerationLog(store, {
+      key: o.key,
+      fold: this.opts.fold,
+      wakeup: this.wakeup,
+      ...(this.opts.ackIntervalMs !== undefined ? { ackIntervalMs: this.opts.ackIntervalMs } : {}),
+      ...(this.opts.namespace !== undefined ? { namespace: this.opts.namespace } : {}),
+      ...(this.opts.clock !== undefined ? { clock: this.opts.clock } : {}),
+      ...(o.keyPair ? { keyPair: o.keyPair } : {}),
+      ...(o.genesis ? { genesis: true } : {}),
+      // Every generation after 0 is encrypted (docs/generations.md §12): with its key, or the one stored at its first open.
+      ...(o.encryptionKey ? { encryptionKey: o.encryptionKey } : n > 0 ? { encrypted: true } : {})
+    })
+    log.on('update', () => this.onupdate(n))
+    log.on('error', (err: unknown) => this.emit('error', err))
+    log.on('warning', (err: unknown) => this.emit('warning', err))
+    // Named by generation: a stall in one being founded or left is not the current one's.
+    log.on('stalled', (d: StallDiagnosis) => this.emit('stalled', { generation: n, ...d }))
+    try {
+      await log.ready()
+    } catch (err) {
+      if (owned) await store.close().catch(() => {})
+      throw err
+    }
+    this.gens.set(n, { log, store, owned })
+    for (const s of this.streams) this.attachTo(s, log)
+    return log
+  }
+
+  override async _close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    if (this.soon) clearTimeout(this.soon)
+    this.timer = this.soon = null
+    while (this.ticking) await new Promise((resolve) => setTimeout(resolve, 5))
+    await this.closeAll()
+  }
+
+  /** Every generation closed; the current one stays known (a read after close behaves as the closed log's does). */
+  private async closeAll(): Promise<void> {
+    for (const n of [...this.gens.keys()].sort((a, b) => b - a)) await this.closeGen(n, n !== this.currentNumber)
+    this.wakeup.destroy()
+  }
+
+  private async closeGen(n: number, forget = true): Promise<void> {
+    const g = this.gens.get(n)
+    if (g === undefined) return
+    if (forget) this.gens.delete(n)
+    await g.log.close()
+    if (g.owned) await g.store.close()
+  }
+
+  private get cur(): GenerationLog {
+    const g = this.gens.get(this.currentNumber)
+    if (g === undefined) throw new AutoleaseError('CLOSED', 'intent log is closed')
+    return g.log
+  }
+
+  // ---- the surface every module uses: the current generation, identities for keys ----
+
+  /** The group's identity: generation 0's key, for good. */
+  get key(): Uint8Array {
+    return this.groupKey ?? this.cur.key
+  }
+
+  get discoveryKey(): Uint8Array {
+    return Hypercore.discoveryKey(this.key)
+  }
+
+  /** This device's identity (hex): what apply authorizes and lease records name. */
+  get self(): string {
+    return this.identity
+  }
+
+  /** The current generation's autobase (tests and status read its lengths). */
+  get base(): GenerationLog['base'] {
+    return this.cur.base
+  }
+
+  get writable(): boolean {
+    return this.cur.writable
+  }
+
+  get own(): { appended: number; indexed: number } {
+    return this.cur.own
+  }
+
+  get isIndexer(): boolean {
+    return this.cur.isIndexer
+  }
+
+  get forcedAcks(): number {
+    return this.cur.forcedAcks
+  }
+
+  get ruleAcks(): number {
+    return this.cur.ruleAcks
+  }
+
+  get versionAhead(): number | null {
+    return this.cur.versionAhead
+  }
+
+  /** The current generation's number. */
+  get generation(): number {
+    return this.currentNumber
+  }
+
+  /** The current generation's autobase key (generation 0's is the group's key). */
+  get generationKey(): Uint8Array {
+    return this.cur.key
+  }
+
+  /** The current generation's encryption key (null in generation 0): an invite hands it to the joiner. */
+  get generationEncryptionKey(): Uint8Array | null {
+    return this.cur.base.encryptionKey
+  }
+
+  /** A key pair derived from this device's seed (the daemon's swarm identity). */
+  createKeyPair(name: string): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }> {
+    return this.keyStore!.createKeyPair(name)
+  }
+
+  replicate(stream: boolean | Duplex): ReplicationStream {
+    const cur = this.cur
+    const out = typeof stream === 'boolean' ? cur.cores.replicate(stream) : (stream as ReplicationStream)
+    this.wakeup.addStream(out)
+    for (const g of this.gens.values()) this.attachTo(out, g.log)
+    this.streams.add(out)
+    out.once('close', () => this.streams.delete(out))
+    return out
+  }
+
+  private attachTo(stream: Duplex, log: GenerationLog): void {
+    log.attach(stream)
+    // After every store's replicate: one discovery-key handler for all of them (see the header).
+    const mux = (stream as { noiseStream?: { userData?: Muxer | null } }).noiseStream?.userData
+    if (!mux) return
+    mux.pair({ protocol: 'hypercore/alpha' }, (id) => {
+      for (const g of this.gens.values()) g.store._attachMaybe(mux, id).catch(() => {})
+    })
+  }
+
+  async append(op: Op): Promise<string> {
+    return this.appendTo((log) => log.append(op))
+  }
+
+  async appendBatch(ops: readonly Op[]): Promise<string[]> {
+    return this.appendTo((log) => log.appendBatch(ops))
+  }
+
+  async appendEvents(events: readonly EventOp[]): Promise<string[]> {
+    return this.appendTo((log) => log.appendEvents(events))
+  }
+
+  /** Appends wait while a switch moves this device's rejected ops (they come first in the next generation). */
+  private async appendTo<T>(fn: (log: GenerationLog) => Promise<T>): Promise<T> {
+    while (this.gate !== null) await this.gate
+    this.appending++
+    try {
+      const cur = this.cur
+      // A pending indexer's first node is its ack (intent-log.ts announce).
+      await cur.announce()
+      return await fn(cur)
+    } finally {
+      this.appending--
+    }
+  }
+
+  confirmedViewLength(): Promise<number> {
+    return this.cur.confirmedViewLength()
+  }
+
+  read<T>(mode: ReadMode, fn: (view: View) => Promise<T>, key?: string): Promise<T> {
+    return this.cur.read(mode, fn, key)
+  }
+
+  groupApplyVersion(mode: ReadMode = 'tip'): Promise<number> {
+    return this.cur.groupApplyVersion(mode)
+  }
+
+  value<T>(key: string, mode: ReadMode): Promise<T | null> {
+    return this.cur.value<T>(key, mode)
+  }
+
+  values<T>(prefix: string, mode: ReadMode): Promise<T[]> {
+    return this.cur.values<T>(prefix, mode)
+  }
+
+  lease(name: string, mode: ReadMode): Promise<LeaseRecord | null> {
+    return this.cur.lease(name, mode)
+  }
+
+  leases(mode: ReadMode): Promise<LeaseRecord[]> {
+    return this.cur.leases(mode)
+  }
+
+  tenures(name: string, mode: ReadMode): Promise<TenureEntry[]> {
+    return this.cur.tenures(name, mode)
+  }
+
+  writers(mode: ReadMode = 'tip'): Promise<WriterEntry[]> {
+    return this.cur.writers(mode)
+  }
+
+  capabilities(mode: ReadMode): Promise<CapabilityEntry[]> {
+    return this.cur.capabilities(mode)
+  }
+
+  /** An op's outcome; an op appended again across a switch is answered by its new op. */
+  outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null> {
+    return this.cur.outcome(this.reappended.get(opId) ?? opId, mode)
+  }
+
+  rejected(mode: ReadMode = 'tip'): Promise<Record<string, number>> {
+    return this.cur.rejected(mode)
+  }
+
+  applied(mode: ReadMode = 'tip'): Promise<number> {
+    return this.cur.applied(mode)
+  }
+
+  viewHash(mode: ReadMode = 'tip'): Promise<string> {
+    return this.cur.viewHash(mode)
+  }
+
+  viewBlocksHash(mode: ReadMode = 'tip'): Promise<{ length: number; hash: string }> {
+    return this.cur.viewBlocksHash(mode)
+  }
+
+  ack(): Promise<void> {
+    return this.cur.ack()
+  }
+
+  /** The writers seen appending lately (identities; this device always included). */
+  liveWriters(withinMs: number): string[] {
+    const cur = this.cur
+    const out = new Set<string>([this.identity])
+    for (const k of cur.liveWriters(withinMs)) if (k !== cur.self) out.add(this.authors.get(k) ?? k)
+    return [...out]
+  }
+
+  /** Where this device is in the group's generations. */
+  async generationInfo(): Promise<GenerationInfo> {
+    const seal = await this.cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
+    const byGeneration: Record<string, number> = {}
+    let total = 0
+    for (const n of this.gens.keys()) {
+      const bytes = this.storage?.bytes(n) ?? 0
+      byGeneration[String(n)] = bytes
+      total += bytes
+    }
+    return {
+      number: this.currentNumber,
+      key: b4a.toString(this.cur.key, 'hex'),
+      sealed: seal === null ? null : { attempt: seal.attempt, next: seal.next, founder: seal.founder },
+      retained: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
+      bytes: { total, byGeneration }
+    }
+  }
+
+  // ---- the generations' manager ----
+
+  private onupdate(n: number): void {
+    if (n === this.currentNumber) this.emit('update')
+    this.kick()
+  }
+
+  /** A tick soon: at once, or TICK_GAP_MS after the last one (an update storm costs one tick per gap, not one per update). */
+  private kick(): void {
+    if (this.storage === null || this.closing !== null || !this.opened) return
+    if (this.ticking) {
+      this.again = true
+      return
+    }
+    const wait = this.lastTick + TICK_GAP_MS - this.clock.now()
+    if (wait > 0) {
+      if (this.soon === null) {
+        this.soon = setTimeout(() => {
+          this.soon = null
+          this.kick()
+        }, wait)
+      }
+      return
+    }
+    this.lastTick = this.clock.now()
+    this.ticking = true
+    this.tick()
+      .catch((err: unknown) => {
+        if (this.closing !== null) return
+        // A storage or replication race is retried at the next tick; anything else is a bug and says so.
+        if (typeof (err as { code?: unknown }).code === 'string') this.emit('warning', err)
+        else this.emit('error', err)
+      })
+      .finally(() => {
+        this.ticking = false
+        if (this.again) {
+          this.again = false
+          this.kick()
+        }
+      })
+  }
+
+  private async tick(): Promise<void> {
+    const n = this.currentNumber
+    const cur = this.cur
+    if (cur.versionAhead !== null || (await cur.groupApplyVersion('confirmed')) < GENERATIONS_VERSION) return
+    await this.refreshAuthors()
+    await this.activate(cur)
+    await this.register(n)
+    await this.tendRetained()
+    const seal = await cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
+    if (seal === null) return this.maybeSeal(n)
+    await this.follow(n, seal)
+  }
+
+  private async refreshAuthors(): Promise<void> {
+    // The mapping changes only with the view (a genesis, an add-writer).
+    const length = this.cur.base.view.core.length
+    if (length === this.authorsAt) return
+    this.authorsAt = length
+    const authors = new Map<string, string>()
+    await this.cur.read('tip', async (v) => {
+      for await (const e of v.createReadStream({ gte: GEN_AUTHOR_PREFIX, lt: GEN_AUTHOR_PREFIX + '\uffff' }, { wait: false })) {
+        authors.set(e.key.slice(GEN_AUTHOR_PREFIX.length), e.value as string)
+      }
+    })
+    this.authors = authors
+  }
+
+  private boxHex(): string {
+    return b4a.toString(this.box!.publicKey, 'hex')
+  }
+
+  /** This device's key pair for generation n (registered ahead: §6). */
+  private keyPair(n: number): Promise<{ publicKey: Uint8Array; secretKey: Uint8Array }> {
+    return this.keyStore!.createKeyPair(keyPairName(n))
+  }
+
+  /** This device's writer keys (hex) for generations first .. first + count - 1. */
+  private async writerKeys(first: number, count = MAX_GEN_KEYS): Promise<string[]> {
+    const out: string[] = []
+    for (let n = first; n < first + count; n++) out.push(b4a.toString(Hypercore.key({ version: 1, signers: [{ publicKey: (await this.keyPair(n)).publicKey }] }), 'hex'))
+    return out
+  }
+
+  /** Once per generation this device is in: its keys for the next ones (also how the others see it arrived). */
+  private async register(n: number): Promise<void> {
+    const cur = this.cur
+    if (this.registered === n || !cur.writable) return
+    const entry = await cur.value<GenKeysEntry>(genkeyKey(this.identity), 'tip')
+    if (entry !== null && entry.first === n + 1) {
+      this.registered = n
+      return
+    }
+    if ((await cur.value(GEN_SEAL_KEY, 'tip')) !== null) return
+    await this.append({ type: 'gen-keys', first: n + 1, keys: await this.writerKeys(n + 1), box: this.boxHex() })
+    this.registered = n
+  }
+
+  private async maybeSeal(n: number): Promise<void> {
+    const cur = this.cur
+    if (!cur.isIndexer || (await cur.value(GEN_SEAL_KEY, 'tip')) !== null) return
+    const now = this.clock.now()
+    const record = await cur.lease(SIGNER_LEASE, 'confirmed')
+    if ((record?.opId ?? null) !== this.signer.opId) this.signer = { opId: record?.opId ?? null, at: now }
+    const genesis = await cur.value<GenesisState>(GEN_GENESIS_KEY, 'confirmed')
+    const ops = (await cur.applied('confirmed')) - (genesis?.applied ?? 0)
+    const bytes = this.bytesOf(n, now)
+    const view = { now, ops, bytes, enteredAt: this.enteredAt, revocation: await this.revoked(cur) }
+    if (sealReason(view, this.rotation) === null) {
+      this.due = null
+      return
+    }
+    if (this.due?.generation !== n) this.due = { generation: n, since: now }
+    const writers = (await cur.writers('confirmed')).filter((w) => !w.removed)
+    const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
+    const everyoneKeyed = writers.every((w) => registeredKey(keyed.find((k) => k.identity === w.key) ?? null, n + 1) !== null)
+    const holder = record?.holder ?? null
+    const turn = sealTurn(this.identity, writers.filter((w) => w.indexer).map((w) => w.key), holder)
+    if (turn === null) return
+    // The holder seals right after a renew of its was confirmed: the switch then has that renew's whole window.
+    if (turn === 0 && now - this.signer.at > this.rotation.staggerMs) return
+    const decision = decideSeal({ ...view, everyoneKeyed, turn, dueSince: this.due.since }, this.rotation)
+    if (decision.action !== 'seal') return
+    await cur.append({ type: 'seal', generation: n, attempt: 0 })
+    this.emit('sealed', { generation: n, attempt: 0, reason: decision.reason })
+  }
+
+  /**
+   * A device was removed in this generation (its removal's op id names a
+   * writer of this autobase): the generation ends at once, so that the
+   * next one, whose key it never gets, starts (docs/generations.md §12).
+   */
+  private async revoked(cur: GenerationLog): Promise<boolean> {
+    for (const w of await cur.writers('confirmed')) {
+      if (!w.removed || w.removedOp === null) continue
+      if (await cur.hasWriter(w.removedOp.slice(0, w.removedOp.lastIndexOf(':')))) return true
+    }
+    return false
+  }
+
+  private bytesOf(n: number, now: number): number {
+    if (this.measured === null || this.measured.generation !== n || now - this.measured.at >= BYTES_EVERY_MS) this.measured = { generation: n, at: now, bytes: this.storage!.bytes(n) }
+    return this.measured.bytes
+  }
+
+  private pointer(): GenerationPointer | null {
+    if (this.pointerCache === null) this.pointerCache = this.storage!.pointer()
+    return this.pointerCache
+  }
+
+  private setPointer(p: GenerationPointer): void {
+    this.storage!.setPointer(p)
+    this.pointerCache = p
+  }
+
+  /** The snapshot of this device's own frozen view of generation n (the same at every confirmed point after its seal). */
+  private async ownSnapshot(n: number): Promise<PackedSnapshot> {
+    if (this.frozen?.generation === n) return this.frozen.packed
+    const parts = await this.cur.read('confirmed', (v) => this.opts.fold.snapshot(v))
+    const packed = packSnapshot(parts)
+    this.frozen = { generation: n, packed }
+    return packed
+  }
+
+  private async follow(n: number, seal: SealRecord): Promise<void> {
+    const cur = this.cur
+    const now = this.clock.now()
+    if (this.sealSeen === null || this.sealSeen.generation !== n || this.sealSeen.attempt !== seal.attempt) this.sealSeen = { generation: n, attempt: seal.attempt, at: now }
+    const founded = await cur.value<FoundedRecord>(GEN_FOUNDED_KEY, 'confirmed')
+    const next = founded?.next ?? seal.next
+    // A generation of an abandoned attempt is never followed: its storage goes (open here, or left by an earlier process).
+    for (const m of [...this.gens.keys()]) if (m > n && m !== next) await this.drop(m, 'abandoned')
+    for (const m of this.storage!.list()) if (m > n && m !== next && !this.gens.has(m)) await this.drop(m, 'abandoned')
+    const mine = await this.ownSnapshot(n)
+    const isFounder = seal.founder === this.identity
+    // The next generation's key: the founder makes it and shares it; everyone else opens its box (a removed device has none).
+    const encryptionKey = isFounder ? await this.shareKey(n, seal) : await this.sharedKey(seal)
+    if (encryptionKey !== null) {
+      const engine = await this.ensureNext(next, isFounder ? null : b4a.from(founded?.key ?? seal.founderKey, 'hex'), encryptionKey)
+      // Every indexer of the next generation starts pending: its ack at once (not at the stall timer), then the others count it.
+      await engine.announce()
+      await this.activate(engine)
+      if (founded !== null) return this.trySwitch(n, founded, mine)
+      if (isFounder) return this.found(n, next, engine, mine)
+    }
+    if (founded !== null) return
+    // No commit yet: a founder silent for too long is replaced (the next attempt).
+    const writers = (await cur.writers('confirmed')).filter((w) => !w.removed)
+    const turn = sealTurn(this.identity, writers.filter((w) => w.indexer).map((w) => w.key), seal.founder)
+    if (turn === null || !cur.isIndexer) return
+    if (decideReseal(now, this.sealSeen.at, turn, this.rotation).action !== 'reseal') return
+    const tip = await cur.value<SealRecord>(GEN_SEAL_KEY, 'tip')
+    if (tip !== null && tip.attempt > seal.attempt) return
+    await cur.append({ type: 'seal', generation: n, attempt: seal.attempt + 1 })
+    this.emit('sealed', { generation: n, attempt: seal.attempt + 1, reason: 'founder-silent' })
+  }
+
+  /** The next generation's log, opened once: the founder's by its own key (key null), everyone else's by the founder's; encrypted with its generation key. */
+  private async ensureNext(next: number, key: Uint8Array | null, encryptionKey: Uint8Array): Promise<GenerationLog> {
+    const open = this.gens.get(next)
+    if (open !== undefined) return open.log
+    const store = this.storage!.open(next, this.keyStore!.primaryKey)
+    return this.openLog(next, store, true, { key, keyPair: await this.keyPair(next), genesis: key === null, encryptionKey })
+  }
+
+  /**
+   * The founder's key for the next generation of this attempt: made once and
+   * shared (a `share` op in the sealed generation, one sealed box per
+   * device of the frozen state that is not removed, itself included, so
+   * that it finds the key again after a crash).
+   */
+  private async shareKey(n: number, seal: SealRecord): Promise<Uint8Array | null> {
+    const cur = this.cur
+    const tip = await cur.value<ShareRecord>(GEN_SHARE_KEY, 'tip')
+    if (tip !== null && tip.attempt === seal.attempt) {
+      if (this.shared?.generation === n && this.shared.attempt === seal.attempt) return this.shared.key
+      return this.openShare(tip)
+    }
+    const key = newGenerationKey()
+    const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
+    const boxes: Array<{ identity: string; box: string }> = []
+    for (const w of (await cur.writers('confirmed')).filter((x) => !x.removed)) {
+      const k = keyed.find((e) => e.identity === w.key)
+      if (k !== undefined) boxes.push({ identity: w.key, box: b4a.toString(sealKey(key, b4a.from(k.box, 'hex')), 'hex') })
+    }
+    this.shared = { generation: n, attempt: seal.attempt, key }
+    await cur.append({ type: 'share', generation: n, next: seal.next, boxes })
+    return key
+  }
+
+  /** The next generation's key from its founder's confirmed share, or null (none yet, or none for this device: it was removed). */
+  private async sharedKey(seal: SealRecord): Promise<Uint8Array | null> {
+    const share = await this.cur.value<ShareRecord>(GEN_SHARE_KEY, 'confirmed')
+    if (share === null || share.attempt !== seal.attempt) return null
+    const key = this.openShare(share)
+    if (key === null && this.excluded !== seal.next) {
+      this.excluded = seal.next
+      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} was not shared with this device (it was removed, or registered no key): it cannot follow the group`))
+    }
+    return key
+  }
+
+  private openShare(share: ShareRecord): Uint8Array | null {
+    const mine = share.boxes.find((b) => b.identity === this.identity)
+    return mine === undefined || this.box === null ? null : openKey(b4a.from(mine.box, 'hex'), this.box)
+  }
+
+  /** The founder's steps (§7: 3-5), each once, resumed after a crash from what its logs hold. */
+  private async found(n: number, next: number, engine: GenerationLog, packed: PackedSnapshot): Promise<void> {
+    if (this.founding) return
+    this.founding = true
+    try {
+      const ops = genesisOps(next, n, packed)
+      const have = engine.own.appended
+      if (have < ops.length) {
+        for (let i = have; i < ops.length; i += GENESIS_BATCH) await engine.appendBatch(ops.slice(i, i + GENESIS_BATCH))
+      }
+      const tip = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'tip')
+      if (tip === null || tip.first !== next + 1) {
+        if (engine.writable) await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1), box: this.boxHex() })
+        return
+      }
+      // A majority of the snapshot's indexers confirm there now, and they confirmed the probe: they hold its genesis.
+      if (!(await this.majorityActive(engine))) return
+      const confirmed = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'confirmed')
+      if (confirmed === null || confirmed.first !== next + 1) return
+      if ((await this.cur.value(GEN_FOUNDED_KEY, 'tip')) !== null) return
+      await this.opts.hooks?.beforeFounded?.(next)
+      if (this.closing !== null) return
+      await this.cur.append({ type: 'founded', generation: n, next, key: b4a.toString(engine.key, 'hex'), hash: packed.hash })
+    } finally {
+      this.founding = false
+    }
+  }
+
+  /**
+   * While a generation's indexers are being activated, the first of its
+   * confirmed indexers by key acks, at most every ACTIVATE_MS: one device,
+   * so that acks do not cross (intent-log.ts afterUpdate).
+   */
+  private async activate(engine: GenerationLog): Promise<void> {
+    const now = this.clock.now()
+    if (!engine.isIndexer || now - this.activatedAt < ACTIVATE_MS) return
+    const confirmed = (await engine.confirmedIndexers()).sort()
+    if (confirmed[0] !== engine.self || !(await engine.activating())) return
+    this.activatedAt = now
+    await engine.forceAck()
+  }
+
+  /** Whether more than half of the generation's indexers (identities by its view) are active indexers of its autobase. */
+  private async majorityActive(engine: GenerationLog): Promise<boolean> {
+    const active = new Set(await engine.confirmedIndexers())
+    const writers = (await engine.writers('confirmed')).filter((w) => w.indexer && !w.removed)
+    if (writers.length === 0) return false
+    let count = 0
+    for (const w of writers) {
+      const key = (await engine.value<string>(GEN_KEY_PREFIX + w.key, 'confirmed')) ?? w.key
+      if (active.has(key)) count++
+    }
+    return count * 2 > writers.length
+  }
+
+  private async trySwitch(n: number, founded: FoundedRecord, mine: PackedSnapshot): Promise<void> {
+    const engine = this.gens.get(founded.next)?.log
+    if (engine === undefined) return
+    const genesis = await engine.value<GenesisState>(GEN_GENESIS_KEY, 'confirmed')
+    if (genesis === null || !genesis.complete || genesis.hash !== founded.hash) return
+    if (founded.hash !== mine.hash) {
+      if (this.mismatch !== founded.hash) {
+        this.mismatch = founded.hash
+        this.emit('warning', new AutoleaseError('GENERATION_MISMATCH', `generation ${founded.next} starts from a snapshot (${founded.hash}) that differs from this device's view of generation ${n} (${mine.hash}): not following it`))
+      }
+      return
+    }
+    await this.opts.hooks?.beforeSwitch?.(founded.next)
+    if (this.closing !== null) return
+    await this.switchTo(n, founded.next, founded.key)
+  }
+
+  /** §7, steps 6-8: appends wait, this device's rejected ops go first into the next generation, then the pointer moves. */
+  private async switchTo(n: number, next: number, key: string): Promise<void> {
+    let release!: () => void
+    this.gate = new Promise<void>((resolve) => (release = resolve))
+    try {
+      while (this.appending > 0) await new Promise((resolve) => setTimeout(resolve, 2))
+      const old = this.gens.get(n)!.log
+      const engine = this.gens.get(next)!.log
+      const values = await this.rejectedOwn(old)
+      await engine.announce()
+      let moved = 0
+      if (values.length > 0 && engine.writable) {
+        for (let i = 0; i < values.length; i += REAPPEND_BATCH) {
+          const slice = values.slice(i, i + REAPPEND_BATCH)
+          const ids = await engine.appendValues(slice.map((v) => v.value))
+          slice.forEach((v, k) => this.reappended.set(`${old.self}:${v.index + 1}`, ids[k]!))
+          moved += slice.length
+        }
+      }
+      const switchMs = Math.round(this.clock.now() - (this.sealSeen?.at ?? this.clock.now()))
+      const before = this.pointer()
+      const leaving: RetainedGeneration = { generation: n, key: b4a.toString(old.key, 'hex'), writer: before?.writer ?? 'identity', switchedAt: Math.round(this.clock.wall()) }
+      this.setPointer({ generation: next, key, writer: 'registered', retained: [...(before?.retained ?? []), leaving] })
+      this.authorsAt = -1
+      this.currentNumber = next
+      // Keys derive from any store of this device (one seed); the one left may be deleted.
+      this.keyStore = this.gens.get(next)!.store
+      this.enteredAt = this.clock.now()
+      this.due = null
+      this.sealSeen = null
+      this.registered = null
+      await this.refreshAuthors()
+      this.emit('generation', { generation: next, from: n, reappended: moved, switchMs })
+      this.emit('update')
+    } finally {
+      this.gate = null
+      release()
+    }
+  }
+
+  /** This device's own nodes of a sealed generation from its first rejected one, that are appended again (see the header). */
+  private async rejectedOwn(log: GenerationLog): Promise<Array<{ index: number; value: Uint8Array }>> {
+    let from = 0
+    for (let attempt = 0; ; attempt++) {
+      // One consistent point: the indexed count did not move while the cut was read.
+      const before = log.own.indexed
+      const cut = await log.value<number>(genCutKey(log.self), 'confirmed')
+      if (log.own.indexed === before || attempt >= 20) {
+        from = cut !== null ? cut - 1 : before
+        break
+      }
+    }
+    const out: Array<{ index: number; value: Uint8Array }> = []
+    for (const { index, value } of await log.ownValues(from)) {
+      if (value === null) continue
+      const decoded = decodeOp(value)
+      if (!decoded.ok || NOT_REAPPENDED.has(decoded.op.type)) continue
+      if ('name' in decoded.op && decoded.op.name === SIGNER_LEASE) continue
+      out.push({ index, value })
+    }
+    return out
+  }
+
+  /** A generation left stays until every member of the current one arrived here, or its retention ran out. */
+  private async tendRetained(): Promise<void> {
+    const p = this.pointer()
+    if (p === null || p.retained.length === 0) return
+    const arrived = await this.everyoneArrived()
+    const now = this.clock.wall()
+    for (const r of p.retained) {
+      const expired = now - r.switchedAt >= this.rotation.retentionMs
+      if (arrived || expired) await this.drop(r.generation, arrived ? 'arrived' : 'retention')
+    }
+  }
+
+  /** Every member the current generation's genesis added (not removed since) registered its keys here. */
+  private async everyoneArrived(): Promise<boolean> {
+    const cur = this.cur
+    const members = await cur.read('confirmed', async (v) => {
+      const ids: string[] = []
+      for await (const e of v.createReadStream({ gte: GEN_KEY_PREFIX, lt: GEN_KEY_PREFIX + '\uffff' }, { wait: false })) ids.push(e.key.slice(GEN_KEY_PREFIX.length))
+      return ids
+    })
+    for (const id of members) {
+      const w = await cur.value<WriterEntry>(WRITER_PREFIX + id, 'confirmed')
+      if (w === null || w.removed) continue
+      const k = await cur.value<GenKeysEntry>(genkeyKey(id), 'confirmed')
+      if (k === null || k.first <= this.currentNumber) return false
+    }
+    return true
+  }
+
+  /** Close generation m and delete its storage; the pointer forgets it. */
+  private async drop(m: number, reason: 'arrived' | 'retention' | 'abandoned'): Promise<void> {
+    if (m === this.currentNumber) return
+    await this.closeGen(m)
+    const storage = this.storage!
+    storage.remove(m)
+    const p = this.pointer()
+    if (p !== null && p.retained.some((r) => r.generation === m)) this.setPointer({ ...p, retained: p.retained.filter((r) => r.generation !== m) })
+    if (this.frozen?.generation === m) this.frozen = null
+    this.emit('dropped', { generation: m, reason })
+  }
+}
+
+function isGenerationStorage(s: Corestore | GenerationStorage): s is GenerationStorage {
+  return typeof (s as Partial<GenerationStorage>).setPointer === 'function'
+}
+
+function toKey(key: Uint8Array | string): Uint8Array {
+  return typeof key === 'string' ? b4a.from(key, 'hex') : key
+}
+
+function optionalKey(key: Uint8Array | string | null | undefined): Uint8Array | null {
+  return key === undefined || key === null ? null : toKey(key)
+}
