@@ -10,7 +10,8 @@
  * and no host the public DHT is used with hyperswarm's defaults.
  */
 import Hyperswarm from 'hyperswarm'
-import type { SwarmConnection } from 'hyperswarm'
+import type { Discovery, SwarmConnection } from 'hyperswarm'
+import b4a from 'b4a'
 import HyperDHT from 'hyperdht'
 import ReadyResource from 'ready-resource'
 import { AutoleaseError } from '../errors.js'
@@ -35,6 +36,8 @@ export interface SwarmOptions {
    * of it. Default DEFAULT_PEER_TIMEOUT_MS. See the class header.
    */
   peerTimeoutMs?: number
+  /** While a peer that was connected is missing, look the topic up again this often (0: never). Default REDISCOVER_MS. */
+  rediscoverMs?: number
 }
 
 export const DEFAULT_PEER_TIMEOUT_MS = 10_000
@@ -56,6 +59,12 @@ export function parseHostPort(value: string): { host: string; port: number } {
 /** Keepalives never more often than this, whatever the timeout. */
 const MIN_KEEPALIVE_MS = 250
 
+/** While a peer that was connected is not, the topic is looked up again this often ... */
+export const REDISCOVER_MS = 2_000
+/** ... and, once it has been missing this long (a device gone for good), only every REDISCOVER_SLOW_MS. */
+const REDISCOVER_SLOW_AFTER_MS = 5 * 60_000
+const REDISCOVER_SLOW_MS = 60_000
+
 /**
  * Frozen and vanished peers. A peer that is SIGSTOPped, suspended, or
  * killed (UDX says nothing to the other side) keeps its connection open,
@@ -74,10 +83,20 @@ export class Swarm extends ReadyResource {
   readonly swarm: Hyperswarm
   private readonly dht: HyperDHT | null
   private readonly replicator: Replicator
+  private discovery: Discovery | null = null
+  /** Every peer ever connected (hex public keys), and since when one of them has been missing. */
+  private readonly known = new Set<string>()
+  private missingSince: number | null = null
+  private lastLookup = 0
+  private rediscoverTimer: NodeJS.Timeout | null = null
+  private readonly rediscoverMs: number
+  /** Lookups made because a known peer was missing (status, tests). */
+  rediscoveries = 0
 
   constructor(replicator: Replicator, opts: SwarmOptions = {}) {
     super()
     this.replicator = replicator
+    this.rediscoverMs = opts.rediscoverMs ?? REDISCOVER_MS
     const bootstrap = (opts.bootstrap ?? []).map(parseHostPort)
     const loopback = bootstrap.length > 0 && bootstrap.every((b) => b.host === '127.0.0.1' || b.host === 'localhost')
     const host = opts.host ?? (loopback ? '127.0.0.1' : undefined)
@@ -96,6 +115,7 @@ export class Swarm extends ReadyResource {
     this.swarm.on('connection', (conn: SwarmConnection) => {
       // A peer that vanishes mid-stream must not crash the daemon.
       conn.on('error', () => {})
+      this.known.add(b4a.toString(conn.remotePublicKey, 'hex'))
       conn.setKeepAlive(Math.max(MIN_KEEPALIVE_MS, Math.floor(timeoutMs / 4)))
       conn.setTimeout(timeoutMs)
       this.replicator.replicate(conn)
@@ -112,11 +132,43 @@ export class Swarm extends ReadyResource {
   }
 
   override async _open(): Promise<void> {
-    const discovery = this.swarm.join(this.replicator.discoveryKey, { server: true, client: true })
-    await discovery.flushed()
+    this.discovery = this.swarm.join(this.replicator.discoveryKey, { server: true, client: true })
+    await this.discovery.flushed()
+    if (this.rediscoverMs > 0) {
+      this.rediscoverTimer = setInterval(() => this.rediscover(Date.now()), this.rediscoverMs / 2)
+      this.rediscoverTimer.unref()
+    }
+  }
+
+  /**
+   * Peers cut apart stay apart otherwise: hyperswarm dials a lost peer again
+   * after 1, 5 and 15 s, then never (for a peer it found by a lookup) until
+   * the topic's own refresh, every 10 minutes. A partition or a lossy link
+   * longer than the peer timeout used that up: after 25 % loss on every
+   * link a nemesis group sat 128 s and counting with no connection at all.
+   * A lookup that finds a peer again resets its attempts, so while a peer
+   * that was connected is missing, the topic is looked up again every
+   * rediscoverMs (a few UDP messages on a LAN), and only every minute once
+   * it has been missing for minutes (a removed or retired device).
+   */
+  private rediscover(now: number): void {
+    if (this.discovery === null || this.closing !== null) return
+    const connected = new Set([...this.swarm.connections].map((c) => b4a.toString(c.remotePublicKey, 'hex')))
+    const missing = [...this.known].some((k) => !connected.has(k))
+    if (!missing) {
+      this.missingSince = null
+      return
+    }
+    this.missingSince ??= now
+    const every = now - this.missingSince >= REDISCOVER_SLOW_AFTER_MS ? REDISCOVER_SLOW_MS : this.rediscoverMs
+    if (now - this.missingSince < this.rediscoverMs || now - this.lastLookup < every) return
+    this.lastLookup = now
+    this.rediscoveries++
+    this.discovery.refresh().catch(() => {})
   }
 
   override async _close(): Promise<void> {
+    if (this.rediscoverTimer !== null) clearInterval(this.rediscoverTimer)
     await this.swarm.destroy()
     if (this.dht) await this.dht.destroy()
   }

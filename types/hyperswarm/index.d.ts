@@ -17,6 +17,8 @@ declare module 'hyperswarm' {
 
   export interface Discovery {
     flushed(): Promise<void>
+    /** Look the topic up (and announce) again now; a peer found again has its dial attempts reset. */
+    refresh(opts?: { server?: boolean; client?: boolean }): Promise<void>
     destroy(): Promise<void>
   }
 
