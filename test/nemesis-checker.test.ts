@@ -15,6 +15,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
 import { checkHistory, formatReport, holderIntervals, VIOLATION_KINDS, type CheckOptions, type ViolationKind } from './nemesis/checker.js'
+import { impairedWindows, livenessOf, type FaultSample } from './nemesis/liveness.js'
 import { HISTORY_FORMAT, mergesFromMutations, parseHistory, parseSignerFile, roleLine, type DaemonProcess, type ForgeMutation, type History, type RoleLine } from './nemesis/history.js'
 
 const T0 = 50_000 // host monotonic ms at the start of the run: nothing may assume 0
@@ -500,4 +501,28 @@ test('check.js: exit 0 and a JSON summary for a clean history, 1 and the windows
   const refused = run(notHistory)
   t.is(refused.code, 2, 'not a history: exit 2')
   t.ok(refused.err.includes('$.format'), 'naming what is wrong')
+})
+
+test('liveness: the failover target counts a holder lost while every other device was up; one lost while another was down or cut off is reported beside it', (t) => {
+  // d0 (the holder) SIGKILLed at 6000; d1 elected at 7600: a 1600 ms failover.
+  const sample: FaultSample = { kind: 'sigkill-daemon', time: at(6000), device: 'd0', holderTargeted: true, failoverMs: 1600, rejoinMs: 900 }
+  const h = clean()
+  h.faults = [{ time: at(6000), kind: 'sigkill-daemon', device: 'd0', detail: 'daemon alone SIGKILLed (holder, epoch 1), restarted after 500 ms' }]
+  const alone = livenessOf(h, holderIntervals(h), [sample], 2000).againstTargets[0]!
+  t.is(alone.n, 1, 'alone: in the target population')
+  t.is(alone.verdict, 'met')
+  t.is(alone.measured, 'p95 1600 ms, max 1600 ms')
+  t.alike(impairedWindows(h, [sample]), [{ device: 'd0', from: at(6000), to: at(6000 + 500 + 900), fault: at(6000) }], 'a restart: its delay and its rejoin')
+
+  // d2 cut off from 5000 to 8000: when d0 was lost, no majority was up.
+  h.faults.push({ time: at(5000), kind: 'partition', device: 'd2', detail: 'd2 cut off both ways for 3000 ms (nftables in its namespace)' })
+  const overlapped = livenessOf(h, holderIntervals(h), [sample], 2000).againstTargets[0]!
+  t.is(overlapped.n, 0, 'with d2 cut off: not in the population')
+  t.is(overlapped.verdict, 'no sample')
+  t.ok(overlapped.measured.includes('1 with another device down, rejoining or cut off'), overlapped.measured)
+
+  // A cut that healed before the loss, and a clock step on a running device, take nobody out.
+  h.faults[1] = { time: at(2000), kind: 'partition', device: 'd2', detail: 'd2 cut off both ways for 3000 ms (nftables in its namespace)' }
+  h.faults.push({ time: at(6500), kind: 'wall-step', device: 'd1', detail: 'wall clock stepped from 0 to 6751 ms off real time while it runs' })
+  t.is(livenessOf(h, holderIntervals(h), [sample], 2000).againstTargets[0]!.n, 1, 'healed before, or only a clock step: counted')
 })
