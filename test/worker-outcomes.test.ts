@@ -266,11 +266,16 @@ test('a tenure that ends while an evaluation records its verdict leaves nothing 
 test('holding that lapses inside a tenure (a renew confirmed just after its deadline, no demotion) leaves the PR to be evaluated again, in the same tenure', { timeout: 120_000 }, async (t) => {
   const electors = new Map<number, TestElector>()
   let armed: number | null = null
+  let restore: (() => void) | null = null
   const g = await queueGroup(t, {
     leaseMs: LEASE_MS,
     electorFor: testElectors(electors),
+    // Holding is back by the time the evaluation is recorded (the renew's confirmation read meanwhile, as
+    // under CI's load during the worker's queue read): a lapse the worker only looked for afterwards was
+    // missed, and the PR, recorded as known, never merged.
+    worker: { pause: (point) => void (point === 'evaluated' && restore?.()) },
     // Each time it reads the armed PR, the holder's deadline has passed for the evaluation's next check, and
-    // the renew's confirmation is read right after (the next macrotask): no event either way (the elector
+    // the renew's confirmation is read before the evaluation is recorded: no event either way (the elector
     // demotes only when it evaluates a role change), and the scans never see the lapse.
     forgeFor: (d, forge) =>
       new Proxy(forge, {
@@ -285,7 +290,11 @@ test('holding that lapses inside a tenure (a renew confirmed just after its dead
               const elector = electors.get(d.index)!
               const epoch = elector.value
               elector.value = null
-              setImmediate(() => (elector.value = epoch))
+              restore = () => {
+                elector.value = epoch
+                restore = null
+              }
+              setTimeout(() => restore?.(), 1_000) // an evaluation that failed instead: holding comes back anyway
             }
             return pull
           }

@@ -139,8 +139,19 @@ export class Tenure {
 
   /** This device holds the signer lease at this tenure's epoch right now. */
   holding(): boolean {
-    return this.currentEpoch() === this.epoch
+    const holding = this.currentEpoch() === this.epoch
+    if (!holding) this.lapses++
+    return holding
   }
+
+  /**
+   * How many times holding() has answered false in this tenure. Holding can
+   * lapse and come back without the tenure ending (a renew confirmed just
+   * after the deadline): a worker compares this before and after a piece of
+   * work to learn whether it was cut short, which holding() alone, asked
+   * afterwards, cannot tell.
+   */
+  lapses = 0
 
   /**
    * The context of one forge mutation announced by attempt op `attempt`:

@@ -459,6 +459,7 @@ export class HolderWorker extends EventEmitter {
     // merge whose outcome had just failed to be recorded.
     if (this.backingOff(key)) return
     const started = this.now()
+    const lapsesBefore = t.lapses
     this.opts.logger.info({ repo: config.repo, tenant: config.tenant, pr, epoch: t.epoch, reason }, 'evaluate')
     let verdict: Verdict
     try {
@@ -484,7 +485,9 @@ export class HolderWorker extends EventEmitter {
     // read, and the renew then extended it without a demotion. The verdict ("not holding", or anything
     // cut short by it) says nothing about the PR: left unknown, the next scan (the renew's update) looks
     // again. Recorded as known, three PRs waited 94 s for the next flap (a stale-scenario run at load 10).
-    const lapsed = !ended && !t.holding()
+    // A lapse seen by any check during the evaluation counts, also when holding is back by now (under
+    // CI's load the renew was read during the queue read above, and the PR then never merged).
+    const lapsed = !ended && (t.lapses > lapsesBefore || !t.holding())
     if (lapsed) this.known.delete(key)
     if (!ended && !lapsed) {
       this.failures.delete(key)
