@@ -2078,23 +2078,7 @@ export class FakeForge extends ReadyResource {
     const id = r.suiteIds.get(sha) ?? this.newId()
     r.suiteIds.set(sha, id)
     const runs = [...(r.checks.get(sha)?.values() ?? [])]
-    const done = runs.length > 0 && runs.every((x) => x.status === 'completed')
-    const suite: Record<string, unknown> = {
-      id,
-      node_id: nodeId('CheckSuite', id),
-      head_branch: this.headBranchOf(r, sha),
-      head_sha: sha,
-      status: done ? 'completed' : 'in_progress',
-      conclusion: done ? suiteConclusion(runs) : null,
-      url: `${this.api()}/repos/${r.fullName}/check-suites/${id}`,
-      before: r.baseSha,
-      after: sha,
-      pull_requests: this.prRefsOf(r, sha),
-      app: this.appJson(),
-      // From the runs, not the clock: a suite's times change when its runs do (and so does the ETag of a list that embeds it).
-      created_at: iso(runs.length === 0 ? this.now() : Math.min(...runs.map((x) => x.startedAt))),
-      updated_at: iso(runs.length === 0 ? this.now() : Math.max(...runs.map((x) => x.completedAt ?? x.startedAt)))
-    }
+    const suite = this.suiteFields(r, sha, id, runs, this.appJson())
     if (!forEvent) return suite
     return {
       ...suite,
@@ -2157,13 +2141,10 @@ export class FakeForge extends ReadyResource {
   }
 
   /** An App's check suite on a head (one per App and head, as GitHub makes them). */
-  private appSuiteJson(r: RepoState, sha: string, app: AppState, forEvent: boolean): Record<string, unknown> {
-    const key = `${app.appId}:${sha}`
-    const id = r.appSuiteIds.get(key) ?? this.newId()
-    r.appSuiteIds.set(key, id)
-    const runs = (r.appRuns.get(sha) ?? []).filter((x) => x.app === app)
+  /** What every check suite says of itself, from its runs. */
+  private suiteFields(r: RepoState, sha: string, id: number, runs: CheckRunState[], app: Record<string, unknown>): Record<string, unknown> {
     const done = runs.length > 0 && runs.every((x) => x.status === 'completed')
-    const suite: Record<string, unknown> = {
+    return {
       id,
       node_id: nodeId('CheckSuite', id),
       head_branch: this.headBranchOf(r, sha),
@@ -2174,10 +2155,19 @@ export class FakeForge extends ReadyResource {
       before: r.baseSha,
       after: sha,
       pull_requests: this.prRefsOf(r, sha),
-      app: this.registeredAppJson(app),
+      app,
+      // From the runs, not the clock: a suite's times change when its runs do (and so does the ETag of a list that embeds it).
       created_at: iso(runs.length === 0 ? this.now() : Math.min(...runs.map((x) => x.startedAt))),
       updated_at: iso(runs.length === 0 ? this.now() : Math.max(...runs.map((x) => x.completedAt ?? x.startedAt)))
     }
+  }
+
+  private appSuiteJson(r: RepoState, sha: string, app: AppState, forEvent: boolean): Record<string, unknown> {
+    const key = `${app.appId}:${sha}`
+    const id = r.appSuiteIds.get(key) ?? this.newId()
+    r.appSuiteIds.set(key, id)
+    const runs = (r.appRuns.get(sha) ?? []).filter((x) => x.app === app)
+    const suite = this.suiteFields(r, sha, id, runs, this.registeredAppJson(app))
     if (!forEvent) return suite
     return { ...suite, latest_check_runs_count: runs.length, check_runs_url: `${this.api()}/repos/${r.fullName}/check-suites/${id}/check-runs` }
   }
