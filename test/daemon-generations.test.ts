@@ -129,6 +129,9 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.generation.retained.length === 0), 60_000, 'the old generations deleted once everyone arrived')
 
   // 3. A device joins by invite past generation 0: the answer names the generation and hands it that generation's key.
+  // Rotations go on meanwhile (renews and the load): an answer made at once once named a generation sealed before the
+  // add-writer, and the joiner never became a writer (CI's clean-clone run; most runs under two busy loops). The
+  // answer now waits until the add-writer is in effect in the generation it names.
   const extra = await tmp(t)
   const inv = await cli(['invite', '--storage', dirs[0]!, '--role', 'writer'])
   const joined = await cli(['join', inv.stdout.trim(), '--storage', extra, '--bootstrap', bootstrap, '--host', '127.0.0.1'], 90_000)

@@ -38,8 +38,10 @@
  *
  * Not guaranteed: invites live in the inviting daemon's memory; a restarted
  * daemon forgets its open invites (they then can never be used: fail-safe).
- * A generation sealed between the add-writer and the answer may leave the
- * joiner out of the next one (it registered no keys yet): join again.
+ * The answer waits (up to ADDED_IN_EFFECT_MS) until the add-writer is in
+ * effect in the generation it names: a seal ordered before it moves it to
+ * the next generation (re-appended there), and the answer names that one.
+ * A seal after it waits for the joiner's keys (or twice its bound).
  * The role in the answer tells the joiner what to wait for; what the device
  * may do is decided by the add-writer op in the log alone.
  */
@@ -77,6 +79,8 @@ export const DEFAULT_INVITE_ROLE: InviteRole = 'indexer'
 export const DEFAULT_INVITE_TTL_MS = 10 * 60 * 1000
 /** The longest invite, as the CLI's `--ttl` allows: 366 days. */
 export const MAX_INVITE_TTL_MS = 366 * 24 * 3600 * 1000
+/** How long an answer waits for the joiner's add-writer to take effect before it is sent anyway. */
+const ADDED_IN_EFFECT_MS = 30_000
 const MEMBERSHIP_SETTLE_MS = 20_000
 
 /** The role as the confirm payload's data carries it: one byte. */
@@ -126,6 +130,24 @@ export class PairingHost extends ReadyResource {
   }
 
   /** Wait (bounded) until every writer change at the tip is also confirmed. */
+  /**
+   * Until the joiner is a writer in this device's confirmed view of the
+   * current generation (or timeoutMs). The answer names the generation of
+   * the moment it is made: made at once, a seal ordered before the
+   * add-writer left the joiner in a sealed generation whose successor's
+   * key it never got (not writable for good; a rotation test under load
+   * hit it in most runs). The rejected add-writer is re-appended in the
+   * next generation by this device (docs/generations.md §8), so waiting
+   * for it to take effect answers with the generation it is in.
+   */
+  private async inEffect(key: string, timeoutMs: number): Promise<void> {
+    const deadline = this.wall() + timeoutMs
+    while (this.wall() < deadline && this.closing === null) {
+      if ((await this.log.writers('confirmed')).some((w) => w.key === key && !w.removed)) return
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+
   private async membershipSettled(timeoutMs: number): Promise<void> {
     const signature = (ws: Array<{ key: string; indexer: boolean; removed: boolean }>): string =>
       ws.map((w) => `${w.key}:${w.indexer}:${w.removed}`).join(',')
@@ -190,6 +212,7 @@ export class PairingHost extends ReadyResource {
       await this.membershipSettled(MEMBERSHIP_SETTLE_MS)
       await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
     }
+    await this.inEffect(joiner.key, ADDED_IN_EFFECT_MS)
     // The current generation's key (from generation 1 on), sent inside the pairing protocol's answer, which only the invite's holder opens.
     req.confirm({ key: this.log.key, encryptionKey: this.log.generationEncryptionKey, additional: this.answer(open, role) })
   }
