@@ -167,6 +167,8 @@ export interface GenerationEvents {
 }
 
 /** The manager's ticks are at least this far apart (updates come in storms: a tick reads a dozen view keys). */
+/** How long a writer lacking keys for the next generation holds back a seal past twice the bound (a new device catching up). */
+const NEW_WRITER_KEYS_MS = 60_000
 const TICK_GAP_MS = 50
 /** An indexer's activation ack at most this often (activate). */
 const ACTIVATE_MS = 100
@@ -233,6 +235,8 @@ export class IntentLog extends ReadyResource {
   private authorsAt = -1
   private enteredAt = 0
   private due: { generation: number; since: number } | null = null
+  /** `generation:identity` of each writer seen without keys for the next generation, and since when (this device's clock). */
+  private readonly unkeyedSince = new Map<string, number>()
   private sealSeen: { generation: number; attempt: number; at: number } | null = null
   private registered: number | null = null
   /** The confirmed signer record's op id as last seen, and when it changed (the holder seals right after its renew). */
@@ -700,7 +704,14 @@ export class IntentLog extends ReadyResource {
     if (this.due?.generation !== n) this.due = { generation: n, since: now }
     const writers = (await cur.writers('confirmed')).filter((w) => !w.removed)
     const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
-    const everyoneKeyed = writers.every((w) => registeredKey(keyed.find((k) => k.identity === w.key) ?? null, n + 1) !== null)
+    const unkeyed = writers.filter((w) => registeredKey(keyed.find((k) => k.identity === w.key) ?? null, n + 1) === null).map((w) => `${n}:${w.key}`)
+    const everyoneKeyed = unkeyed.length === 0
+    // A writer just added (an invite) registers its keys once it has caught up: twice the bound can come
+    // first at small bounds under load, and it was then left behind for good (daemon-generations in CI).
+    // The seal past twice the bound waits until each writer has lacked keys for NEW_WRITER_KEYS_MS here.
+    for (const k of [...this.unkeyedSince.keys()]) if (!unkeyed.includes(k)) this.unkeyedSince.delete(k)
+    for (const k of unkeyed) if (!this.unkeyedSince.has(k)) this.unkeyedSince.set(k, now)
+    if (!everyoneKeyed && !view.revocation && unkeyed.some((k) => now - this.unkeyedSince.get(k)! < NEW_WRITER_KEYS_MS)) return
     const holder = record?.holder ?? null
     const turn = sealTurn(this.identity, writers.filter((w) => w.indexer).map((w) => w.key), holder)
     if (turn === null) return
