@@ -158,8 +158,9 @@ export async function formGroup(procs: Procs, dirs: string[], bootstrap: string,
   await waitStatuses([dirs[0]!], (s) => s[0] !== null, 20_000, 'the first daemon to answer')
   for (let i = 1; i < dirs.length; i++) {
     const inv = await cli(['invite', '--storage', dirs[0]!])
-    const j = await cli(['join', inv.stdout.trim(), '--storage', dirs[i]!, ...net])
-    if (j.code !== 0) throw new Error(`join ${i} failed: ${j.stderr.trim()}`)
+    // Past join's own bounds (60 s to pair, 60 s to become a writer), so that its error, not a kill, says what stalled.
+    const j = await cli(['join', inv.stdout.trim(), '--storage', dirs[i]!, ...net], 150_000)
+    if (j.code !== 0) throw new Error(`join ${i} failed (exit ${String(j.code)}): ${j.stderr.trim()}`)
     daemons.push(procs.start(dirs[i]!, bootstrap, leaseMs, extra(i)))
     await waitStatuses([dirs[i]!], (s) => s[0]?.indexer === true, 30_000, `device ${i} to become an active indexer`)
   }

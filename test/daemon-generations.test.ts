@@ -74,6 +74,9 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   const bootstrap = await procs.testnet()
   const daemons: Daemon[] = await formGroup(procs, dirs, bootstrap, LEASE_MS, () => FLAGS)
   const all: Array<{ device: number; lines: Line[]; killedAt: number | null }> = daemons.map((d, i) => ({ device: i, lines: d.lines as Line[], killedAt: null }))
+  // AUTOLEASE_DUMP=FILE keeps every daemon's lines (renews left out), also when a failed step ends the process.
+  const dump = process.env.AUTOLEASE_DUMP
+  if (dump) process.on('exit', () => writeFileSync(dump, JSON.stringify(all.map((a) => ({ device: a.device, lines: a.lines.filter((l) => l.msg !== 'renewed') })))))
   const restart = (i: number): void => {
     daemons[i] = procs.start(dirs[i]!, bootstrap, LEASE_MS, FLAGS)
     all.push({ device: i, lines: daemons[i]!.lines as Line[], killedAt: null })
@@ -92,7 +95,6 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   t.teardown(async () => {
     loading = false
     await load
-    if (process.env.AUTOLEASE_DUMP) writeFileSync(process.env.AUTOLEASE_DUMP, JSON.stringify(all.map((a) => ({ device: a.device, lines: a.lines.filter((l) => l.msg !== 'renewed') }))))
   })
 
   let last = await waitStatuses(dirs, (s) => s.every((x) => gen(x) >= 1) && s.filter((x) => x?.role === 'holder').length === 1, 120_000, 'every device in generation 1, one holder')
@@ -183,18 +185,29 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   t.comment(`switches: ${switches.join('; ')}`)
 
   // The same view everywhere, offline, at the common confirmed length.
-  const views = []
+  // Opened, a device whose storage holds a confirmed switch it had not made yet (stopped mid-switch) makes it
+  // offline, closing the generation it left: read once no generation has changed for 3 s.
+  const logs: GroupLog[] = []
+  t.teardown(() => Promise.all(logs.map((l) => l.close())))
   for (const dir of dirs) {
     const paths = storagePaths(dir)
     const log = new GroupLog(new GenerationDirs(paths), { key: decodeKey(readGroupFile(paths)!.key), rotation: { ops: 1_000_000_000 } })
     await log.ready()
-    views.push({ log, generation: log.generation, length: await log.confirmedViewLength() })
+    logs.push(log)
   }
+  let seen = logs.map((l) => l.generation).join()
+  let since = Date.now()
+  await waitFor(() => {
+    const now = logs.map((l) => l.generation).join()
+    if (now !== seen) [seen, since] = [now, Date.now()]
+    return Date.now() - since >= 3000
+  }, 60_000, 'no device switching offline')
+  const views = []
+  for (const log of logs) views.push({ log, generation: log.generation, length: await log.confirmedViewLength() })
   t.is(new Set(views.map((v) => v.generation)).size, 1, `one generation everywhere (${views[0]!.generation})`)
   const common = Math.min(...views.map((v) => v.length))
   const hashes = await Promise.all(views.map((v) => v.log.read('confirmed', (bee) => hashAt(bee, common))))
   t.is(new Set(hashes).size, 1, `the same view at confirmed length ${common}`)
-  for (const v of views) await v.log.close()
 })
 
 async function hashAt(bee: import('../lib/log/apply.js').View, length: number): Promise<string> {

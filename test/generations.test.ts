@@ -154,6 +154,30 @@ test('a webhook event and a lease request appended during the switch are applied
   t.is(await inRing(a.log, 'during-1'), 1, 'still once')
 })
 
+test('an op appended again twice (its device arrived after the next generation was sealed too) is answered under its first id', { timeout: 90_000 }, async (t) => {
+  let allow!: () => void
+  const allowed = new Promise<void>((resolve) => (allow = resolve))
+  const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET, hooks: (i) => (i === 2 ? { beforeSwitch: async (next: number) => { if (next === 1) await allowed } } : {}) })
+  const [a, b, c] = cluster.devices as [Device, Device, Device]
+  await registered(cluster)
+  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await waitFor(async () => (await c.log.value('gen/seal', 'tip')) !== null, 10_000, 'the seal at c')
+  const acquire = await c.log.append({ type: 'acquire', name: 'acme/app#7', owner: 'carol', ttlMs: null, ts: Date.now() })
+  // a and b go on to generation 1 and seal it too, while c is held before its switch to 1.
+  await waitFor(() => a.log.generation === 1 && b.log.generation === 1, 30_000, 'a and b in generation 1')
+  await registered(cluster, [a.index, b.index])
+  await a.log.append({ type: 'seal', generation: 1, attempt: 0 })
+  await waitFor(async () => (await b.log.value('gen/seal', 'confirmed')) !== null, 10_000, 'generation 1 sealed')
+  const moved: Array<{ generation: number; reappended: number }> = []
+  c.log.on('generation', (e: { generation: number; reappended: number }) => moved.push({ generation: e.generation, reappended: e.reappended }))
+  allow()
+  await settled(cluster, 2)
+  t.alike(moved, [{ generation: 1, reappended: 1 }, { generation: 2, reappended: 1 }], 'c appended its acquire in 1 (after that seal: rejected), then in 2')
+  await waitFor(async () => (await a.log.lease('acme/app#7', 'confirmed'))?.owner === 'carol', 20_000, 'the acquire confirmed')
+  const outcome = await c.log.outcome(acquire, 'confirmed')
+  t.is(outcome?.result, 'claimed', 'the request is answered under its first op id, from its third copy')
+})
+
 test('a device away across the switch catches up when it comes back; its rejected op is not lost; the old generation waits for it', { timeout: 120_000 }, async (t) => {
   const cluster = await Cluster.create(t, { size: 3, config: { leaseMs: 2000 }, generations: QUIET })
   const monitor = new OverlapMonitor(cluster)

@@ -180,6 +180,8 @@ const BOX_KEY_PAIR = 'autolease/box'
 const keyPairName = (n: number): string => `autolease/generation/${n}`
 /** Genesis chunks per autobase batch. */
 const GENESIS_BATCH = 16
+/** Old op id -> re-appended op id entries kept for outcome reads (the newest). */
+const REAPPENDED_MAX = 4096
 /** Re-appended values per autobase batch. */
 const REAPPEND_BATCH = 64
 /** Op types never appended again in a next generation (see the header). */
@@ -238,6 +240,8 @@ export class IntentLog extends ReadyResource {
   /** `generation:identity` of each writer seen without keys for the next generation, and since when (this device's clock). */
   private readonly unkeyedSince = new Map<string, number>()
   private sealSeen: { generation: number; attempt: number; at: number } | null = null
+  /** The next attempt this process appended (generation:attempt). */
+  private resealed: string | null = null
   private registered: number | null = null
   /** The confirmed signer record's op id as last seen, and when it changed (the holder seals right after its renew). */
   private signer: { opId: string | null; at: number } = { opId: null, at: 0 }
@@ -536,9 +540,16 @@ export class IntentLog extends ReadyResource {
     return this.cur.capabilities(mode)
   }
 
-  /** An op's outcome; an op appended again across a switch is answered by its new op. */
+  /**
+   * An op's outcome; an op appended again across a switch is answered by its
+   * newest copy: one appended again in g+1 after g+1 was sealed too (a
+   * device that arrives late) is appended a third time, and the request
+   * waits on its first id (daemon-generations: a new device's acquire).
+   */
   outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null> {
-    return this.cur.outcome(this.reappended.get(opId) ?? opId, mode)
+    let id = opId
+    for (let hops = 0, next = this.reappended.get(id); next !== undefined && hops < REAPPENDED_MAX; hops++, next = this.reappended.get(id)) id = next
+    return this.cur.outcome(id, mode)
   }
 
   rejected(mode: ReadMode = 'tip'): Promise<Record<string, number>> {
@@ -788,8 +799,10 @@ export class IntentLog extends ReadyResource {
     if (turn === null || !cur.isIndexer) return
     if (decideReseal(now, this.sealSeen.at, turn, this.rotation).action !== 'reseal') return
     const tip = await cur.value<SealRecord>(GEN_SEAL_KEY, 'tip')
-    if (tip !== null && tip.attempt > seal.attempt) return
+    // The tip may show an own append only after the next update: ticks 50 ms apart under load appended up to 8 seals.
+    if ((tip !== null && tip.attempt > seal.attempt) || this.resealed === `${n}:${seal.attempt + 1}`) return
     await cur.append({ type: 'seal', generation: n, attempt: seal.attempt + 1 })
+    this.resealed = `${n}:${seal.attempt + 1}`
     this.emit('sealed', { generation: n, attempt: seal.attempt + 1, reason: 'founder-silent' })
   }
 
@@ -931,6 +944,11 @@ export class IntentLog extends ReadyResource {
           const slice = values.slice(i, i + REAPPEND_BATCH)
           const ids = await engine.appendValues(slice.map((v) => v.value))
           slice.forEach((v, k) => this.reappended.set(`${old.self}:${v.index + 1}`, ids[k]!))
+          // Requests in flight across a switch wait seconds, not months: the oldest entries go first.
+          for (const k of this.reappended.keys()) {
+            if (this.reappended.size <= REAPPENDED_MAX) break
+            this.reappended.delete(k)
+          }
           moved += slice.length
         }
       }
