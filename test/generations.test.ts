@@ -178,6 +178,22 @@ test('an op appended again twice (its device arrived after the next generation w
   t.is(outcome?.result, 'claimed', 'the request is answered under its first op id, from its third copy')
 })
 
+test('close is bounded while a switch waits for good (a tick waiting on its log)', { timeout: 60_000 }, async (t) => {
+  let entered!: () => void
+  const waiting = new Promise<void>((resolve) => (entered = resolve))
+  const never = new Promise<void>(() => {})
+  const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET, hooks: (i) => (i === 2 ? { beforeSwitch: () => (entered(), never) } : {}) })
+  const [a, , c] = cluster.devices as [Device, Device, Device]
+  await registered(cluster)
+  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await waiting
+  const started = Date.now()
+  await c.log.close()
+  const ms = Date.now() - started
+  t.ok(ms < 10_000, `closed in ${ms} ms while its switch never ended`)
+  t.is(c.log.generation, 0, 'and it did not move')
+})
+
 test('a device away across the switch catches up when it comes back; its rejected op is not lost; the old generation waits for it', { timeout: 120_000 }, async (t) => {
   const cluster = await Cluster.create(t, { size: 3, config: { leaseMs: 2000 }, generations: QUIET })
   const monitor = new OverlapMonitor(cluster)

@@ -135,6 +135,12 @@ export interface IntentLogOptions {
   rotation?: Partial<RotationConfig>
   /** Pause points for tests (inert unless a test sets them): awaited at that step of a switch. */
   hooks?: GenerationHooks
+  /**
+   * false: the storage as it stands, read only as far as generations go (no
+   * seal, switch, key registration or deletion): an inspection of a stopped
+   * device's storage that must not move it. Default true.
+   */
+  manage?: boolean
 }
 
 export interface GenerationHooks {
@@ -180,6 +186,10 @@ const BOX_KEY_PAIR = 'autolease/box'
 const keyPairName = (n: number): string => `autolease/generation/${n}`
 /** Genesis chunks per autobase batch. */
 const GENESIS_BATCH = 16
+/** How long close waits for a tick in progress before closing the logs under it. */
+const CLOSE_TICK_WAIT_MS = 5_000
+/** A tick running this long is reported (once per tick): the manager is waiting on its log. */
+const TICK_SLOW_MS = 30_000
 /** Old op id -> re-appended op id entries kept for outcome reads (the newest). */
 const REAPPENDED_MAX = 4096
 /** Re-appended values per autobase batch. */
@@ -240,6 +250,7 @@ export class IntentLog extends ReadyResource {
   /** `generation:identity` of each writer seen without keys for the next generation, and since when (this device's clock). */
   private readonly unkeyedSince = new Map<string, number>()
   private sealSeen: { generation: number; attempt: number; at: number } | null = null
+  private slowTickWarned = false
   /** The next attempt this process appended (generation:attempt). */
   private resealed: string | null = null
   private registered: number | null = null
@@ -276,7 +287,7 @@ export class IntentLog extends ReadyResource {
       await this.closeAll().catch(() => {})
       throw err
     }
-    if (this.storage !== null) {
+    if (this.storage !== null && this.opts.manage !== false) {
       this.timer = setInterval(() => this.kick(), this.rotation.checkMs)
       this.timer.unref()
       this.kick()
@@ -365,7 +376,10 @@ export class IntentLog extends ReadyResource {
     if (this.timer) clearInterval(this.timer)
     if (this.soon) clearTimeout(this.soon)
     this.timer = this.soon = null
-    while (this.ticking) await new Promise((resolve) => setTimeout(resolve, 5))
+    // A tick can wait on an append for good (autobase appends after its apply loop, which can wait on a block
+    // no peer serves): closing the logs ends that append, so the wait for the tick is bounded.
+    const until = Date.now() + CLOSE_TICK_WAIT_MS
+    while (this.ticking && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 5))
     await this.closeAll()
   }
 
@@ -611,6 +625,10 @@ export class IntentLog extends ReadyResource {
     if (this.storage === null || this.closing !== null || !this.opened) return
     if (this.ticking) {
       this.again = true
+      if (!this.slowTickWarned && this.clock.now() - this.lastTick > TICK_SLOW_MS) {
+        this.slowTickWarned = true
+        this.emit('warning', new AutoleaseError('TIMEOUT', `the generation manager has waited ${Math.round((this.clock.now() - this.lastTick) / 1000)} s on generation ${this.currentNumber}'s log (seal, switch and key registration wait meanwhile)`))
+      }
       return
     }
     const wait = this.lastTick + TICK_GAP_MS - this.clock.now()
@@ -624,6 +642,7 @@ export class IntentLog extends ReadyResource {
       return
     }
     this.lastTick = this.clock.now()
+    this.slowTickWarned = false
     this.ticking = true
     this.tick()
       .catch((err: unknown) => {
