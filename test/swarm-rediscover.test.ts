@@ -12,6 +12,7 @@
 import test from 'brittle'
 import createTestnet from 'hyperdht/testnet.js'
 import { randomBytes } from 'node:crypto'
+import Hyperswarm from 'hyperswarm'
 import { Swarm } from '../lib/daemon/swarm.js'
 import { waitFor } from './helpers/cluster.js'
 
@@ -60,4 +61,35 @@ test('without rediscovery they stay apart (what the daemon did before)', { timeo
   const { a, b } = await cutApart(0, t)
   await new Promise((resolve) => setTimeout(resolve, 8_000))
   t.ok(a.peers === 0 && b.peers === 0, `still apart after 8 s (peers ${a.peers}, ${b.peers})`)
+})
+
+/** A swarm alone on the topic, then a peer that only announces (it never looks up): only a lookup of the first finds it. */
+async function alone(rediscoverMs: number, t: Parameters<Parameters<typeof test>[2]>[0]): Promise<{ a: Swarm; b: Hyperswarm }> {
+  const testnet = await createTestnet(3, { host: '127.0.0.1' })
+  const bootstrap = [`${testnet.bootstrap[0]!.host}:${testnet.bootstrap[0]!.port}`]
+  const topic = randomBytes(32)
+  const a = new Swarm({ discoveryKey: topic, replicate: () => null }, { bootstrap, rediscoverMs })
+  const b = new Hyperswarm({ bootstrap: testnet.bootstrap })
+  b.on('connection', (conn) => conn.on('error', () => {}))
+  t.teardown(async () => {
+    await a.close()
+    await b.destroy()
+    await testnet.destroy()
+  })
+  await a.ready()
+  await b.join(topic, { server: true, client: false }).flushed()
+  return { a, b }
+}
+
+test('a swarm that never connected looks the topic up again and finds a peer that came later', { timeout: 60_000 }, async (t) => {
+  const { a } = await alone(500, t)
+  const at = Date.now()
+  await waitFor(() => a.peers === 1, 10_000, 'the lone swarm to find the later peer').catch(() => {})
+  t.is(a.peers, 1, `connected after ${Date.now() - at} ms, by ${a.rediscoveries} lookups`)
+})
+
+test('without rediscovery a lone swarm stays alone', { timeout: 60_000 }, async (t) => {
+  const { a } = await alone(0, t)
+  await new Promise((resolve) => setTimeout(resolve, 6_000))
+  t.is(a.peers, 0, 'still alone after 6 s')
 })

@@ -149,12 +149,17 @@ export class Swarm extends ReadyResource {
    * A lookup that finds a peer again resets its attempts, so while a peer
    * that was connected is missing, the topic is looked up again every
    * rediscoverMs (a few UDP messages on a LAN), and only every minute once
-   * it has been missing for minutes (a removed or retired device).
+   * it has been missing for minutes (a removed or retired device). A swarm
+   * with no connection at all looks again too: a device that joined and
+   * started while its peers' records were being refreshed sat alone (a
+   * rotation test's fourth device: no line logged, its acquire never
+   * confirmed); a group of one pays a lookup a minute after five minutes.
    */
   private rediscover(now: number): void {
     if (this.discovery === null || this.closing !== null) return
     const connected = new Set([...this.swarm.connections].map((c) => b4a.toString(c.remotePublicKey, 'hex')))
-    const missing = [...this.known].some((k) => !connected.has(k))
+    // Alone counts too: a first lookup can end before a peer announced, and nothing dials again until the refresh.
+    const missing = connected.size === 0 || [...this.known].some((k) => !connected.has(k))
     if (!missing) {
       this.missingSince = null
       return
