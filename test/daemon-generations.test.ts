@@ -141,7 +141,11 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   const fourth = procs.start(extra, bootstrap, LEASE_MS, FLAGS)
   all.push({ device: 3, lines: fourth.lines as Line[], killedAt: null })
   await waitStatuses([extra, dirs[0]!], (s) => s[0]?.writable === true && gen(s[0]) === gen(s[1]!), 60_000, 'the new device a writer in the current generation')
-  t.is(await acquire(extra, 'acme/from-the-new-device', 'dave'), 1, 'and its ops are applied')
+  const fromNew = await acquire(extra, 'acme/from-the-new-device', 'dave').catch(async (err: Error) => {
+    const seen = (await Promise.all([...dirs, extra].map((d) => status(d)))).map((s) => (s ? `${s.self.slice(0, 6)}:g${gen(s)}:${s.role}:w${String(s.writable)}:p${s.peers}` : 'down'))
+    throw new Error(`${err.message}; statuses ${seen.join(' ')}`)
+  })
+  t.is(fromNew, 1, 'and its ops are applied')
   loading = false
   await load
 
