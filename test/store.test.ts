@@ -11,13 +11,15 @@
  *    cache; the daemon's store has none (reads of tables go to the OS).
  * 4. RocksDB's info logs: one LOG.old.<time> per open, up to 1,000 kept;
  *    the store keeps the newest few.
+ * 5. RocksDB's background threads: six (one flush, five compaction) by
+ *    rocksdb-native's default; the store runs BACKGROUND_JOBS.
  */
 import test from 'brittle'
 import Hyperbee from 'hyperbee'
 import tmp from 'test-tmp'
-import { readdir, stat } from 'node:fs/promises'
+import { readdir, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { KEEP_OLD_INFO_LOGS, openStore, WRITE_BUFFER_BYTES } from '../lib/daemon/store.js'
+import { BACKGROUND_JOBS, KEEP_OLD_INFO_LOGS, openStore, WRITE_BUFFER_BYTES } from '../lib/daemon/store.js'
 import { waitFor } from './helpers/cluster.js'
 
 /** What hyperbee keeps per bee (internal: the decoded-node and key caches, each a rache). */
@@ -132,4 +134,30 @@ test('RocksDB info logs of earlier runs: the newest few are kept, not one per op
   // The last open rotated its predecessor's LOG after pruning: at most one more than the bound.
   t.ok(old.length <= KEEP_OLD_INFO_LOGS + 1, `${old.length} LOG.old files after ${OPENS} opens (bound ${KEEP_OLD_INFO_LOGS} + the one this open rotated)`)
   t.ok(old.length >= KEEP_OLD_INFO_LOGS, 'the newest ones are kept')
+})
+
+/** This process's threads RocksDB started (its thread pools name them rocksdb:low / rocksdb:high); null off Linux. */
+async function rocksThreads(): Promise<number | null> {
+  let tasks: string[]
+  try {
+    tasks = await readdir('/proc/self/task')
+  } catch {
+    return null
+  }
+  const names = await Promise.all(tasks.map((t) => readFile(`/proc/self/task/${t}/comm`, 'utf8').catch(() => '')))
+  return names.filter((n) => n.startsWith('rocksdb:')).length
+}
+
+test('RocksDB runs BACKGROUND_JOBS background threads, not its default six', { timeout: 120_000 }, async (t) => {
+  const store = openStore(await tmp(t))
+  t.teardown(() => store.close())
+  const core = store.get({ name: 'log' })
+  await core.ready()
+  // A flush (and the compaction it may start) has run: the pools exist.
+  await core.append(Array.from({ length: 64 }, () => new Uint8Array(512)))
+  await (store as unknown as { storage: { db: Rocks } }).storage.db.flush()
+  const n = await rocksThreads()
+  if (n === null) return t.pass('no /proc: thread count not checked here')
+  // The pools are process-wide (RocksDB's default Env): this test file's other stores used the same bound.
+  t.ok(n >= 1 && n <= BACKGROUND_JOBS, `${n} rocksdb threads (bound ${BACKGROUND_JOBS})`)
 })

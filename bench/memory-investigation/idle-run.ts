@@ -11,7 +11,8 @@
  *     [--lease-ms 1000] [--every-s 60] [--snap-at 3,18 --snap-device C] [--no-probe-gc] \
  *     [--node-args=--max-semi-space-size=2] [--heaptrack A]
  *
- * The daemons inherit this process's environment: MALLOC_ARENA_MAX=2,
+ * The daemons inherit this process's environment: MALLOC_ARENA_MAX=2 (and any
+ * other MALLOC_* / GLIBC_TUNABLES glibc setting, recorded in the summary),
  * MEMPROBE_CF_OPTS / MEMPROBE_DB_OPTS (storage options, see probe.ts) set
  * for this command reach every daemon. OUT/summary.json holds every sample;
  * a table of minutes 1, 2, 5, 10, 15, 20, 30, ... is printed at the end.
@@ -92,7 +93,9 @@ if (traced !== undefined) {
 const log = (l: string): void => void process.stderr.write(l + '\n')
 log(`memory run: ${values.devices} daemons, lease ${leaseMs} ms, ${minutes} min, every ${everyMs / 1000} s -> ${out}`)
 log(`  daemon node args: ${process.env.BENCH_DAEMON_NODE_ARGS}`)
-log(`  env: MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? '-'} MEMPROBE_V8_FLAGS=${process.env.MEMPROBE_V8_FLAGS ?? '-'} MEMPROBE_CF_OPTS=${process.env.MEMPROBE_CF_OPTS ?? '-'} MEMPROBE_DB_OPTS=${process.env.MEMPROBE_DB_OPTS ?? '-'}`)
+/** glibc's malloc settings the daemons inherit (read by glibc at process start). */
+const glibcEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('MALLOC_') || k === 'GLIBC_TUNABLES'))
+log(`  env: ${Object.entries(glibcEnv).map(([k, v]) => `${k}=${v}`).join(' ') || 'MALLOC_ARENA_MAX=-'} MEMPROBE_V8_FLAGS=${process.env.MEMPROBE_V8_FLAGS ?? '-'} MEMPROBE_CF_OPTS=${process.env.MEMPROBE_CF_OPTS ?? '-'} MEMPROBE_DB_OPTS=${process.env.MEMPROBE_DB_OPTS ?? '-'}`)
 
 const samples: Sample[] = []
 const meta: Record<string, unknown> = {
@@ -100,7 +103,7 @@ const meta: Record<string, unknown> = {
   minutes,
   everyMs,
   nodeArgs: process.env.BENCH_DAEMON_NODE_ARGS,
-  env: { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? null, MEMPROBE_V8_FLAGS: process.env.MEMPROBE_V8_FLAGS ?? null, MEMPROBE_CF_OPTS: process.env.MEMPROBE_CF_OPTS ?? null, MEMPROBE_DB_OPTS: process.env.MEMPROBE_DB_OPTS ?? null },
+  env: { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? null, ...glibcEnv, MEMPROBE_V8_FLAGS: process.env.MEMPROBE_V8_FLAGS ?? null, MEMPROBE_CF_OPTS: process.env.MEMPROBE_CF_OPTS ?? null, MEMPROBE_DB_OPTS: process.env.MEMPROBE_DB_OPTS ?? null },
   started: new Date().toISOString()
 }
 

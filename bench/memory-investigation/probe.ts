@@ -11,6 +11,12 @@
  * its memory properties (memtables, block cache, table readers, snapshots,
  * live versions) and rocksdb-native's JS session count.
  *
+ * `gc`: V8's collections since the probe loaded, by kind (minor = scavenges
+ * of the young generation, major = mark-compact, incremental marking steps),
+ * count and total pause ms (perf_hooks 'gc' entries): what the young
+ * generation's size costs in CPU, read from the daemon itself rather than
+ * from its CPU time on a shared machine.
+ *
  * Heap snapshots: MEMPROBE_SNAP_AT="3,18" (minutes since start) writes
  * MEMPROBE_DIR/<name>-<minute>m.heapsnapshot, only in the daemon whose storage
  * dir name is MEMPROBE_SNAP_DEVICE (a snapshot blocks the process for
@@ -31,6 +37,7 @@
 import { appendFileSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { basename, join } from 'node:path'
+import { PerformanceObserver, constants as perfConstants } from 'node:perf_hooks'
 import { getHeapSpaceStatistics, setFlagsFromString, writeHeapSnapshot } from 'node:v8'
 
 interface RocksSession {
@@ -179,6 +186,15 @@ function smapsKinds(): Record<string, number> {
   return out
 }
 
+/** V8 collections by kind since start: count and total pause (ms). */
+const gcTotals: Record<string, { count: number; ms: number }> = {}
+function gcKind(kind: number | undefined): string {
+  if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) return 'minor'
+  if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) return 'major'
+  if (kind === perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL) return 'incremental'
+  return 'other'
+}
+
 const gc = (globalThis as { gc?: () => void }).gc
 const snapAt = (process.env.MEMPROBE_SNAP_AT ?? '')
   .split(',')
@@ -216,6 +232,7 @@ async function sample(): Promise<void> {
       rssFile: status.RssFile,
       smaps: { anonymous: smaps.Anonymous, privateDirty: smaps.Private_Dirty, pss: smaps.Pss },
       kinds: smapsKinds(),
+      gcTotals: structuredClone(gcTotals),
       handles: (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().length,
       rocks
     }
@@ -250,6 +267,14 @@ if (process.env.MEMPROBE_V8_FLAGS) setFlagsFromString(process.env.MEMPROBE_V8_FL
 if (dir !== undefined) {
   hookRocks()
   hookCorestore()
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const k = gcKind((e as unknown as { detail?: { kind?: number } }).detail?.kind)
+      const t = (gcTotals[k] ??= { count: 0, ms: 0 })
+      t.count++
+      t.ms += e.duration
+    }
+  }).observe({ entryTypes: ['gc'] })
   const every = Number(process.env.MEMPROBE_EVERY_MS ?? 60_000)
   setTimeout(() => void sample(), 5_000).unref()
   setInterval(() => void sample(), every).unref()
