@@ -43,10 +43,14 @@ if (failures.length) console.log(`# failed files: ${failures.map((f) => f.file).
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed > 0 ? 1 : 0)
 
-/** The failing assertions of a file's TAP (each `not ok` and its indented block), its seed lines, and how it ended. */
+/**
+ * The failing assertions of a file's TAP (each `not ok` and its indented
+ * block), its seed lines, the comments a test marks `why:` (what it saw,
+ * printed only when it fails), and how it ended.
+ */
 function whyFailed({ tap, code, timedOut, errTail }) {
   const lines = tap.split('\n')
-  const out = lines.filter((l) => /^\s*#.*\bseed\b/i.test(l))
+  const out = lines.filter((l) => /^\s*#.*\bseed\b/i.test(l) || /^\s*# why: /.test(l))
   for (let i = 0; i < lines.length; i++) {
     if (!/^\s*not ok\b/.test(lines[i])) continue
     out.push(lines[i])
