@@ -129,7 +129,6 @@ export class PairingHost extends ReadyResource {
     await this.pairing.close()
   }
 
-  /** Wait (bounded) until every writer change at the tip is also confirmed. */
   /**
    * Until the joiner is a writer in this device's confirmed view of the
    * current generation (or timeoutMs). The answer names the generation of
@@ -148,6 +147,7 @@ export class PairingHost extends ReadyResource {
     }
   }
 
+  /** Wait (bounded) until every writer change at the tip is also confirmed. */
   private async membershipSettled(timeoutMs: number): Promise<void> {
     const signature = (ws: Array<{ key: string; indexer: boolean; removed: boolean }>): string =>
       ws.map((w) => `${w.key}:${w.indexer}:${w.removed}`).join(',')

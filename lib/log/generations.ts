@@ -172,9 +172,9 @@ export interface GenerationEvents {
   dropped: { generation: number; reason: 'arrived' | 'retention' | 'abandoned' }
 }
 
-/** The manager's ticks are at least this far apart (updates come in storms: a tick reads a dozen view keys). */
 /** How long a writer lacking keys for the next generation holds back a seal past twice the bound (a new device catching up). */
 const NEW_WRITER_KEYS_MS = 60_000
+/** The manager's ticks are at least this far apart (updates come in storms: a tick reads a dozen view keys). */
 const TICK_GAP_MS = 50
 /** An indexer's activation ack at most this often (activate). */
 const ACTIVATE_MS = 100
@@ -562,7 +562,12 @@ export class IntentLog extends ReadyResource {
    */
   outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null> {
     let id = opId
-    for (let hops = 0, next = this.reappended.get(id); next !== undefined && hops < REAPPENDED_MAX; hops++, next = this.reappended.get(id)) id = next
+    // Bounded: the map never holds more entries than that, so no chain is longer.
+    for (let hops = 0; hops < REAPPENDED_MAX; hops++) {
+      const next = this.reappended.get(id)
+      if (next === undefined) break
+      id = next
+    }
     return this.cur.outcome(id, mode)
   }
 
