@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto'
 import type { View } from '../lib/log/apply.js'
 import { apply, groupFold } from '../lib/families.js'
 import fc from 'fast-check'
-import { decodeOp, type Op } from '../lib/log/ops.js'
+import { decodeOp, encodeOp, type Op } from '../lib/log/ops.js'
 import { chainHash, chunkText, genesisOps, packSnapshot, snapshotText, type PackedSnapshot } from '../lib/log/snapshot.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from '../lib/log/key-box.js'
@@ -168,6 +168,50 @@ test('a seal needs an indexer of this generation with a key for the next', async
   t.is(g.get('stats/rejected/not-sealed'), 2)
   t.is(g.get('stats/rejected/invalid-genesis'), 1, 'a genesis chunk in the middle of a log is no genesis')
   t.absent(g.get('gen/seal'))
+})
+
+test('version 9: a first seal names the roster it saw; a writer added or keys registered under it get it rejected, never a writer left without a key', async (t) => {
+  const Y = 'b'.repeat(64)
+  /** What a sealer at the tip of `g` stamps its seal with (generations.ts sealOp). */
+  const stamps = (g: Group): { rosterOp: string | null; keysOp: string | null } => ({ rosterOp: (g.get('meta/roster-op') as string | null) ?? null, keysOp: (g.get('gen/keys-op') as string | null) ?? null })
+  /** A group at `version` where W is about to seal while F adds Y (an invite) concurrently: the add lands first. */
+  const race = async (version: number): Promise<{ g: Group; next: Group }> => {
+    const g = new Group()
+    await g.run(F, { type: 'apply-version', version })
+    await g.run(F, { type: 'add-writer', key: W, indexer: true })
+    for (const who of [F, W]) await g.run(who, { type: 'gen-keys', first: 1, keys: keysFrom(who, 1), box: boxOf(who) })
+    const seen = stamps(g)
+    await g.run(F, { type: 'add-writer', key: Y, indexer: false })
+    await g.run(W, { type: 'seal', generation: 0, attempt: 0, ...seen })
+    if (version >= 9) {
+      t.absent(g.get('gen/seal'), `version ${version}: the seal stamped before the add is rejected`)
+      t.is(g.get('stats/rejected/roster-changed'), 1, `version ${version}: counted roster-changed`)
+      // Y registers; a seal stamped before that is rejected too, then one stamped after it lands.
+      const beforeKeys = stamps(g)
+      await g.run(Y, { type: 'gen-keys', first: 1, keys: keysFrom(Y, 1), box: boxOf(Y) })
+      await g.run(W, { type: 'seal', generation: 0, attempt: 0, ...beforeKeys })
+      t.is(g.get('stats/rejected/roster-changed'), 2, `version ${version}: keys registered under a seal reject it too`)
+      await g.run(W, { type: 'seal', generation: 0, attempt: 0 })
+      t.is(g.get('stats/rejected/roster-changed'), 3, `version ${version}: a seal without stamps is rejected`)
+      await g.run(W, { type: 'seal', generation: 0, attempt: 0, ...stamps(g) })
+    }
+    t.ok(g.get('gen/seal'), `version ${version}: sealed`)
+    const next = new Group()
+    const ops = genesisOps(1, 0, await snapshotOf(g))
+    await next.run(gk(W, 1), ...ops)
+    return { g, next }
+  }
+  const v8 = await race(8)
+  t.absent(v8.g.get('meta/roster-op'), 'version 8: no stamp is written')
+  t.absent(v8.g.get('gen/keys-op'))
+  t.absent(v8.next.get(`gen/key/${Y}`), 'version 8: the writer added under the seal has no key in the next generation (left behind)')
+  const v9 = await race(9)
+  t.is(v9.next.get(`gen/key/${Y}`), gk(Y, 1), 'version 9: it is a writer of the next generation at its registered key')
+  t.ok(v9.next.calls.includes(`add ${gk(Y, 1).slice(0, 4)}`), 'and added there')
+  const stamped: Op = { type: 'seal', generation: 0, attempt: 0, rosterOp: `${F}:3`, keysOp: null }
+  t.alike(decodeOp(encodeOp(stamped)), { ok: true, op: stamped }, 'the stamps travel in the op')
+  const bad = decodeOp(b4a.from(JSON.stringify({ v: 1, type: 'seal', generation: 0, attempt: 0, rosterOp: 'nope', keysOp: 7 })))
+  t.alike(bad, { ok: true, op: { type: 'seal', generation: 0, attempt: 0 } }, 'a malformed stamp reads as none (a version-8 build reads the seal all the same)')
 })
 
 test('in a group below version 8 the generation ops are what a version-7 build makes of them: unknown types, well-formed or not', async (t) => {

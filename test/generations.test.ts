@@ -122,7 +122,7 @@ test('a webhook event and a lease request appended during the switch are applied
   await registered(cluster)
   await waitFor(async () => (await inRing(c.log, 'before-1')) === 1, 10_000, 'the first event confirmed')
 
-  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await a.log.append(await a.log.sealOp())
   await waitFor(async () => (await c.log.value('gen/seal', 'tip')) !== null, 10_000, 'the seal at c')
   // c still writes into generation 0: rejected there, appended again in 1.
   const [during] = await c.log.appendEvents([event('during-1', 2), event('during-2', 3)])
@@ -160,13 +160,13 @@ test('an op appended again twice (its device arrived after the next generation w
   const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET, hooks: (i) => (i === 2 ? { beforeSwitch: async (next: number) => { if (next === 1) await allowed } } : {}) })
   const [a, b, c] = cluster.devices as [Device, Device, Device]
   await registered(cluster)
-  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await a.log.append(await a.log.sealOp())
   await waitFor(async () => (await c.log.value('gen/seal', 'tip')) !== null, 10_000, 'the seal at c')
   const acquire = await c.log.append({ type: 'acquire', name: 'acme/app#7', owner: 'carol', ttlMs: null, ts: Date.now() })
   // a and b go on to generation 1 and seal it too, while c is held before its switch to 1.
   await waitFor(() => a.log.generation === 1 && b.log.generation === 1, 30_000, 'a and b in generation 1')
   await registered(cluster, [a.index, b.index])
-  await a.log.append({ type: 'seal', generation: 1, attempt: 0 })
+  await a.log.append(await a.log.sealOp())
   await waitFor(async () => (await b.log.value('gen/seal', 'confirmed')) !== null, 10_000, 'generation 1 sealed')
   const moved: Array<{ generation: number; reappended: number }> = []
   c.log.on('generation', (e: { generation: number; reappended: number }) => moved.push({ generation: e.generation, reappended: e.reappended }))
@@ -185,7 +185,7 @@ test('close is bounded while a switch waits for good (a tick waiting on its log)
   const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET, hooks: (i) => (i === 2 ? { beforeSwitch: () => (entered(), never) } : {}) })
   const [a, , c] = cluster.devices as [Device, Device, Device]
   await registered(cluster)
-  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await a.log.append(await a.log.sealOp())
   await waiting
   const started = Date.now()
   await c.log.close()
@@ -207,7 +207,7 @@ test('a device away across the switch catches up when it comes back; its rejecte
   cluster.mesh.isolate(2)
   // Answered while cut off: in c's own core, ordered after the seal once c is back.
   await c.log.appendEvents([event('away-1', 5)])
-  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await a.log.append(await a.log.sealOp())
   await waitFor(() => a.log.generation === 1 && cluster.devices[1]!.log.generation === 1, 30_000, 'the two connected devices in generation 1')
   await cluster.waitForHolder(20_000, [0, 1])
   await new Promise((resolve) => setTimeout(resolve, 1_500))
@@ -232,7 +232,7 @@ test('a founder that crashes mid-switch is replaced by a later seal; it follows 
   const [a, b, c] = cluster.devices as [Device, Device, Device]
   await a.log.append({ type: 'acquire', name: 'acme/app#1', owner: 'alice', ttlMs: null, ts: Date.now() })
   await registered(cluster)
-  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await a.log.append(await a.log.sealOp())
   // a founds generation 1 (its genesis is confirmed there by b and c), then stops before committing it.
   await waitFor(async () => existsSync(join(storagePaths(b.dir).generations, '1')) && existsSync(join(storagePaths(c.dir).generations, '1')), 20_000, 'b and c opened generation 1')
   const killed = cluster.kill(0)
@@ -255,7 +255,7 @@ test('a device added in a later generation (as an invite adds it) starts there, 
   const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET })
   const [a] = cluster.devices as [Device, Device, Device]
   await registered(cluster)
-  await a.log.append({ type: 'seal', generation: 0, attempt: 0 })
+  await a.log.append(await a.log.sealOp())
   await settled(cluster, 1)
   // What join does with the invite's answer (lib/daemon/pairing.ts): its identity is its writer key in the generation it is added in.
   const dir = await tmp(t)

@@ -37,10 +37,11 @@ import b4a from 'b4a'
 import type { Decoded, FoundedOp, GenesisOp, GenKeysOp, SealOp, ShareOp } from './ops.js'
 import type { ViewTx } from './view-tx.js'
 import { bump, prefixRange, type ApplyContext, type OpFamily, type ViewEntry } from './op-family.js'
-import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, WRITER_PREFIX, writerKey, type WriterEntry } from './view-layout.js'
+import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, ROSTER_OP_KEY, WRITER_PREFIX, writerKey, type WriterEntry } from './view-layout.js'
 import {
   GEN_FOUNDED_KEY,
   GEN_GENESIS_KEY,
+  GEN_KEYS_OP_KEY,
   GEN_NUMBER_KEY,
   GEN_SEAL_KEY,
   GEN_SHARE_KEY,
@@ -66,6 +67,16 @@ import { EMPTY_DIGEST, nextDigest, parseLine, type SnapshotEntry } from './snaps
  * a group made before stays generation 0 until `upgrade-group`.
  */
 export const GENERATIONS_VERSION = 8
+
+/**
+ * The apply version from which a first seal names the roster it saw
+ * (SealOp.rosterOp, keysOp) and is rejected where it lands on another:
+ * below it, a writer added concurrently with the seal and ordered before
+ * it was a writer of the sealed generation with no key for the next, left
+ * behind for good (an invite answered into a generation sealed the moment
+ * after; test/generations.test.ts).
+ */
+export const ROSTER_STAMP_VERSION = 9
 
 /** Puts one snapshot entry back through the family that owns it; false when none does (apply.ts, over the fold's families). */
 export type RestoreEntry = (tx: ViewTx, entry: SnapshotEntry) => Promise<boolean>
@@ -118,6 +129,7 @@ async function applyGenKeys(c: ApplyContext, op: GenKeysOp): Promise<void> {
   if (op.first <= (await viewGeneration(c.tx))) return c.count('stale-generation')
   const entry: GenKeysEntry = { identity: c.writer.key, first: op.first, keys: op.keys, box: op.box, opId: c.id }
   c.tx.put(genkeyKey(c.writer.key), entry)
+  if (c.version >= ROSTER_STAMP_VERSION) c.tx.put(GEN_KEYS_OP_KEY, c.id)
 }
 
 /** The first seal of a generation (the gate handles every op once one is in). */
@@ -126,6 +138,11 @@ async function applyFirstSeal(c: ApplyContext, op: SealOp): Promise<void> {
   const generation = await viewGeneration(c.tx)
   if (op.generation !== generation) return c.count('stale-generation')
   if (op.attempt !== 0) return c.count('not-sealed')
+  if (c.version >= ROSTER_STAMP_VERSION) {
+    const roster = (await c.tx.get<string>(ROSTER_OP_KEY)) ?? null
+    const keys = (await c.tx.get<string>(GEN_KEYS_OP_KEY)) ?? null
+    if (op.rosterOp !== roster || op.keysOp !== keys) return c.count('roster-changed')
+  }
   const next = generation + 1
   const founderKey = registeredKey(await c.tx.get<GenKeysEntry>(genkeyKey(c.writer.key)), next)
   if (founderKey === null) return c.count('no-generation-key')

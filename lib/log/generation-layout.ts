@@ -20,6 +20,8 @@ export const GEN_SHARE_KEY = 'gen/share'
 export const GEN_FOUNDED_KEY = 'gen/founded'
 /** A generation >= 1: its genesis as apply received it (GenesisState). */
 export const GEN_GENESIS_KEY = 'gen/genesis'
+/** Apply version 9: the id of the last gen-keys op accepted in this generation; a first seal names it (SealOp.keysOp). */
+export const GEN_KEYS_OP_KEY = 'gen/keys-op'
 /** Per writer key (hex): the length of its first node rejected after the seal. */
 export const GEN_CUT_PREFIX = 'gen/cut/'
 /** Per writer key of this generation (hex): the identity it stands for (absent: itself). */

@@ -55,13 +55,14 @@ import type { ReplicationStream } from 'corestore'
 import type { Duplex } from 'node:stream'
 import { GenerationLog, NAMESPACE, type ReadMode, type StallDiagnosis } from './intent-log.js'
 import type { Fold, View } from './apply.js'
-import { decodeOp, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
-import { WRITER_PREFIX, type CapabilityEntry, type LeaseRecord, type OpOutcome, type TenureEntry, type WriterEntry } from './view-layout.js'
+import { decodeOp, SIGNER_LEASE, type EventOp, type Op, type SealOp } from './ops.js'
+import { ROSTER_OP_KEY, WRITER_PREFIX, type CapabilityEntry, type LeaseRecord, type OpOutcome, type TenureEntry, type WriterEntry } from './view-layout.js'
 import {
   GEN_AUTHOR_PREFIX,
   GEN_FOUNDED_KEY,
   GEN_GENESIS_KEY,
   GEN_KEY_PREFIX,
+  GEN_KEYS_OP_KEY,
   GEN_SEAL_KEY,
   GEN_SHARE_KEY,
   GENKEY_PREFIX,
@@ -74,7 +75,7 @@ import {
   type SealRecord,
   type ShareRecord
 } from './generation-layout.js'
-import { GENERATIONS_VERSION } from './generation-family.js'
+import { GENERATIONS_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
 import { genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
@@ -722,6 +723,17 @@ export class IntentLog extends ReadyResource {
     this.registered = n
   }
 
+  /**
+   * A first seal of the current generation as this device would append it:
+   * from version 9 stamped with the roster at its tip (SealOp.rosterOp).
+   */
+  async sealOp(): Promise<SealOp> {
+    const cur = this.cur
+    const seal: SealOp = { type: 'seal', generation: this.currentNumber, attempt: 0 }
+    if ((await cur.groupApplyVersion('tip')) < ROSTER_STAMP_VERSION) return seal
+    return { ...seal, rosterOp: await cur.value<string>(ROSTER_OP_KEY, 'tip'), keysOp: await cur.value<string>(GEN_KEYS_OP_KEY, 'tip') }
+  }
+
   private async maybeSeal(n: number): Promise<void> {
     const cur = this.cur
     if (!cur.isIndexer || (await cur.value(GEN_SEAL_KEY, 'tip')) !== null) return
@@ -737,8 +749,15 @@ export class IntentLog extends ReadyResource {
       return
     }
     if (this.due?.generation !== n) this.due = { generation: n, since: now }
-    const writers = (await cur.writers('confirmed')).filter((w) => !w.removed)
-    const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
+    // From version 9 the seal names the roster it was decided on, read at the tip: everything in
+    // this device's tip is ordered before its seal, and a roster change ordered between them
+    // (an add-writer or gen-keys appended concurrently) gets the seal rejected and decided again.
+    // The stamps are read before the writers: a change landing between the two reads leaves the
+    // stamps older than the roster decided on, and the seal is rejected, never wrongly accepted.
+    const op = await this.sealOp()
+    const rosterMode = op.rosterOp !== undefined ? 'tip' : 'confirmed'
+    const writers = (await cur.writers(rosterMode)).filter((w) => !w.removed)
+    const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, rosterMode)
     const unkeyed = writers.filter((w) => registeredKey(keyed.find((k) => k.identity === w.key) ?? null, n + 1) === null).map((w) => `${n}:${w.key}`)
     const everyoneKeyed = unkeyed.length === 0
     // A writer just added (an invite) registers its keys once it has caught up: twice the bound can come
@@ -754,7 +773,7 @@ export class IntentLog extends ReadyResource {
     if (turn === 0 && now - this.signer.at > this.rotation.staggerMs) return
     const decision = decideSeal({ ...view, everyoneKeyed, turn, dueSince: this.due.since }, this.rotation)
     if (decision.action !== 'seal') return
-    await cur.append({ type: 'seal', generation: n, attempt: 0 })
+    await cur.append(op)
     this.emit('sealed', { generation: n, attempt: 0, reason: decision.reason })
   }
 

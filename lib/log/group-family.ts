@@ -11,20 +11,19 @@
  *
  * Owns: meta/ (founder, apply version), writer/, capability/.
  */
-import type { ApplyHost } from 'autobase'
 import b4a from 'b4a'
 import type { ApplyVersionOp, CapabilityOp, WriterOp } from './ops.js'
 import type { ViewTx } from './view-tx.js'
 import { FIRST_VERSION } from './apply.js'
-import { writerKeyOf } from './generation-family.js'
-import { prefixRange, stateInRanges, type Count, type OpFamily } from './op-family.js'
-import { APPLY_VERSION_KEY, CAPABILITY_PREFIX, WRITER_PREFIX, capabilityKey, writerKey, type CapabilityEntry, type WriterEntry } from './view-layout.js'
+import { ROSTER_STAMP_VERSION, writerKeyOf } from './generation-family.js'
+import { prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily } from './op-family.js'
+import { APPLY_VERSION_KEY, ROSTER_OP_KEY, CAPABILITY_PREFIX, WRITER_PREFIX, capabilityKey, writerKey, type CapabilityEntry, type WriterEntry } from './view-layout.js'
 
 export const groupFamily: OpFamily = {
   name: 'group',
   handlers: {
-    'add-writer': (op, c) => (c.writer.indexer ? applyWriterOp(c.tx, c.host, op, c.id, c.count) : c.count('unauthorized')),
-    'remove-writer': (op, c) => (c.writer.indexer ? applyWriterOp(c.tx, c.host, op, c.id, c.count) : c.count('unauthorized')),
+    'add-writer': (op, c) => (c.writer.indexer ? applyWriterOp(c, op) : c.count('unauthorized')),
+    'remove-writer': (op, c) => (c.writer.indexer ? applyWriterOp(c, op) : c.count('unauthorized')),
     'apply-version': (op, c) => (c.writer.indexer ? applyVersionOp(c.tx, op, c.count) : c.count('unauthorized')),
     capability: (op, c) => applyCapability(c.tx, op, c.writer.key, c.id)
   },
@@ -37,7 +36,12 @@ function applyCapability(tx: ViewTx, op: CapabilityOp, author: string, id: strin
   tx.put(capabilityKey(author), entry)
 }
 
-async function applyWriterOp(tx: ViewTx, host: ApplyHost, op: WriterOp, id: string, count: Count): Promise<void> {
+async function applyWriterOp(c: ApplyContext, op: WriterOp): Promise<void> {
+  const { tx, host, id, count } = c
+  // Version 9: every change of the writers stamps the roster a first seal must name (generation-family.ts).
+  const stamp = (): void => {
+    if (c.version >= ROSTER_STAMP_VERSION) tx.put(ROSTER_OP_KEY, id)
+  }
   const existing = await tx.get<WriterEntry>(writerKey(op.key))
   const key = b4a.from(await writerKeyOf(tx, op.key), 'hex')
 
@@ -49,6 +53,7 @@ async function applyWriterOp(tx: ViewTx, host: ApplyHost, op: WriterOp, id: stri
     if (existing?.indexer && !op.indexer && !host.removeable(key)) return count('last-indexer')
     tx.effect(() => host.addWriter(key, { indexer: op.indexer }))
     tx.put(writerKey(op.key), { key: op.key, indexer: op.indexer, removed: false, addedOp: id, removedOp: null })
+    stamp()
     return
   }
 
@@ -57,6 +62,7 @@ async function applyWriterOp(tx: ViewTx, host: ApplyHost, op: WriterOp, id: stri
   if (!host.removeable(key)) return count('last-indexer')
   tx.effect(() => host.removeWriter(key))
   tx.put(writerKey(op.key), { ...existing, removed: true, removedOp: id })
+  stamp()
 }
 
 async function applyVersionOp(tx: ViewTx, op: ApplyVersionOp, count: Count): Promise<void> {

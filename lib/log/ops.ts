@@ -146,6 +146,18 @@ export interface SealOp {
   type: 'seal'
   generation: number
   attempt: number
+  /**
+   * Apply version 9: the roster the sealer saw, as the ids of the last op
+   * that changed the writers (`meta/roster-op`) and of the last gen-keys
+   * accepted in this generation (`gen/keys-op`), null where none was. A
+   * first seal that does not match the view where it lands is rejected: a
+   * writer added, or keys registered, concurrently with the seal would
+   * otherwise be carried or left out by chance. Below 9 both are ignored
+   * (a version-8 build reads only generation and attempt); a malformed
+   * stamp reads as absent.
+   */
+  rosterOp?: string | null
+  keysOp?: string | null
 }
 
 /** The seal's founder commits the switch: generation `next` exists at autobase key `key`, its genesis carries the snapshot hashing to `hash`. */
@@ -789,7 +801,10 @@ function validate(raw: unknown, strict = false): Decoded {
       const { generation, attempt } = raw
       if (!isGeneration(generation)) return bad('generation')
       if (!isCount(attempt) || attempt > 1_000) return bad('attempt')
-      return ok({ type: 'seal', generation, attempt })
+      const stamp = (v: unknown): string | null | undefined => (v === null || isOpId(v) ? v : undefined)
+      const rosterOp = stamp(raw.rosterOp)
+      const keysOp = stamp(raw.keysOp)
+      return ok({ type: 'seal', generation, attempt, ...(rosterOp !== undefined ? { rosterOp } : {}), ...(keysOp !== undefined ? { keysOp } : {}) })
     }
     case 'founded': {
       const { generation, next, key, hash } = raw

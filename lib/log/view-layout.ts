@@ -74,6 +74,8 @@ export type RejectionReason =
   | 'stale-generation'
   /** A seal whose author registered no writer key for the next generation. */
   | 'no-generation-key'
+  /** Apply version 9: a first seal whose roster stamps (SealOp.rosterOp, keysOp) are not this view's: the roster changed under it. */
+  | 'roster-changed'
   /** A founded op, or a seal past the first attempt, in a generation that holds no seal. */
   | 'not-sealed'
   /** A genesis chunk anywhere but at the start of a new generation's autobase. */
@@ -122,6 +124,8 @@ export interface OpOutcome {
 export const FOUNDER_KEY = 'meta/founder'
 /** The group's apply version: set by its first op, moved on by apply-version ops. */
 export const APPLY_VERSION_KEY = 'meta/apply-version'
+/** Apply version 9: the id of the last op that changed the writers (added, removed, promoted or demoted one); a first seal names it (SealOp.rosterOp). */
+export const ROSTER_OP_KEY = 'meta/roster-op'
 export const APPLIED_KEY = 'stats/applied'
 export const REJECTED_PREFIX = 'stats/rejected/'
 export const LEASE_PREFIX = 'lease/'
