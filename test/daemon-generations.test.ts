@@ -115,7 +115,9 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   let seal: { device: number; generation: number } | null = null
   await waitFor(() => (seal = firstSeal()) !== null, 120_000, 'a device to seal a generation')
   const { device: holderAt, generation: from } = seal!
-  t.ok(last[holderAt]?.indexer === true, `device ${holderAt} sealed generation ${from} (${last[holderAt]?.role === 'holder' ? 'the holder' : 'holding had moved'})`)
+  // Only an active indexer's seal is applied; read now (the status above can predate its activation in generation 1).
+  const sealer = (await waitStatuses([dirs[holderAt]!], (s) => s[0]?.indexer === true, 10_000, 'the sealer an active indexer'))[0]
+  t.ok(sealer?.indexer === true, `device ${holderAt} sealed generation ${from} (${last[holderAt]?.role === 'holder' ? 'the holder' : 'holding had moved'})`)
   daemons[holderAt]!.proc.kill('SIGKILL')
   all.find((a) => a.device === holderAt && a.killedAt === null && a.lines === daemons[holderAt]!.lines)!.killedAt = Date.now()
   await daemons[holderAt]!.exited
@@ -123,7 +125,7 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   last = await waitStatuses(others.map((i) => dirs[i]!), (s) => s.every((x) => gen(x) > from) && s.filter((x) => x?.role === 'holder').length === 1, 120_000, 'the two others past the sealed generation, one of them holding')
   t.comment(`after the kill: generation ${last.map(gen).join('/')} (a re-seal skips a number)`)
   restart(holderAt)
-  // Back as an indexer of the current generation too (it was added pending: until then the group tolerates no failure; README).
+  // Back as an indexer of the current generation too (away at the promote, it is promoted alone once it appends there: until then the group tolerates no failure).
   last = await waitStatuses(dirs, (s) => new Set(s.map(gen)).size === 1 && gen(s[0]!) > from && s.every((x) => x?.indexer === true), 120_000, 'the killed holder back, in the same generation, every device an active indexer')
 
   // 2. A standby is stopped across a rotation and comes back on its own storage.

@@ -38,6 +38,9 @@ class Group {
   readonly calls: string[] = []
   private readonly lengths = new Map<string, number>()
 
+  /** With `roles`, the host's calls say whether each writer is added as an indexer. */
+  constructor(private readonly roles = false) {}
+
   async run(author: string, ...ops: Array<Op | Uint8Array>): Promise<string[]> {
     const ids: string[] = []
     const nodes = ops.map((op) => {
@@ -46,7 +49,7 @@ class Group {
       ids.push(`${author}:${length}`)
       return node(author, length, op)
     })
-    await apply(nodes, this.view as unknown as View, host(this.calls))
+    await apply(nodes, this.view as unknown as View, host(this.calls, this.roles))
     return ids
   }
 
@@ -212,6 +215,46 @@ test('version 9: a first seal names the roster it saw; a writer added or keys re
   t.alike(decodeOp(encodeOp(stamped)), { ok: true, op: stamped }, 'the stamps travel in the op')
   const bad = decodeOp(b4a.from(JSON.stringify({ v: 1, type: 'seal', generation: 0, attempt: 0, rosterOp: 'nope', keysOp: 7 })))
   t.alike(bad, { ok: true, op: { type: 'seal', generation: 0, attempt: 0 } }, 'a malformed stamp reads as none (a version-8 build reads the seal all the same)')
+})
+
+test('version 9: a genesis adds the indexers as plain writers; one promote makes those that appended there active together', async (t) => {
+  const Y = 'b'.repeat(64)
+  const g = new Group()
+  await g.run(F, { type: 'apply-version', version: 9 })
+  await g.run(F, { type: 'add-writer', key: W, indexer: true }, { type: 'add-writer', key: Y, indexer: true }, { type: 'add-writer', key: X, indexer: false })
+  for (const who of [F, W, X, Y]) await g.run(who, { type: 'gen-keys', first: 1, keys: keysFrom(who, 1), box: boxOf(who) })
+  await g.run(W, { type: 'seal', generation: 0, attempt: 0, rosterOp: g.get('meta/roster-op') as string, keysOp: g.get('gen/keys-op') as string })
+  t.ok(g.get('gen/seal'), 'sealed')
+  const next = new Group(true)
+  await next.run(gk(W, 1), ...genesisOps(1, 0, await snapshotOf(g)))
+  t.alike(next.calls.sort(), [`add ${gk(F, 1).slice(0, 4)} writer`, `add ${gk(X, 1).slice(0, 4)} writer`, `add ${gk(Y, 1).slice(0, 4)} writer`].sort(), 'every member a plain writer at first; W bootstraps')
+  next.calls.length = 0
+
+  // F and Y append there (their keys for generation 2); X is a writer, not an indexer.
+  await next.run(gk(F, 1), { type: 'gen-keys', first: 2, keys: keysFrom(F, 2), box: boxOf(F) })
+  await next.run(gk(X, 1), { type: 'gen-keys', first: 2, keys: keysFrom(X, 2), box: boxOf(X) })
+  await next.run(gk(X, 1), { type: 'promote', generation: 1, identities: [F] })
+  t.is(next.get('stats/rejected/unauthorized'), 1, 'only an indexer promotes')
+  await next.run(gk(W, 1), { type: 'promote', generation: 2, identities: [F] })
+  t.is(next.get('stats/rejected/stale-generation'), 1, "only this generation's")
+  const [op] = await next.run(gk(W, 1), { type: 'promote', generation: 1, identities: [F, X, Y, W] })
+  t.alike(next.calls, [`add ${gk(F, 1).slice(0, 4)} indexer`], 'F promoted; X is no indexer, Y has no node here yet, W is the bootstrap')
+  t.is(next.get(`gen/promoted/${F}`), op)
+  await next.run(gk(Y, 1), { type: 'gen-keys', first: 2, keys: keysFrom(Y, 2), box: boxOf(Y) })
+  await next.run(gk(W, 1), { type: 'promote', generation: 1, identities: [F, Y] })
+  t.alike(next.calls, [`add ${gk(F, 1).slice(0, 4)} indexer`, `add ${gk(Y, 1).slice(0, 4)} indexer`], 'Y later, F not again')
+
+  // At 8 the genesis adds them as indexers at once (each pending until its first node) and a promote is an unknown type.
+  const v8 = new Group()
+  await v8.run(F, { type: 'apply-version', version: 8 })
+  await v8.run(F, { type: 'add-writer', key: W, indexer: true })
+  for (const who of [F, W]) await v8.run(who, { type: 'gen-keys', first: 1, keys: keysFrom(who, 1), box: boxOf(who) })
+  await v8.run(W, { type: 'seal', generation: 0, attempt: 0 })
+  const next8 = new Group(true)
+  await next8.run(gk(W, 1), ...genesisOps(1, 0, await snapshotOf(v8)))
+  t.alike(next8.calls, [`add ${gk(F, 1).slice(0, 4)} indexer`], 'version 8: added as an indexer')
+  await next8.run(gk(W, 1), { type: 'promote', generation: 1, identities: [F] })
+  t.is(next8.get('stats/rejected/unknown-type'), 1, 'version 8: a promote is an unknown type, as a version-8 build counts it')
 })
 
 test('in a group below version 8 the generation ops are what a version-7 build makes of them: unknown types, well-formed or not', async (t) => {

@@ -64,6 +64,7 @@ import {
   GEN_KEY_PREFIX,
   GEN_KEYS_OP_KEY,
   GEN_SEAL_KEY,
+  genPromotedKey,
   GEN_SHARE_KEY,
   GENKEY_PREFIX,
   genCutKey,
@@ -75,7 +76,7 @@ import {
   type SealRecord,
   type ShareRecord
 } from './generation-layout.js'
-import { GENERATIONS_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
+import { GENERATIONS_VERSION, PROMOTE_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
 import { genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
@@ -179,6 +180,12 @@ const NEW_WRITER_KEYS_MS = 60_000
 const TICK_GAP_MS = 50
 /** An indexer's activation ack at most this often (activate). */
 const ACTIVATE_MS = 100
+/**
+ * How long a founder waits for every indexer of the next generation to
+ * append there before it promotes those that did (at most a quarter of
+ * the found timeout, after which another indexer would re-seal).
+ */
+const PROMOTE_WAIT_MS = 3_000
 /** The current generation's size on disk is measured at most this often (a directory walk). */
 const BYTES_EVERY_MS = 5_000
 /** The name this device's X25519 box key derives under (from its seed). */
@@ -196,7 +203,7 @@ const REAPPENDED_MAX = 4096
 /** Re-appended values per autobase batch. */
 const REAPPEND_BATCH = 64
 /** Op types never appended again in a next generation (see the header). */
-const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis', 'share'])
+const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis', 'share', 'promote'])
 
 interface Open {
   log: GenerationLog
@@ -244,6 +251,8 @@ export class IntentLog extends ReadyResource {
   private measured: { generation: number; at: number; bytes: number } | null = null
   /** When this device last acked for an indexer's activation. */
   private activatedAt = 0
+  /** When this device first found a generation's indexers to promote (generation -> monotonic ms). */
+  private promoteSeen = new Map<number, number>()
   /** The view length refreshAuthors last read at. */
   private authorsAt = -1
   private enteredAt = 0
@@ -673,6 +682,7 @@ export class IntentLog extends ReadyResource {
     await this.refreshAuthors()
     await this.activate(cur)
     await this.register(n)
+    await this.promoteLate(cur, n)
     await this.tendRetained()
     const seal = await cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
     if (seal === null) return this.maybeSeal(n)
@@ -831,6 +841,8 @@ export class IntentLog extends ReadyResource {
       const engine = await this.ensureNext(next, isFounder ? null : b4a.from(founded?.key ?? seal.founderKey, 'hex'), encryptionKey)
       // Every indexer of the next generation starts pending: its ack at once (not at the stall timer), then the others count it.
       await engine.announce()
+      // From PROMOTE_VERSION it starts a plain writer there instead: its first node (its keys for the generation after) lets the founder promote it.
+      if (!isFounder) await this.registerIn(engine, next)
       await this.activate(engine)
       if (founded !== null) return this.trySwitch(n, founded, mine)
       if (isFounder) return this.found(n, next, engine, mine)
@@ -914,6 +926,7 @@ export class IntentLog extends ReadyResource {
         if (engine.writable) await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1), box: this.boxHex() })
         return
       }
+      await this.promote(engine, next, PROMOTE_WAIT_MS)
       // A majority of the snapshot's indexers confirm there now, and they confirmed the probe: they hold its genesis.
       if (!(await this.majorityActive(engine))) return
       const confirmed = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'confirmed')
@@ -925,6 +938,53 @@ export class IntentLog extends ReadyResource {
     } finally {
       this.founding = false
     }
+  }
+
+  /** This device's keys for generation next + 1, appended in generation next's log before the switch (PROMOTE_VERSION: its first node there). */
+  private async registerIn(engine: GenerationLog, next: number): Promise<void> {
+    if (!engine.writable || (await engine.groupApplyVersion('tip')) < PROMOTE_VERSION) return
+    const tip = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'tip')
+    if (tip !== null && tip.first === next + 1) return
+    if ((await engine.value(GEN_SEAL_KEY, 'tip')) !== null) return
+    await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1), box: this.boxHex() })
+  }
+
+  /**
+   * PROMOTE_VERSION: generation `n`'s indexers that appended there (their
+   * keys for n + 1) and are not active yet, promoted in one op, by an
+   * active indexer. It waits up to `waitMs` from the first time it saw
+   * one to promote for every indexer to be there, so that they become
+   * active together (at once with waitMs 0: a device back later joins the
+   * others on its own, as before).
+   */
+  private async promote(engine: GenerationLog, n: number, waitMs: number): Promise<void> {
+    if (!engine.isIndexer || (await engine.groupApplyVersion('tip')) < PROMOTE_VERSION) return
+    const indexers = (await engine.writers('tip')).filter((w) => w.indexer && !w.removed && w.key !== this.identity)
+    const active = new Set(engine.indexerKeys())
+    const ready: string[] = []
+    let missing = 0
+    for (const w of indexers) {
+      if ((await engine.value(genPromotedKey(w.key), 'tip')) !== null) continue
+      const key = (await engine.value<string>(GEN_KEY_PREFIX + w.key, 'tip')) ?? w.key
+      if (active.has(key)) continue
+      const keys = await engine.value<GenKeysEntry>(genkeyKey(w.key), 'tip')
+      if (keys !== null && keys.first === n + 1) ready.push(w.key)
+      else missing++
+    }
+    if (ready.length === 0) return
+    const now = this.clock.now()
+    const since = this.promoteSeen.get(n) ?? now
+    this.promoteSeen.set(n, since)
+    if (missing > 0 && now - since < Math.min(waitMs, this.rotation.foundTimeoutMs / 4)) return
+    await engine.append({ type: 'promote', generation: n, identities: ready.sort() })
+  }
+
+  /** An indexer back after its generation's promote (it registered here since): the first confirmed indexer by key promotes it at once. */
+  private async promoteLate(cur: GenerationLog, n: number): Promise<void> {
+    if (n === 0 || !cur.isIndexer) return
+    const confirmed = (await cur.confirmedIndexers()).sort()
+    if (confirmed[0] !== cur.self) return
+    await this.promote(cur, n, 0)
   }
 
   /**

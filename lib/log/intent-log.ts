@@ -712,7 +712,7 @@ export class GenerationLog extends ReadyResource {
   }
 
   /** The group's indexers (hex keys), as autobase's system state lists them now. */
-  private indexerKeys(): string[] {
+  indexerKeys(): string[] {
     return (this.base.system?.indexers ?? []).map((i) => b4a.toString(i.key, 'hex'))
   }
 

@@ -206,7 +206,21 @@ export const MAX_SHARE_BOXES = 200
 /** A sealed 32-byte key: 80 bytes, hex. */
 const SEALED_KEY_HEX = /^[0-9a-f]{160}$/
 
-export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp | ShareOp
+/**
+ * Apply version 9: generation `generation`'s indexers (identities) made
+ * active indexers of its autobase together, in one node. Its genesis adds
+ * them as plain writers; each appends a node there (its gen-keys); then
+ * one of its indexers promotes every one that did. Activated one at a
+ * time (version 8), a group of three passed through two active indexers,
+ * both needed: one of them stopping then stalled the generation for good.
+ */
+export interface PromoteOp {
+  type: 'promote'
+  generation: number
+  identities: string[]
+}
+
+export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp | ShareOp | PromoteOp
 
 export type MergeMethod = 'merge' | 'squash' | 'rebase'
 
@@ -805,6 +819,13 @@ function validate(raw: unknown, strict = false): Decoded {
       const rosterOp = stamp(raw.rosterOp)
       const keysOp = stamp(raw.keysOp)
       return ok({ type: 'seal', generation, attempt, ...(rosterOp !== undefined ? { rosterOp } : {}), ...(keysOp !== undefined ? { keysOp } : {}) })
+    }
+    case 'promote': {
+      const { generation, identities } = raw
+      if (!isGeneration(generation) || generation < 1) return bad('generation')
+      if (!Array.isArray(identities) || identities.length < 1 || identities.length > MAX_SHARE_BOXES) return bad('identities')
+      if (!identities.every((k) => isWriterKeyHex(k)) || new Set(identities).size !== identities.length) return bad('identities')
+      return ok({ type: 'promote', generation, identities: [...(identities as string[])] })
     }
     case 'founded': {
       const { generation, next, key, hash } = raw

@@ -52,9 +52,10 @@ export class MemoryView {
 }
 const DELETED = Symbol('deleted')
 
-export function host(calls: string[]): ApplyHost {
+/** An apply host that records its calls (`add <key prefix>`; with `roles`, ` indexer` or ` writer` after it). */
+export function host(calls: string[], roles = false): ApplyHost {
   return {
-    addWriter: async (key) => void calls.push(`add ${b4a.toString(key, 'hex').slice(0, 4)}`),
+    addWriter: async (key, opts) => void calls.push(`add ${b4a.toString(key, 'hex').slice(0, 4)}${roles ? (opts?.indexer === false ? ' writer' : ' indexer') : ''}`),
     removeWriter: async (key) => void calls.push(`remove ${b4a.toString(key, 'hex').slice(0, 4)}`),
     removeable: () => true,
     interrupt: () => {}
