@@ -2,7 +2,8 @@
  * The queue's version-5 commands on a real daemon through the CLI: a PR
  * queued by a signed webhook, `queue priority`, `queue freeze` and
  * `unfreeze`, and `queue` listing the order (priority first), each entry's
- * priority, and the repo's freeze, in text and JSON. Bad input exits 2.
+ * priority, and the repo's freeze (hotfix priority, or an exception label),
+ * in text and JSON. Bad input exits 2.
  */
 import test from 'brittle'
 import tmp from 'test-tmp'
@@ -21,6 +22,7 @@ interface Listing {
   tenant: string
   repo: string
   frozen?: boolean
+  frozenExcept?: string | null
   entries: Array<{ prNumber: number; priority?: string }>
 }
 
@@ -76,6 +78,18 @@ test('queue priority, freeze and unfreeze through the CLI; the list is in queue 
 
   t.is((await cli(['queue', 'unfreeze', '--repo', REPO, '--storage', dir])).code, 0)
   await waitFor(async () => (await listing(dir))?.frozen === false, 20_000, 'unfrozen')
+
+  // Apply version 6: a freeze with an exception label; the listing says that only PRs carrying it merge.
+  const except = await cli(['queue', 'freeze', '--except-label', 'hotfix', '--repo', REPO, '--storage', dir])
+  t.is(except.code, 0, `queue freeze --except-label exits 0 (${except.stderr.trim()})`)
+  await waitFor(async () => (await listing(dir))?.frozenExcept === 'hotfix', 20_000, 'frozen with the exception label in the listing')
+  t.is((await listing(dir))!.frozen, true)
+  const labelled = await cli(['queue', '--storage', dir, '--repo', REPO])
+  t.ok(labelled.stdout.includes('frozen: only PRs labelled hotfix merge'), `the text says only PRs labelled hotfix merge: ${labelled.stdout}`)
+  t.absent(labelled.stdout.includes('hotfix priority'), 'not the hotfix-priority rule')
+  t.is((await status(dir))!.queues[0]!.frozen, 'label hotfix', 'status --json says the rule')
+  t.is((await cli(['queue', 'unfreeze', '--repo', REPO, '--storage', dir])).code, 0)
+  await waitFor(async () => (await listing(dir))?.frozen === false, 20_000, 'unfrozen again')
 
   const bad = await cli(['queue', 'priority', '12', 'urgent', '--repo', REPO, '--storage', dir])
   t.is(bad.code, 2, `an unknown level exits 2 (${bad.stderr.trim()})`)
