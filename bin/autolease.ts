@@ -207,6 +207,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     peers: number
     generation?: { number: number; sealed: { next: number } | null; retained: number[] }
     disk?: { bytes: number }
+    queues?: Array<{ tenant: string; repo: string; queueLength: number; paused: boolean; frozen: string | null; flag?: { flag: string; detail: string | null } | null }>
   }
   if (f.json) {
     out(JSON.stringify(s))
@@ -225,6 +226,12 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     out(`log       generation ${g.number}${g.sealed ? ` (sealed: moving to ${g.sealed.next})` : ''}${g.retained.length > 0 ? `; keeping ${g.retained.join(', ')} for devices away` : ''}`)
   }
   if (s.disk) out(`disk      ${(s.disk.bytes / (1024 * 1024)).toFixed(1)} MiB`)
+  // One line per managed repo; a flagged one says what to do (a base under GitHub's merge queue merges nothing here).
+  for (const q of s.queues ?? []) {
+    const frozen = q.frozen === null ? null : q.frozen.startsWith('label ') ? `frozen: only PRs labelled ${q.frozen.slice('label '.length)} merge` : 'frozen: only hotfix priority merges'
+    const notes = [q.paused ? 'paused' : null, frozen, q.flag ? `flagged: ${q.flag.detail ?? q.flag.flag}` : null].filter((x) => x !== null)
+    out(`queue     ${q.tenant}:${q.repo}  ${q.queueLength} queued${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`)
+  }
   return EXIT.OK
 }
 

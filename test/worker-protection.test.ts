@@ -3,7 +3,8 @@
  * forge over HTTP and real webhook intake: branches that must be up to
  * date (only the head of the queue is updated, each merge at a head that
  * contains the previous one, its checks passed), missing reviews and
- * GitHub's merge queue (waiting, never timed out, never merged around),
+ * GitHub's merge queue (waiting, never timed out, never merged around;
+ * frozen and merge-queue waits outlast the gate timeout with their reason),
  * freeze with a hotfix, a stall, a conflict on update, and the queue's
  * status on each PR.
  */
@@ -121,6 +122,57 @@ test('freeze: a frozen repo merges only the hotfix-labelled PR; unfrozen, the ot
   t.is(g.fake.mutations().filter((m) => isMerge(m) && m.pr === normal).length, 0, 'no merge call for it')
   await log.append({ type: 'queue-freeze', tenant: TENANT, repo: REPO, frozen: false, ts: Date.now() })
   await waitFor(() => g.fake.pull(REPO, normal).merged, 20_000, 'merged once unfrozen')
+})
+
+/** The first `evaluated` line for `pr` logged after wall time `after` (pino's `time`), once there is one. */
+async function evaluatedAfter(g: QueueGroup, pr: number, after: number, what: string): Promise<{ verdict: string; time: number }> {
+  const find = () => g.lines.find((l) => l.msg === 'evaluated' && l.pr === pr && typeof l.time === 'number' && l.time > after) as { verdict: string; time: number } | undefined
+  await waitFor(() => find() !== undefined, 20_000, what)
+  return find()!
+}
+
+test('frozen never times out: an evaluation past the gate timeout still waits, frozen, with the rule on its status', { timeout: 90_000 }, async (t) => {
+  const GATE_MS = 1_500
+  const g = await queueGroup(t, { size: 1, forge: { mutationSpacingMs: 100 }, worker: { gateTimeoutMs: GATE_MS } })
+  await g.holder()
+  await g.cluster.devices[0]!.log.append({ type: 'queue-freeze', tenant: TENANT, repo: REPO, frozen: true, ts: Date.now() })
+  await waitFor(async () => (await g.reads[0]!.freeze(TENANT, REPO, 'tip')) !== null, 10_000, 'frozen')
+  const pr = g.fake.createPull(REPO, { headSha: sha('frozen-long'), labels: [LABEL] }).number
+  g.fake.setCheck(REPO, sha('frozen-long'), 'ci', 'success')
+  await waitFor(async () => entry(g, await g.queue(), pr)?.wait?.reason === 'frozen', 20_000, 'waiting: frozen')
+  const queuedAt = entry(g, await g.queue(), pr)!.queuedAt
+  // Past the gate timeout, something makes the holder look at it again (another check reported on its head).
+  await waitFor(() => Date.now() > queuedAt + GATE_MS + 500, 10_000, 'the gate timeout passed')
+  g.fake.setCheck(REPO, sha('frozen-long'), 'lint', 'success')
+  const late = await evaluatedAfter(g, pr, queuedAt + GATE_MS, 'an evaluation past the gate timeout')
+  t.is(late.verdict, 'frozen', `its verdict: still frozen (${late.time - queuedAt} ms after it was queued)`)
+  const e = entry(g, await g.queue(), pr)!
+  t.is(e.status === 'bounced' ? 'bounced' : e.wait?.reason, 'frozen', 'not bounced: it waits, frozen')
+  t.is(e.wait?.detail, 'only hotfix priority merges', 'with the rule')
+  t.ok(status(g, sha('frozen-long'))?.description?.startsWith('waiting: frozen (only hotfix priority merges)'), `its status keeps the reason (${status(g, sha('frozen-long'))?.description})`)
+  t.is(status(g, sha('frozen-long'))?.state, 'pending')
+  t.is(g.fake.comments(REPO, pr).length, 0, 'no bounce comment')
+})
+
+test("GitHub's merge queue never times out: evaluations past the gate timeout still wait, with that reason on the status, though a check is still running", { timeout: 90_000 }, async (t) => {
+  const GATE_MS = 1_500
+  const g = await queueGroup(t, { size: 1, forge: { mutationSpacingMs: 100 }, worker: { gateTimeoutMs: GATE_MS, blockedPollMs: 300 } })
+  await g.holder()
+  g.fake.protect(REPO, 'main', { mergeQueue: true })
+  const pr = g.fake.createPull(REPO, { headSha: sha('mq-long'), labels: [LABEL] }).number
+  // A check that never finishes: were the gate judged, it would bounce at the timeout.
+  g.fake.setCheck(REPO, sha('mq-long'), 'ci', null)
+  await waitFor(async () => entry(g, await g.queue(), pr)?.wait?.reason === 'merge-queue', 20_000, 'waiting: the merge queue')
+  const queuedAt = entry(g, await g.queue(), pr)!.queuedAt
+  // Looked at again every blockedPollMs: two evaluations well past the timeout.
+  const late = await evaluatedAfter(g, pr, queuedAt + GATE_MS + 1_000, 'an evaluation past the gate timeout')
+  t.ok(late.verdict.includes("GitHub's merge queue"), `its verdict (${late.time - queuedAt} ms after it was queued): ${late.verdict}`)
+  const e = entry(g, await g.queue(), pr)!
+  t.is(e.status === 'bounced' ? 'bounced' : e.wait?.reason, 'merge-queue', 'not bounced: it waits for that reason')
+  t.ok(status(g, sha('mq-long'))?.description?.startsWith("waiting: main uses GitHub's merge queue"), `its status keeps the reason (${status(g, sha('mq-long'))?.description})`)
+  t.is(status(g, sha('mq-long'))?.state, 'pending')
+  t.is(g.fake.comments(REPO, pr).length, 0, 'no bounce comment')
+  t.is(g.fake.mutations().filter(isMerge).length, 0, 'no merge call')
 })
 
 test('no check ever started: waits, then a stall (logged, on its status), then a bounce that says so, distinct from a failure', { timeout: 90_000 }, async (t) => {

@@ -124,7 +124,8 @@ export type DaemonStatus = {
   killLeadMs: number
   /** Per managed repo: its queue length and how many events its ring has recorded (tip). */
   /** `frozen`: null, or what still merges (apply version 5: `hotfix priority`; 6: `label <L>` with an exception label). */
-  queues: Array<{ tenant: string; repo: string; queueLength: number; events: number; paused: boolean; frozen: string | null }>
+  /** `flag`: null, or why nothing merges at all (apply version 5: `merge-queue`, the base under GitHub's merge queue) and, in `detail`, what to do. */
+  queues: Array<{ tenant: string; repo: string; queueLength: number; events: number; paused: boolean; frozen: string | null; flag: { flag: string; detail: string | null } | null }>
   webhookPort: number | null
   runners: number
   /** Acks the indexing watchdog had to force (a real op left unconfirmed too long): the bench's "nudge" count. */
@@ -571,7 +572,8 @@ export class Daemon extends ReadyResource {
       const s = await this.queue!.state(r.tenant, r.repo, 'tip')
       const freeze = await this.queue!.freeze(r.tenant, r.repo, 'tip')
       const frozen = freeze === null ? null : freeze.exceptLabel !== undefined ? `label ${freeze.exceptLabel}` : 'hotfix priority'
-      queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events, paused: r.paused, frozen })
+      const flag = await this.queue!.flag(r.tenant, r.repo, 'tip')
+      queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events, paused: r.paused, frozen, flag: flag === null ? null : { flag: flag.flag, detail: flag.detail } })
     }
     return {
       key: encodeKey(log.key),

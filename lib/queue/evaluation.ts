@@ -79,6 +79,8 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
   const entry = (await t.reads.queue(tenant, repo, 'tip')).find((e) => e.prNumber === pr)
   if (entry === undefined) return { next: 'done', what: 'not queued' }
   if (entry.status === 'bounced') return followUp(t, config, entry)
+  // From here this entry may merge: merges behind it in queue order wait for it (merge-order.ts).
+  t.order.evaluating(tenant, repo, entry)
 
   const pull = await t.call(tenant, (f) => f.getPull(repo, pr))
   const afterPull = await stillOpen(t, config)
@@ -140,6 +142,9 @@ async function stillOpen(t: Tenure, config: RepoConfig): Promise<Verdict | null>
 async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protectedBase: { baseRef: string } | null = null): Promise<Verdict> {
   const { repo } = config
   const pr = entry.prNumber
+  // Several ready at once: the merges go in queue order. Waited for before the attempt and the checks below,
+  // never between the fence and the send.
+  if (await t.order.turn(config.tenant, repo, entry)) t.logger.info({ repo, pr, epoch: t.epoch }, 'merging after the entries ahead in queue order')
   const before = await stillOpen(t, config)
   if (before !== null) return before
   const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo, pr, sha: entry.prSha, action: 'merge' })
@@ -153,7 +158,10 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protected
 
   let outcome
   try {
-    outcome = await t.call(config.tenant, (f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, ...t.mutation(config.tenant, repo, announced.op) }))
+    const sending = t.call(config.tenant, (f) => f.merge(repo, pr, { sha: entry.prSha, method: config.mergeMethod, ...t.mutation(config.tenant, repo, announced.op) }))
+    // In the forge's per-repo lane now (handed over synchronously, sent in that order): the next in queue order may follow.
+    t.order.done(config.tenant, repo, pr)
+    outcome = await sending
   } catch (err) {
     // Known not sent: nothing to record; the attempt stays open for whoever resolves it next.
     if (isForgeError(err, 'fenced')) return { next: 'done', what: t.fencedWhy() }
@@ -213,6 +221,8 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protected
 async function bounce(t: Tenure, config: RepoConfig, entry: QueueEntry, reason: string): Promise<Verdict> {
   const { repo } = config
   const pr = entry.prNumber
+  // No merge from this evaluation: merges behind it need not wait for its comment and label removal.
+  t.order.done(config.tenant, repo, pr)
   const text = opText(reason)
   const id = await t.append(decide(config, entry, 'bounced', text))
   const outcome = await t.fenced.outcome(id, t.settings.confirmTimeoutMs, () => t.holding())

@@ -33,6 +33,7 @@ import type { FencedOutcome } from './queue-layout.js'
 import type { QueueReads } from './queue-reads.js'
 import type { BranchRulesCache } from './branch-rules.js'
 import type { QueueStatusWriter, ShowWith } from './queue-status.js'
+import type { MergeOrder } from './merge-order.js'
 
 /** The apply version from which an App credential shows the queue as a check run (queue-check-app). */
 const CHECK_RUN_VERSION = 7
@@ -98,6 +99,8 @@ export class Tenure {
   readonly attempts: AttemptMemory
   readonly rules: BranchRulesCache
   readonly statuses: QueueStatusWriter
+  /** This tenure's merges in queue order when several are ready at once (merge-order.ts). */
+  readonly order: MergeOrder
   private readonly forges: TenantForges
   /** Per tenant/repo: how the queue shows itself on its PRs in this tenure (showWith). */
   private readonly showing = new Map<string, Promise<ShowWith | null>>()
@@ -120,6 +123,7 @@ export class Tenure {
     attempts: AttemptMemory
     rules: BranchRulesCache
     statuses: QueueStatusWriter
+    order: MergeOrder
   }) {
     this.epoch = opts.epoch
     this.currentEpoch = opts.currentEpoch
@@ -135,6 +139,7 @@ export class Tenure {
     this.attempts = opts.attempts
     this.rules = opts.rules
     this.statuses = opts.statuses
+    this.order = opts.order
   }
 
   /** This device holds the signer lease at this tenure's epoch right now. */

@@ -28,7 +28,10 @@
  * log line each: never at once. An attempt whose ending could not be
  * recorded stays open, and the open-attempt rule above once re-ran such an
  * evaluation on the next update: 17 merge calls in 5 s. Unrelated PRs run
- * in parallel up to `parallel`.
+ * in parallel up to `parallel`; when several entries of one queue are ready
+ * at once, their merges are handed to the forge in queue order
+ * (merge-order.ts), and a scan submits the PRs its events touched in that
+ * order.
  *
  * The fence's view of the repos: on every log update the worker re-reads
  * the repo configs at the tip into a synchronous snapshot (managed, not
@@ -53,6 +56,7 @@ import { reconcileRepo } from './reconciler.js'
 import { Tenure, type AttemptMemory, type WorkerMetrics, type WorkerSettings } from './tenure.js'
 import { BranchRulesCache } from './branch-rules.js'
 import { QueueStatusWriter } from './queue-status.js'
+import { MergeOrder } from './merge-order.js'
 import { CommandServer, PermissionCache } from './comment-commands.js'
 import { Redeliverer, type RedeliverySettings } from './redelivery.js'
 
@@ -248,7 +252,8 @@ export class HolderWorker extends EventEmitter {
       wall: this.wall,
       attempts: this.attempts,
       rules: this.rules,
-      statuses: this.statuses
+      statuses: this.statuses,
+      order: new MergeOrder(this.settings.confirmTimeoutMs)
     })
     this.tenure = tenure
     this.refreshRepos()
@@ -378,9 +383,11 @@ export class HolderWorker extends EventEmitter {
       if (wasPaused && !config.paused) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)
 
       const touched = new Set(await this.touchedByEvents(t, config))
+      // Submitted in queue order: the PrLock starts jobs in the order submitted, so past `parallel` the first in line starts first.
+      const inOrder = touched.size > 1 ? (await reads.queue(config.tenant, config.repo, 'tip')).map((e) => e.prNumber).filter((n) => touched.has(n)) : []
       if (this.tenure !== t) return
       // An event for a PR whose evaluation runs marks it dirty (one more run after, never in parallel).
-      for (const pr of touched) this.submit(t, config, pr, 'event')
+      for (const pr of new Set([...inOrder, ...touched])) this.submit(t, config, pr, 'event')
       const open = await reads.openAttempts(config.tenant, config.repo, 'tip')
       if (this.tenure !== t) return
       for (const a of open) {
@@ -467,6 +474,9 @@ export class HolderWorker extends EventEmitter {
     } catch (err) {
       if (this.tenure === t) this.failed(key, err)
       return
+    } finally {
+      // However it ended, merges behind this entry in queue order no longer wait for it.
+      t.order.done(config.tenant, config.repo, pr)
     }
     // A tenure that ended while the evaluation ran (a demotion, a release) leaves its state to the
     // next tenure to rebuild, but the operator still learns how this evaluation ended.
