@@ -125,7 +125,7 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
   last = await waitStatuses(others.map((i) => dirs[i]!), (s) => s.every((x) => gen(x) > from) && s.filter((x) => x?.role === 'holder').length === 1, 120_000, 'the two others past the sealed generation, one of them holding')
   t.comment(`after the kill: generation ${last.map(gen).join('/')} (a re-seal skips a number)`)
   restart(holderAt)
-  // Back as an indexer of the current generation too (away at the promote, it is promoted alone once it appends there: until then the group tolerates no failure).
+  // Back as an indexer of the current generation too (it was added pending: until then the group tolerates no failure; README).
   last = await waitStatuses(dirs, (s) => new Set(s.map(gen)).size === 1 && gen(s[0]!) > from && s.every((x) => x?.indexer === true), 120_000, 'the killed holder back, in the same generation, every device an active indexer')
 
   // 2. A standby is stopped across a rotation and comes back on its own storage.

@@ -63,6 +63,8 @@ import { daemonConsole } from '../console/daemon-console.js'
 import type { ConsoleServer } from '../console/server.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
+/** A stop waits at most this long for an indexer being activated that needs this device to be confirmed (IntentLog.neededForActivation). */
+const ACTIVATION_WAIT_MS = 5_000
 
 export interface DaemonOptions {
   storage: string
@@ -458,6 +460,7 @@ export class Daemon extends ReadyResource {
       } catch (err) {
         this.logger.warn({ err: (err as Error).message }, 'release on stop not confirmed')
       }
+      await this.awaitActivations()
     }
     let timer: NodeJS.Timeout | null = null
     const timedOut = await Promise.race([
@@ -470,6 +473,23 @@ export class Daemon extends ReadyResource {
 
   status(): Promise<Json> {
     return this.statusJson()
+  }
+
+  /**
+   * Right after a generation switch the indexers are activated one at a
+   * time: with three, two active ones are both needed to confirm the
+   * third's activation, and one of them leaving then stalls the generation
+   * for good. A stop in that window waits for the activation (bounded: an
+   * indexer that is away would never come).
+   */
+  private async awaitActivations(): Promise<void> {
+    const log = this.log!
+    const started = systemClock.now()
+    const needed = async (): Promise<boolean> => (await log.neededForActivation().catch(() => false)) && systemClock.now() - started < ACTIVATION_WAIT_MS
+    if (!(await needed())) return
+    this.logger.info({ timeoutMs: ACTIVATION_WAIT_MS }, 'waiting for an indexer being activated before stopping (without this device it could not be)')
+    while (await needed()) await new Promise((resolve) => setTimeout(resolve, 100))
+    if (await log.neededForActivation().catch(() => false)) this.logger.warn({ timeoutMs: ACTIVATION_WAIT_MS }, 'an indexer was still being activated; stopping anyway')
   }
 
   /**

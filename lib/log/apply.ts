@@ -48,7 +48,7 @@ import { decodeOp, opId, type DecodeFailure, type Op } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
 import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View, type ViewEntry } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type WriterEntry } from './view-layout.js'
-import { GENERATIONS_VERSION, PROMOTE_VERSION, generationGate, identityOf, type RestoreEntry } from './generation-family.js'
+import { GENERATIONS_VERSION, generationGate, identityOf, type RestoreEntry } from './generation-family.js'
 
 export type { View }
 
@@ -93,11 +93,9 @@ export type { View }
  * changed the writers, the last gen-keys of the generation:
  * generation-family.ts ROSTER_STAMP_VERSION) and is rejected where it
  * lands on another (`roster-changed`), so a writer added as the seal was
- * appended is never left without a key for the next generation; a new
- * generation's genesis adds its indexers as plain writers and a `promote`
- * op makes those that appended there active indexers together
- * (PROMOTE_VERSION). In a group at 8 the stamps are ignored and never
- * written, and a promote is counted as a version-8 build counts it.
+ * appended is never left without a key for the next generation. In a
+ * group at 8 the stamps are ignored and never written, as a version-8
+ * build does.
  */
 export const APPLY_VERSION = 9
 /** A group whose first op is not an apply-version op runs version 1. */
@@ -146,11 +144,6 @@ const CODEC_ADDITIONS: readonly CodecAddition[] = [
   {
     version: GENERATIONS_VERSION,
     types: new Set<Op['type']>(['gen-keys', 'seal', 'founded', 'genesis', 'share']),
-    olderFailure: () => null,
-  },
-  {
-    version: PROMOTE_VERSION,
-    types: new Set<Op['type']>(['promote']),
     olderFailure: () => null,
   },
 ]

@@ -34,14 +34,13 @@
  */
 import type { ApplyHost } from 'autobase'
 import b4a from 'b4a'
-import type { Decoded, FoundedOp, GenesisOp, GenKeysOp, PromoteOp, SealOp, ShareOp } from './ops.js'
+import type { Decoded, FoundedOp, GenesisOp, GenKeysOp, SealOp, ShareOp } from './ops.js'
 import type { ViewTx } from './view-tx.js'
 import { bump, prefixRange, type ApplyContext, type OpFamily, type ViewEntry } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, ROSTER_OP_KEY, WRITER_PREFIX, writerKey, type WriterEntry } from './view-layout.js'
 import {
   GEN_FOUNDED_KEY,
   GEN_GENESIS_KEY,
-  GEN_KEYS_OP_KEY,
   GEN_NUMBER_KEY,
   GEN_SEAL_KEY,
   GEN_SHARE_KEY,
@@ -50,7 +49,6 @@ import {
   genCutKey,
   genKeyKey,
   genkeyKey,
-  genPromotedKey,
   genRejectedKey,
   registeredKey,
   type FoundedRecord,
@@ -71,24 +69,13 @@ export const GENERATIONS_VERSION = 8
 
 /**
  * The apply version from which a first seal names the roster it saw
- * (SealOp.rosterOp, keysOp) and is rejected where it lands on another:
+ * (SealOp.rosterOp) and is rejected where it lands on another:
  * below it, a writer added concurrently with the seal and ordered before
  * it was a writer of the sealed generation with no key for the next, left
  * behind for good (an invite answered into a generation sealed the moment
  * after; test/generations.test.ts).
  */
 export const ROSTER_STAMP_VERSION = 9
-
-/**
- * The apply version from which a genesis adds the generation's indexers
- * as plain writers, and a `promote` op (ops.ts PromoteOp) makes every one
- * that appended a node there an active indexer in that one node. Below
- * it, each became active on its own first node: a group of three went
- * through a pair of active indexers, both needed, and one of them
- * stopping right after its activation stalled the generation for good
- * (daemon-generations: a standby stopped just after a switch).
- */
-export const PROMOTE_VERSION = 9
 
 /** Puts one snapshot entry back through the family that owns it; false when none does (apply.ts, over the fold's families). */
 export type RestoreEntry = (tx: ViewTx, entry: SnapshotEntry) => Promise<boolean>
@@ -120,7 +107,6 @@ export const generationFamily: OpFamily = {
     // Before any seal: nothing to found. A genesis chunk is only ever a new autobase's first ops (the gate).
     founded: (_op, c) => c.count('not-sealed'),
     share: (_op, c) => c.count('not-sealed'),
-    promote: (op, c) => applyPromote(c, op),
     genesis: (_op, c) => c.count('invalid-genesis')
   },
   owns: (key) => isGenKey(key) || isGenkey(key),
@@ -142,30 +128,6 @@ async function applyGenKeys(c: ApplyContext, op: GenKeysOp): Promise<void> {
   if (op.first <= (await viewGeneration(c.tx))) return c.count('stale-generation')
   const entry: GenKeysEntry = { identity: c.writer.key, first: op.first, keys: op.keys, box: op.box, opId: c.id }
   c.tx.put(genkeyKey(c.writer.key), entry)
-  if (c.version >= ROSTER_STAMP_VERSION) c.tx.put(GEN_KEYS_OP_KEY, c.id)
-}
-
-/**
- * Every listed indexer of this generation that appended a node here (its
- * gen-keys for the next one) and is not active yet becomes an active
- * indexer, all in this one node: autobase activates a member that has
- * nodes at once (a member with none would wait, pending, for its first).
- */
-async function applyPromote(c: ApplyContext, op: PromoteOp): Promise<void> {
-  if (!c.writer.indexer) return c.count('unauthorized')
-  const generation = await viewGeneration(c.tx)
-  if (op.generation !== generation) return c.count('stale-generation')
-  const genesis = await c.tx.get<GenesisState>(GEN_GENESIS_KEY)
-  for (const identity of op.identities) {
-    const member = await c.tx.get<WriterEntry>(writerKey(identity))
-    if (member === null || !member.indexer || member.removed) continue
-    if ((await c.tx.get(genPromotedKey(identity))) !== null) continue
-    const key = await writerKeyOf(c.tx, identity)
-    if (key === genesis?.bootstrap) continue
-    if ((await c.tx.get<GenKeysEntry>(genkeyKey(identity)))?.first !== generation + 1) continue
-    c.tx.put(genPromotedKey(identity), c.id)
-    c.tx.effect(() => c.host.addWriter(b4a.from(key, 'hex'), { indexer: true }))
-  }
 }
 
 /** The first seal of a generation (the gate handles every op once one is in). */
@@ -175,9 +137,7 @@ async function applyFirstSeal(c: ApplyContext, op: SealOp): Promise<void> {
   if (op.generation !== generation) return c.count('stale-generation')
   if (op.attempt !== 0) return c.count('not-sealed')
   if (c.version >= ROSTER_STAMP_VERSION) {
-    const roster = (await c.tx.get<string>(ROSTER_OP_KEY)) ?? null
-    const keys = (await c.tx.get<string>(GEN_KEYS_OP_KEY)) ?? null
-    if (op.rosterOp !== roster || op.keysOp !== keys) return c.count('roster-changed')
+    if (op.rosterOp !== ((await c.tx.get<string>(ROSTER_OP_KEY)) ?? null)) return c.count('roster-changed')
   }
   const next = generation + 1
   const founderKey = registeredKey(await c.tx.get<GenKeysEntry>(genkeyKey(c.writer.key)), next)
@@ -320,15 +280,13 @@ async function applyChunk(n: GateNode, state: GenesisState, op: GenesisOp): Prom
     return
   }
   tx.put(GEN_NUMBER_KEY, next.generation)
-  // From PROMOTE_VERSION the indexers start as plain writers, made active together by a promote.
-  const together = ((await tx.get<number>(APPLY_VERSION_KEY)) ?? 0) >= PROMOTE_VERSION
   for (const [identity, m] of Object.entries(next.members).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const key = next.keys[identity]
     if (m.removed || key === undefined) continue
     tx.put(genAuthorKey(key), identity)
     tx.put(genKeyKey(identity), key)
     // The bootstrap writer is the autobase's first indexer already.
-    if (key !== next.bootstrap) tx.effect(() => n.host.addWriter(b4a.from(key, 'hex'), { indexer: m.indexer && !together }))
+    if (key !== next.bootstrap) tx.effect(() => n.host.addWriter(b4a.from(key, 'hex'), { indexer: m.indexer }))
   }
   // What is left of the genesis: where it came from (the chunks' bookkeeping is done).
   tx.put(GEN_GENESIS_KEY, { ...next, carry: '', members: {}, keys: {}, complete: true })

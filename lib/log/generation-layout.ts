@@ -20,10 +20,6 @@ export const GEN_SHARE_KEY = 'gen/share'
 export const GEN_FOUNDED_KEY = 'gen/founded'
 /** A generation >= 1: its genesis as apply received it (GenesisState). */
 export const GEN_GENESIS_KEY = 'gen/genesis'
-/** Apply version 9: the id of the last gen-keys op accepted in this generation; a first seal names it (SealOp.keysOp). */
-export const GEN_KEYS_OP_KEY = 'gen/keys-op'
-/** Apply version 9, per identity: the promote op that made it an active indexer of this generation's autobase. */
-export const GEN_PROMOTED_PREFIX = 'gen/promoted/'
 /** Per writer key (hex): the length of its first node rejected after the seal. */
 export const GEN_CUT_PREFIX = 'gen/cut/'
 /** Per writer key of this generation (hex): the identity it stands for (absent: itself). */
@@ -40,7 +36,6 @@ export const genAuthorKey = (writerKey: string): string => GEN_AUTHOR_PREFIX + w
 export const genKeyKey = (identity: string): string => GEN_KEY_PREFIX + identity
 export const genRejectedKey = (reason: GenerationRejection): string => GEN_REJECTED_PREFIX + reason
 export const genkeyKey = (identity: string): string => GENKEY_PREFIX + identity
-export const genPromotedKey = (identity: string): string => GEN_PROMOTED_PREFIX + identity
 
 export type GenerationRejection =
   /** A state-changing op after the seal. */

@@ -62,9 +62,7 @@ import {
   GEN_FOUNDED_KEY,
   GEN_GENESIS_KEY,
   GEN_KEY_PREFIX,
-  GEN_KEYS_OP_KEY,
   GEN_SEAL_KEY,
-  genPromotedKey,
   GEN_SHARE_KEY,
   GENKEY_PREFIX,
   genCutKey,
@@ -76,8 +74,8 @@ import {
   type SealRecord,
   type ShareRecord
 } from './generation-layout.js'
-import { GENERATIONS_VERSION, PROMOTE_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
-import { genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
+import { GENERATIONS_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
+import { genesisOps, packSnapshot, parseLine, type PackedSnapshot } from './snapshot.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
 import { MAX_GEN_KEYS } from './ops.js'
@@ -180,12 +178,8 @@ const NEW_WRITER_KEYS_MS = 60_000
 const TICK_GAP_MS = 50
 /** An indexer's activation ack at most this often (activate). */
 const ACTIVATE_MS = 100
-/**
- * How long a founder waits for every indexer of the next generation to
- * append there before it promotes those that did (at most a quarter of
- * the found timeout, after which another indexer would re-seal).
- */
-const PROMOTE_WAIT_MS = 3_000
+/** Differing snapshot lines a GENERATION_MISMATCH warning names. */
+const MISMATCH_LINES = 6
 /** The current generation's size on disk is measured at most this often (a directory walk). */
 const BYTES_EVERY_MS = 5_000
 /** The name this device's X25519 box key derives under (from its seed). */
@@ -203,7 +197,7 @@ const REAPPENDED_MAX = 4096
 /** Re-appended values per autobase batch. */
 const REAPPEND_BATCH = 64
 /** Op types never appended again in a next generation (see the header). */
-const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis', 'share', 'promote'])
+const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis', 'share'])
 
 interface Open {
   log: GenerationLog
@@ -251,8 +245,6 @@ export class IntentLog extends ReadyResource {
   private measured: { generation: number; at: number; bytes: number } | null = null
   /** When this device last acked for an indexer's activation. */
   private activatedAt = 0
-  /** When this device first found a generation's indexers to promote (generation -> monotonic ms). */
-  private promoteSeen = new Map<number, number>()
   /** The view length refreshAuthors last read at. */
   private authorsAt = -1
   private enteredAt = 0
@@ -609,6 +601,16 @@ export class IntentLog extends ReadyResource {
     return [...out]
   }
 
+  /** The current generation's active indexers as of its indexed length (writer keys, hex: GenerationLog.confirmedIndexers). */
+  confirmedIndexers(): Promise<string[]> {
+    return this.cur.confirmedIndexers()
+  }
+
+  /** See GenerationLog.neededForActivation: the current generation's. */
+  neededForActivation(): Promise<boolean> {
+    return this.cur.neededForActivation()
+  }
+
   /** Where this device is in the group's generations. */
   async generationInfo(): Promise<GenerationInfo> {
     const seal = await this.cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
@@ -682,7 +684,6 @@ export class IntentLog extends ReadyResource {
     await this.refreshAuthors()
     await this.activate(cur)
     await this.register(n)
-    await this.promoteLate(cur, n)
     await this.tendRetained()
     const seal = await cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
     if (seal === null) return this.maybeSeal(n)
@@ -741,7 +742,7 @@ export class IntentLog extends ReadyResource {
     const cur = this.cur
     const seal: SealOp = { type: 'seal', generation: this.currentNumber, attempt: 0 }
     if ((await cur.groupApplyVersion('tip')) < ROSTER_STAMP_VERSION) return seal
-    return { ...seal, rosterOp: await cur.value<string>(ROSTER_OP_KEY, 'tip'), keysOp: await cur.value<string>(GEN_KEYS_OP_KEY, 'tip') }
+    return { ...seal, rosterOp: await cur.value<string>(ROSTER_OP_KEY, 'tip') }
   }
 
   private async maybeSeal(n: number): Promise<void> {
@@ -761,9 +762,9 @@ export class IntentLog extends ReadyResource {
     if (this.due?.generation !== n) this.due = { generation: n, since: now }
     // From version 9 the seal names the roster it was decided on, read at the tip: everything in
     // this device's tip is ordered before its seal, and a roster change ordered between them
-    // (an add-writer or gen-keys appended concurrently) gets the seal rejected and decided again.
-    // The stamps are read before the writers: a change landing between the two reads leaves the
-    // stamps older than the roster decided on, and the seal is rejected, never wrongly accepted.
+    // (an add-writer or remove-writer appended concurrently) gets the seal rejected and decided again.
+    // The stamp is read before the writers: a change landing between the two reads leaves the
+    // stamp older than the roster decided on, and the seal is rejected, never wrongly accepted.
     const op = await this.sealOp()
     const rosterMode = op.rosterOp !== undefined ? 'tip' : 'confirmed'
     const writers = (await cur.writers(rosterMode)).filter((w) => !w.removed)
@@ -841,8 +842,6 @@ export class IntentLog extends ReadyResource {
       const engine = await this.ensureNext(next, isFounder ? null : b4a.from(founded?.key ?? seal.founderKey, 'hex'), encryptionKey)
       // Every indexer of the next generation starts pending: its ack at once (not at the stall timer), then the others count it.
       await engine.announce()
-      // From PROMOTE_VERSION it starts a plain writer there instead: its first node (its keys for the generation after) lets the founder promote it.
-      if (!isFounder) await this.registerIn(engine, next)
       await this.activate(engine)
       if (founded !== null) return this.trySwitch(n, founded, mine)
       if (isFounder) return this.found(n, next, engine, mine)
@@ -926,7 +925,6 @@ export class IntentLog extends ReadyResource {
         if (engine.writable) await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1), box: this.boxHex() })
         return
       }
-      await this.promote(engine, next, PROMOTE_WAIT_MS)
       // A majority of the snapshot's indexers confirm there now, and they confirmed the probe: they hold its genesis.
       if (!(await this.majorityActive(engine))) return
       const confirmed = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'confirmed')
@@ -938,53 +936,6 @@ export class IntentLog extends ReadyResource {
     } finally {
       this.founding = false
     }
-  }
-
-  /** This device's keys for generation next + 1, appended in generation next's log before the switch (PROMOTE_VERSION: its first node there). */
-  private async registerIn(engine: GenerationLog, next: number): Promise<void> {
-    if (!engine.writable || (await engine.groupApplyVersion('tip')) < PROMOTE_VERSION) return
-    const tip = await engine.value<GenKeysEntry>(genkeyKey(this.identity), 'tip')
-    if (tip !== null && tip.first === next + 1) return
-    if ((await engine.value(GEN_SEAL_KEY, 'tip')) !== null) return
-    await engine.append({ type: 'gen-keys', first: next + 1, keys: await this.writerKeys(next + 1), box: this.boxHex() })
-  }
-
-  /**
-   * PROMOTE_VERSION: generation `n`'s indexers that appended there (their
-   * keys for n + 1) and are not active yet, promoted in one op, by an
-   * active indexer. It waits up to `waitMs` from the first time it saw
-   * one to promote for every indexer to be there, so that they become
-   * active together (at once with waitMs 0: a device back later joins the
-   * others on its own, as before).
-   */
-  private async promote(engine: GenerationLog, n: number, waitMs: number): Promise<void> {
-    if (!engine.isIndexer || (await engine.groupApplyVersion('tip')) < PROMOTE_VERSION) return
-    const indexers = (await engine.writers('tip')).filter((w) => w.indexer && !w.removed && w.key !== this.identity)
-    const active = new Set(engine.indexerKeys())
-    const ready: string[] = []
-    let missing = 0
-    for (const w of indexers) {
-      if ((await engine.value(genPromotedKey(w.key), 'tip')) !== null) continue
-      const key = (await engine.value<string>(GEN_KEY_PREFIX + w.key, 'tip')) ?? w.key
-      if (active.has(key)) continue
-      const keys = await engine.value<GenKeysEntry>(genkeyKey(w.key), 'tip')
-      if (keys !== null && keys.first === n + 1) ready.push(w.key)
-      else missing++
-    }
-    if (ready.length === 0) return
-    const now = this.clock.now()
-    const since = this.promoteSeen.get(n) ?? now
-    this.promoteSeen.set(n, since)
-    if (missing > 0 && now - since < Math.min(waitMs, this.rotation.foundTimeoutMs / 4)) return
-    await engine.append({ type: 'promote', generation: n, identities: ready.sort() })
-  }
-
-  /** An indexer back after its generation's promote (it registered here since): the first confirmed indexer by key promotes it at once. */
-  private async promoteLate(cur: GenerationLog, n: number): Promise<void> {
-    if (n === 0 || !cur.isIndexer) return
-    const confirmed = (await cur.confirmedIndexers()).sort()
-    if (confirmed[0] !== cur.self) return
-    await this.promote(cur, n, 0)
   }
 
   /**
@@ -1022,13 +973,46 @@ export class IntentLog extends ReadyResource {
     if (founded.hash !== mine.hash) {
       if (this.mismatch !== founded.hash) {
         this.mismatch = founded.hash
-        this.emit('warning', new AutoleaseError('GENERATION_MISMATCH', `generation ${founded.next} starts from a snapshot (${founded.hash}) that differs from this device's view of generation ${n} (${mine.hash}): not following it`))
+        const differences = await this.snapshotDifferences(engine, genesis, mine).catch((err: Error) => [`(not read: ${err.message})`])
+        this.emit('warning', new AutoleaseError('GENERATION_MISMATCH', `generation ${founded.next} starts from a snapshot (${founded.hash}) that differs from this device's view of generation ${n} (${mine.hash}): not following it; first differences (genesis | this device): ${differences.join('; ')}`))
       }
       return
     }
     await this.opts.hooks?.beforeSwitch?.(founded.next)
     if (this.closing !== null) return
     await this.switchTo(n, founded.next, founded.key)
+  }
+
+  /**
+   * What the operator investigating a mismatch needs first: the snapshot
+   * lines (key, then value) where the genesis (read from its bootstrap
+   * writer's first nodes here) and this device's own snapshot differ, the
+   * first MISMATCH_LINES of them.
+   */
+  private async snapshotDifferences(engine: GenerationLog, genesis: GenesisState, mine: PackedSnapshot): Promise<string[]> {
+    let theirs = ''
+    for (const value of await engine.writerValues(genesis.bootstrap, genesis.parts)) {
+      const d = decodeOp(value)
+      if (d.ok && d.op.type === 'genesis') theirs += d.op.data
+    }
+    const index = (text: string): Map<string, string> => {
+      const out = new Map<string, string>()
+      for (const line of text.split('\n')) {
+        const e = parseLine(line)
+        if (e !== null) out.set(e.key, JSON.stringify(e.value))
+      }
+      return out
+    }
+    const a = index(theirs)
+    const b = index(mine.chunks.join(''))
+    const out: string[] = []
+    for (const key of [...new Set([...a.keys(), ...b.keys()])].sort()) {
+      if (a.get(key) === b.get(key)) continue
+      const cut = (v: string | undefined): string => (v === undefined ? '-' : v.length > 160 ? `${v.slice(0, 160)}…` : v)
+      out.push(`${key}: ${cut(a.get(key))} | ${cut(b.get(key))}`)
+      if (out.length >= MISMATCH_LINES) break
+    }
+    return out
   }
 
   /** §7, steps 6-8: appends wait, this device's rejected ops go first into the next generation, then the pointer moves. */

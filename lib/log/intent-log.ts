@@ -321,10 +321,17 @@ export class GenerationLog extends ReadyResource {
 
   /** The active indexers (writer keys, hex) as of the indexed length: who confirms here now (a pending indexer does not, until a node of its is indexed). */
   async confirmedIndexers(): Promise<string[]> {
-    const system = this.base.system
-    if (system === null) return []
-    const info = await system.getIndexedInfo(this.base.indexedLength)
-    return info.indexers.map((i) => b4a.toString(i.key, 'hex'))
+    for (let attempt = 0; ; attempt++) {
+      const system = this.base.system
+      if (system === null) return []
+      try {
+        const info = await system.getIndexedInfo(this.base.indexedLength)
+        return info.indexers.map((i) => b4a.toString(i.key, 'hex'))
+      } catch (err) {
+        // base.system is replaced on indexer changes: read again from the new one.
+        if ((err as { code?: string }).code !== 'SESSION_CLOSED' || this.closing !== null || this.base.system === system || attempt >= 3) throw err
+      }
+    }
   }
 
   /**
@@ -341,6 +348,22 @@ export class GenerationLog extends ReadyResource {
     return tip.some((k) => !confirmed.has(k))
   }
 
+  /**
+   * Whether this device leaving now could stall confirmation for good: it
+   * is an active indexer, another indexer is still being activated
+   * (pending at the tip, or active there but not yet in the indexed
+   * prefix), and without it the active indexers are no majority of
+   * themselves. Activated one at a time, three indexers pass through a
+   * pair, both needed to confirm the third's activation: one of the pair
+   * stopping right after a generation switch stalled the generation for
+   * good (daemon-generations, 1 run in 6 under a busy loop).
+   */
+  async neededForActivation(): Promise<boolean> {
+    const active = await this.confirmedIndexers()
+    if (!active.includes(this.self) || (active.length - 1) * 2 > active.length) return false
+    return (this.base.system?.pendingIndexers.length ?? 0) > 0 || (await this.activating())
+  }
+
   /** Whether a writer key (hex) was ever a writer of this autobase (an op id of this generation names one). */
   async hasWriter(keyHex: string): Promise<boolean> {
     const system = this.base.system
@@ -351,6 +374,15 @@ export class GenerationLog extends ReadyResource {
   async forceAck(): Promise<void> {
     if (this.closing !== null || !this.base.ackable) return
     await this.base.append(null)
+  }
+
+  /** The first `count` values another writer (hex key) appended here, as stored here (null: an ack, or a block not here). */
+  async writerValues(keyHex: string, count: number): Promise<Array<Uint8Array | null>> {
+    let writer: { core: { get(i: number, o: { wait: boolean }): Promise<{ node: { value: Uint8Array | null } } | null>; length: number } } | null = null
+    for (const w of this.base.activeWriters) if (b4a.toString(w.core.key, 'hex') === keyHex) writer = w
+    const out: Array<Uint8Array | null> = []
+    for (let i = 0; writer !== null && i < Math.min(count, writer.core.length); i++) out.push((await writer.core.get(i, READ_OPTS))?.node.value ?? null)
+    return out
   }
 
   /** This device's own nodes from core index `from` on: each one's value (null for an ack), by index, as stored here. */
@@ -712,7 +744,7 @@ export class GenerationLog extends ReadyResource {
   }
 
   /** The group's indexers (hex keys), as autobase's system state lists them now. */
-  indexerKeys(): string[] {
+  private indexerKeys(): string[] {
     return (this.base.system?.indexers ?? []).map((i) => b4a.toString(i.key, 'hex'))
   }
 

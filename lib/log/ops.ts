@@ -147,17 +147,17 @@ export interface SealOp {
   generation: number
   attempt: number
   /**
-   * Apply version 9: the roster the sealer saw, as the ids of the last op
-   * that changed the writers (`meta/roster-op`) and of the last gen-keys
-   * accepted in this generation (`gen/keys-op`), null where none was. A
+   * Apply version 9: the roster the sealer saw, as the id of the last op
+   * that changed the writers (`meta/roster-op`), null where none did. A
    * first seal that does not match the view where it lands is rejected: a
-   * writer added, or keys registered, concurrently with the seal would
-   * otherwise be carried or left out by chance. Below 9 both are ignored
-   * (a version-8 build reads only generation and attempt); a malformed
-   * stamp reads as absent.
+   * writer added concurrently with the seal and ordered before it would
+   * otherwise be a writer of the sealed generation with no key for the
+   * next. (Keys registered concurrently need no stamp: ordered before the
+   * seal they are in its snapshot, after it the sealer did not count them.)
+   * Below 9 it is ignored (a version-8 build reads only generation and
+   * attempt); a malformed stamp reads as absent.
    */
   rosterOp?: string | null
-  keysOp?: string | null
 }
 
 /** The seal's founder commits the switch: generation `next` exists at autobase key `key`, its genesis carries the snapshot hashing to `hash`. */
@@ -206,21 +206,7 @@ export const MAX_SHARE_BOXES = 200
 /** A sealed 32-byte key: 80 bytes, hex. */
 const SEALED_KEY_HEX = /^[0-9a-f]{160}$/
 
-/**
- * Apply version 9: generation `generation`'s indexers (identities) made
- * active indexers of its autobase together, in one node. Its genesis adds
- * them as plain writers; each appends a node there (its gen-keys); then
- * one of its indexers promotes every one that did. Activated one at a
- * time (version 8), a group of three passed through two active indexers,
- * both needed: one of them stopping then stalled the generation for good.
- */
-export interface PromoteOp {
-  type: 'promote'
-  generation: number
-  identities: string[]
-}
-
-export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp | ShareOp | PromoteOp
+export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp | ShareOp
 
 export type MergeMethod = 'merge' | 'squash' | 'rebase'
 
@@ -815,17 +801,8 @@ function validate(raw: unknown, strict = false): Decoded {
       const { generation, attempt } = raw
       if (!isGeneration(generation)) return bad('generation')
       if (!isCount(attempt) || attempt > 1_000) return bad('attempt')
-      const stamp = (v: unknown): string | null | undefined => (v === null || isOpId(v) ? v : undefined)
-      const rosterOp = stamp(raw.rosterOp)
-      const keysOp = stamp(raw.keysOp)
-      return ok({ type: 'seal', generation, attempt, ...(rosterOp !== undefined ? { rosterOp } : {}), ...(keysOp !== undefined ? { keysOp } : {}) })
-    }
-    case 'promote': {
-      const { generation, identities } = raw
-      if (!isGeneration(generation) || generation < 1) return bad('generation')
-      if (!Array.isArray(identities) || identities.length < 1 || identities.length > MAX_SHARE_BOXES) return bad('identities')
-      if (!identities.every((k) => isWriterKeyHex(k)) || new Set(identities).size !== identities.length) return bad('identities')
-      return ok({ type: 'promote', generation, identities: [...(identities as string[])] })
+      const rosterOp = raw.rosterOp === null || isOpId(raw.rosterOp) ? raw.rosterOp : undefined
+      return ok({ type: 'seal', generation, attempt, ...(rosterOp !== undefined ? { rosterOp } : {}) })
     }
     case 'founded': {
       const { generation, next, key, hash } = raw

@@ -74,7 +74,7 @@ export type RejectionReason =
   | 'stale-generation'
   /** A seal whose author registered no writer key for the next generation. */
   | 'no-generation-key'
-  /** Apply version 9: a first seal whose roster stamps (SealOp.rosterOp, keysOp) are not this view's: the roster changed under it. */
+  /** Apply version 9: a first seal whose roster stamp (SealOp.rosterOp) is not this view's: a writer was added or removed under it. */
   | 'roster-changed'
   /** A founded op, or a seal past the first attempt, in a generation that holds no seal. */
   | 'not-sealed'

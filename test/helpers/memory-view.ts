@@ -52,10 +52,9 @@ export class MemoryView {
 }
 const DELETED = Symbol('deleted')
 
-/** An apply host that records its calls (`add <key prefix>`; with `roles`, ` indexer` or ` writer` after it). */
-export function host(calls: string[], roles = false): ApplyHost {
+export function host(calls: string[]): ApplyHost {
   return {
-    addWriter: async (key, opts) => void calls.push(`add ${b4a.toString(key, 'hex').slice(0, 4)}${roles ? (opts?.indexer === false ? ' writer' : ' indexer') : ''}`),
+    addWriter: async (key) => void calls.push(`add ${b4a.toString(key, 'hex').slice(0, 4)}`),
     removeWriter: async (key) => void calls.push(`remove ${b4a.toString(key, 'hex').slice(0, 4)}`),
     removeable: () => true,
     interrupt: () => {}

@@ -45,6 +45,8 @@ declare module 'autobase' {
     readonly db: { getBySeq(seq: number, opts?: { wait?: boolean }): Promise<{ key: Uint8Array; value: Uint8Array } | null> }
     readonly core: Hypercore
     readonly indexers: Array<{ key: Uint8Array; length: number }>
+    /** Indexers added that have no node applied yet: each becomes active on its first (lib/system.js addHead). */
+    readonly pendingIndexers: Uint8Array[]
     /** The heads of the linearized DAG: each writer's latest node that nothing applied yet depends on. */
     readonly heads: Array<{ key: Uint8Array; length: number }>
     readonly members: number
@@ -84,6 +86,8 @@ declare module 'autobase' {
       readonly contiguousLength: number
       /** Its replication peers (hypercore internals: lib/replicator.js Peer). */
       readonly peers: ReadonlyArray<HypercorePeer>
+      /** One block, decoded as autobase's oplog message (its `node.value` is what was appended; null for an ack). */
+      get(index: number, opts?: { wait?: boolean }): Promise<{ node: { value: Uint8Array | null } } | null>
     }
     readonly length: number
     readonly available: number
