@@ -11,7 +11,7 @@ import type { View } from '../lib/log/apply.js'
 import { apply, groupFold } from '../lib/families.js'
 import fc from 'fast-check'
 import { decodeOp, encodeOp, type Op } from '../lib/log/ops.js'
-import { chainHash, chunkText, genesisOps, packSnapshot, snapshotText, type PackedSnapshot } from '../lib/log/snapshot.js'
+import { chainHash, chunkText, differingEntries, genesisOps, packSnapshot, snapshotText, type PackedSnapshot } from '../lib/log/snapshot.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from '../lib/log/key-box.js'
 
@@ -293,6 +293,15 @@ test('a genesis is refused unless it is the whole snapshot, in order, from its b
   t.is(garbage.get('gen/rejected/snapshot-entry'), 2, 'a line no family owns, and no line at all, are counted')
   t.ok((garbage.get('gen/genesis') as { complete: boolean }).complete)
   t.is(garbage.get('gen/number'), 1)
+})
+
+test('differingEntries: the keys two snapshot texts disagree on, in order, bounded (what a mismatch warning names)', (t) => {
+  const line = (key: string, value: unknown): string => JSON.stringify(['f', key, value]) + '\n'
+  const a = line('lease/x', { epoch: 4 }) + line('meta/a', 1) + line('stats/n', 2)
+  const b = line('lease/x', { epoch: 3 }) + line('meta/a', 1) + line('stats/z', 1)
+  t.alike(differingEntries(a, b, 6), ['lease/x: {"epoch":4} | {"epoch":3}', 'stats/n: 2 | -', 'stats/z: - | 1'])
+  t.alike(differingEntries(a, b, 1), ['lease/x: {"epoch":4} | {"epoch":3}'], 'at most max')
+  t.alike(differingEntries(a, a, 6), [], 'none for equal texts')
 })
 
 test('snapshot chunks: deterministic, bounded, a long line cut at code points', async (t) => {

@@ -484,12 +484,15 @@ export class Daemon extends ReadyResource {
    */
   private async awaitActivations(): Promise<void> {
     const log = this.log!
-    const started = systemClock.now()
-    const needed = async (): Promise<boolean> => (await log.neededForActivation().catch(() => false)) && systemClock.now() - started < ACTIVATION_WAIT_MS
+    const needed = (): Promise<boolean> => log.neededForActivation().catch(() => false)
     if (!(await needed())) return
     this.logger.info({ timeoutMs: ACTIVATION_WAIT_MS }, 'waiting for an indexer being activated before stopping (without this device it could not be)')
-    while (await needed()) await new Promise((resolve) => setTimeout(resolve, 100))
-    if (await log.neededForActivation().catch(() => false)) this.logger.warn({ timeoutMs: ACTIVATION_WAIT_MS }, 'an indexer was still being activated; stopping anyway')
+    const until = systemClock.now() + ACTIVATION_WAIT_MS
+    while (systemClock.now() < until) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      if (!(await needed())) return
+    }
+    this.logger.warn({ timeoutMs: ACTIVATION_WAIT_MS }, 'an indexer was still being activated; stopping anyway')
   }
 
   /**

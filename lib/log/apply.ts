@@ -90,12 +90,11 @@ export type { View }
  * identity its writer key stands for in this generation. In a group at
  * 1-7 those ops are counted as a version-7 build counts them.
  * Version 9: a first seal names the roster it saw (the last op that
- * changed the writers, the last gen-keys of the generation:
- * generation-family.ts ROSTER_STAMP_VERSION) and is rejected where it
- * lands on another (`roster-changed`), so a writer added as the seal was
- * appended is never left without a key for the next generation. In a
- * group at 8 the stamps are ignored and never written, as a version-8
- * build does.
+ * changed the writers: generation-family.ts ROSTER_STAMP_VERSION) and is
+ * rejected where it lands on another (`roster-changed`), so a writer added
+ * as the seal was appended is never left without a key for the next
+ * generation. In a group at 8 the stamp is ignored and never written, as a
+ * version-8 build does.
  */
 export const APPLY_VERSION = 9
 /** A group whose first op is not an apply-version op runs version 1. */

@@ -75,7 +75,7 @@ import {
   type ShareRecord
 } from './generation-layout.js'
 import { GENERATIONS_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
-import { genesisOps, packSnapshot, parseLine, type PackedSnapshot } from './snapshot.js'
+import { differingEntries, genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
 import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
 import { MAX_GEN_KEYS } from './ops.js'
@@ -995,24 +995,7 @@ export class IntentLog extends ReadyResource {
       const d = decodeOp(value)
       if (d.ok && d.op.type === 'genesis') theirs += d.op.data
     }
-    const index = (text: string): Map<string, string> => {
-      const out = new Map<string, string>()
-      for (const line of text.split('\n')) {
-        const e = parseLine(line)
-        if (e !== null) out.set(e.key, JSON.stringify(e.value))
-      }
-      return out
-    }
-    const a = index(theirs)
-    const b = index(mine.chunks.join(''))
-    const out: string[] = []
-    for (const key of [...new Set([...a.keys(), ...b.keys()])].sort()) {
-      if (a.get(key) === b.get(key)) continue
-      const cut = (v: string | undefined): string => (v === undefined ? '-' : v.length > 160 ? `${v.slice(0, 160)}…` : v)
-      out.push(`${key}: ${cut(a.get(key))} | ${cut(b.get(key))}`)
-      if (out.length >= MISMATCH_LINES) break
-    }
-    return out
+    return differingEntries(theirs, mine.chunks.join(''), MISMATCH_LINES)
   }
 
   /** §7, steps 6-8: appends wait, this device's rejected ops go first into the next generation, then the pointer moves. */

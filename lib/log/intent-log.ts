@@ -378,10 +378,9 @@ export class GenerationLog extends ReadyResource {
 
   /** The first `count` values another writer (hex key) appended here, as stored here (null: an ack, or a block not here). */
   async writerValues(keyHex: string, count: number): Promise<Array<Uint8Array | null>> {
-    let writer: { core: { get(i: number, o: { wait: boolean }): Promise<{ node: { value: Uint8Array | null } } | null>; length: number } } | null = null
-    for (const w of this.base.activeWriters) if (b4a.toString(w.core.key, 'hex') === keyHex) writer = w
+    const writer = [...this.base.activeWriters].find((w) => b4a.toString(w.core.key, 'hex') === keyHex)
     const out: Array<Uint8Array | null> = []
-    for (let i = 0; writer !== null && i < Math.min(count, writer.core.length); i++) out.push((await writer.core.get(i, READ_OPTS))?.node.value ?? null)
+    for (let i = 0; writer !== undefined && i < Math.min(count, writer.core.length); i++) out.push((await writer.core.get(i, READ_OPTS))?.node.value ?? null)
     return out
   }
 

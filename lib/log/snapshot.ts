@@ -132,3 +132,29 @@ export function parseLine(line: string): SnapshotEntry | null {
 function escapedBytes(s: string): number {
   return b4a.byteLength(JSON.stringify(s)) - 2
 }
+
+/**
+ * The entries two snapshot texts disagree on, by key in order, at most
+ * `max`: `key: value in a | value in b` (values cut at 160 characters, `-`
+ * where a text lacks the key). What a GENERATION_MISMATCH warning names.
+ */
+export function differingEntries(a: string, b: string, max: number): string[] {
+  const index = (text: string): Map<string, string> => {
+    const out = new Map<string, string>()
+    for (const line of text.split('\n')) {
+      const e = parseLine(line)
+      if (e !== null) out.set(e.key, JSON.stringify(e.value))
+    }
+    return out
+  }
+  const left = index(a)
+  const right = index(b)
+  const cut = (v: string | undefined): string => (v === undefined ? '-' : v.length > 160 ? `${v.slice(0, 160)}…` : v)
+  const out: string[] = []
+  for (const key of [...new Set([...left.keys(), ...right.keys()])].sort()) {
+    if (left.get(key) === right.get(key)) continue
+    out.push(`${key}: ${cut(left.get(key))} | ${cut(right.get(key))}`)
+    if (out.length >= max) break
+  }
+  return out
+}
