@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'VERSION_AHEAD'
   /** A next generation's genesis does not match this device's own view of the generation it ends (docs/generations.md §7). */
   | 'GENERATION_MISMATCH'
+  /** This device's ordered log is not the one a quorum of indexers signed (lib/log/order-check.ts): it must not act on it. */
+  | 'ORDER_DIVERGED'
 
 export class AutoleaseError extends Error {
   readonly code: ErrorCode

@@ -152,6 +152,7 @@ class FakeLeaseLog extends EventEmitter implements LeaseLog {
 
 interface Device {
   e: Elector
+  log: FakeLeaseLog
   clock: ManualClock
   elected: Array<{ epoch: number }>
   demoted: Array<{ epoch: number; reason: DemotionReason }>
@@ -164,8 +165,9 @@ interface Device {
 async function device(t: Assertion, world: LogWorld, self: string, start: number, opts: { capable?: Capable } = {}): Promise<Device> {
   const clock = new ManualClock(start, 1_700_000_000_000 + start)
   world.clocks.push(clock)
-  const e = new Elector(world.log(self), { clock, timers: false, config: CONFIG, ...opts })
-  const d: Device = { e, clock, elected: [], demoted: [], changes: [], holdMs: [], inherited: [] }
+  const log = world.log(self)
+  const e = new Elector(log, { clock, timers: false, config: CONFIG, ...opts })
+  const d: Device = { e, log, clock, elected: [], demoted: [], changes: [], holdMs: [], inherited: [] }
   // The role change alone (holdMs is checked where it matters, in holdMs).
   e.on('elected', (ev) => {
     d.elected.push({ epoch: ev.epoch })
@@ -580,6 +582,42 @@ test('suspend: holding ends at once (reason suspended) and the next step renews'
   t.is(a.e.deadline(), a.clock.now() + RENEW_DEADLINE_MS)
   t.alike(a.elected, [{ epoch: 1 }, { epoch: 1 }])
   t.is(world.ops({ type: 'claim' }).length, 1, 'no new claim')
+})
+
+test("the log's order found not to be the quorum's: holding ends at once (reason order-diverged), nothing is sent until every diverged generation is repaired", async (t) => {
+  const world = new LogWorld()
+  const a = await device(t, world, A, 1_000)
+  await elect(t, world, a)
+
+  a.log.emit('diverged', { generation: 3 })
+  t.absent(a.e.holding(), 'not holding at once, with no step')
+  t.alike(a.demoted, [{ epoch: 1, reason: 'order-diverged' }])
+  a.log.emit('diverged', { generation: 4 })
+  a.clock.advance(LEASE_MS)
+  t.is((await a.e.step()).action, 'wait', 'no renew or claim while diverged, even past leaseMs')
+  a.log.emit('repaired', { generation: 3 })
+  t.is((await a.e.step()).action, 'wait', 'still none while another generation is diverged')
+  const sent = world.ops({ author: A }).length
+  a.log.emit('repaired', { generation: 4 })
+  t.alike(await a.e.step(), { action: 'renew', epoch: 1 }, 'once every one is repaired: renews (its send time was forgotten)')
+  world.confirm()
+  await a.e.step()
+  t.ok(a.e.holding(), 'holds again once that renew is confirmed')
+  t.is(world.ops({ author: A }).length, sent + 1, 'one op sent in all after the repair')
+})
+
+test('an elector made while its log reports a divergence starts distrusting it', async (t) => {
+  const world = new LogWorld()
+  const log = world.log(A)
+  Object.assign(log, { orderDiverged: { systemKey: 'ab', length: 9 } })
+  const clock = new ManualClock(1_000, 1_700_000_000_000)
+  world.clocks.push(clock)
+  const e = new Elector(log, { clock, timers: false, config: CONFIG })
+  await e.ready()
+  t.teardown(() => e.close())
+  t.is((await e.step()).action, 'wait', 'claims nothing on a free record')
+  log.emit('repaired', {})
+  t.is((await e.step()).action, 'claim', 'claims once repaired')
 })
 
 // Defect: with suspendToleranceMs max(1000, leaseMs/2) = 2500 at leaseMs 5000,

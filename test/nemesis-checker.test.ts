@@ -332,6 +332,14 @@ const CASES: Case[] = [
     says: 'd2=eeeeeeeeeeee'
   },
   {
+    name: 'a device whose ordered log is not the quorum-signed one, its view hash equal (the hashes are taken at a common length)',
+    change: (h) => {
+      h.finalViews[2]!.orderDiverged = 3130
+    },
+    kinds: ['views-diverged'],
+    says: "d2's ordered log differs from the quorum-signed one (at signed length 3130)"
+  },
+  {
     name: 'a device without a final view',
     change: (h) => {
       h.finalViews.pop()

@@ -245,6 +245,11 @@ export class Daemon extends ReadyResource {
     log.on('sealed', (e: { generation: number; attempt: number; reason: string }) => this.logger.info(e, 'generation sealed'))
     log.on('generation', (e: { generation: number; from: number; reappended: number; switchMs: number }) => this.logger.info(e, 'generation switched'))
     log.on('dropped', (e: { generation: number; reason: string }) => this.logger.info(e, 'generation dropped'))
+    // The elector holds nothing meanwhile (it follows these events itself: lib/lease/elector.ts).
+    log.on('diverged', (e: { generation: number; systemKey: string; length: number }) =>
+      this.logger.error(e, "this device's ordered log differs from the quorum-signed one: not holding; repairing from the signed state")
+    )
+    log.on('repaired', (e: { generation: number; systemKey: string; length: number; at: number }) => this.logger.info(e, "this device's ordered log is the quorum's again"))
     await log.ready()
     this.queue = new QueueReads(log)
 

@@ -54,6 +54,7 @@ import type Corestore from 'corestore'
 import type { ReplicationStream } from 'corestore'
 import type { Duplex } from 'node:stream'
 import { GenerationLog, NAMESPACE, type ReadMode, type StallDiagnosis } from './intent-log.js'
+import type { OrderDivergence } from './order-check.js'
 import type { Fold, View } from './apply.js'
 import { decodeOp, SIGNER_LEASE, type EventOp, type Op, type SealOp } from './ops.js'
 import { ROSTER_OP_KEY, WRITER_PREFIX, type CapabilityEntry, type LeaseRecord, type OpOutcome, type TenureEntry, type WriterEntry } from './view-layout.js'
@@ -363,6 +364,9 @@ export class IntentLog extends ReadyResource {
     log.on('warning', (err: unknown) => this.emit('warning', err))
     // Named by generation: a stall in one being founded or left is not the current one's.
     log.on('stalled', (d: StallDiagnosis) => this.emit('stalled', { generation: n, ...d }))
+    // This device's order of generation n is not the quorum's, until repaired (order-check.ts).
+    log.on('diverged', (d: OrderDivergence) => this.emit('diverged', { generation: n, ...d }))
+    log.on('repaired', (d: OrderDivergence & { at: number }) => this.emit('repaired', { generation: n, ...d }))
     try {
       await log.ready()
     } catch (err) {
@@ -444,6 +448,11 @@ export class IntentLog extends ReadyResource {
 
   get ruleAcks(): number {
     return this.cur.ruleAcks
+  }
+
+  /** Where the current generation's order on this device was found not to be the quorum's (until repaired), else null. */
+  get orderDiverged(): OrderDivergence | null {
+    return this.cur.orderDiverged
   }
 
   get versionAhead(): number | null {

@@ -58,6 +58,8 @@ import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import c from 'compact-encoding'
 import autobaseMessages from 'autobase/lib/messages.js'
+import { OrderCheck } from './order-check.js'
+import type { OrderDivergence } from './order-check.js'
 import { APPLY_VERSION, type Fold, type View } from './apply.js'
 import { encodeOp, packEvents, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
 import {
@@ -148,6 +150,11 @@ export class GenerationLog extends ReadyResource {
   forcedAcks = 0
   /** The group's apply version once it is ahead of this build (VERSION_AHEAD was emitted), else null. */
   versionAhead: number | null = null
+  /** Where this device's order was found to differ from the quorum-signed one (ORDER_DIVERGED was emitted; order-check.ts), else null. */
+  orderDiverged: OrderDivergence | null = null
+  private readonly orderCheck = new OrderCheck()
+  private repairing = false
+  private lastRepairAt = -Infinity
   /** Acks appended by the ack rule of afterUpdate (ackHeads). */
   ruleAcks = 0
   private nudging = false
@@ -417,6 +424,13 @@ export class GenerationLog extends ReadyResource {
    * that indexed length.
    */
   async confirmedViewLength(): Promise<number> {
+    // An order that is not the quorum's confirms nothing: no confirmed read answers from it.
+    if (this.orderDiverged !== null) throw orderDiverged(this.orderDiverged)
+    return this.indexedViewLength()
+  }
+
+  /** The view length at the indexed length of the last consistent point, whether or not the order was found to be the quorum's. */
+  private async indexedViewLength(): Promise<number> {
     for (let attempt = 0; ; attempt++) {
       const point = this.consistent
       if (point.system === null || point.indexed === 0) return 0
@@ -837,8 +851,10 @@ export class GenerationLog extends ReadyResource {
     // is longer than the confirmed one. No view read stands between an
     // update and its ack (the ack is the next hop of a confirmation); the
     // confirmed length is one system block, read once per indexed length.
-    this.realPending = viewLength > (await this.confirmedViewLength())
+    // Acks go on while this device's order is being repaired: they carry no order, only what it has seen.
+    this.realPending = viewLength > (await this.indexedViewLength())
     if (this.realPending && this.closing === null && this.base.ackable) await this.ackHeads(viewLength, heads)
+    await this.verifyOrder()
     if (viewLength !== this.lastViewLength && this.closing === null) {
       this.lastViewLength = viewLength
       const version = await this.groupApplyVersion('tip')
@@ -848,6 +864,62 @@ export class GenerationLog extends ReadyResource {
         this.emit('error', versionAhead(version))
       }
     }
+  }
+
+  /**
+   * Compare this device's order with the quorum-signed one whenever the
+   * signed length moved (order-check.ts). On a difference: every confirmed
+   * read refuses from then on, 'diverged' is emitted (the daemon ends its
+   * hold at once), and the device repairs itself: autobase's repair
+   * fast-forwards its apply state to the latest state the quorum signed,
+   * then it applies on from there like every other device. Once a later
+   * comparison finds the two the same, 'repaired' is emitted and confirmed
+   * reads answer again. A repair that cannot reach the signed blocks (no
+   * peer) changes nothing and is tried again at a later update.
+   */
+  private async verifyOrder(): Promise<void> {
+    const point = this.consistent
+    if (point.system === null || this.closing !== null || this.repairing) return
+    const diverged = this.orderDiverged
+    const found = await this.orderCheck.check(point.system.core, point.indexed, diverged !== null)
+    if (this.closing !== null || this.repairing) return
+    if (found !== null && found.same && diverged !== null) {
+      this.orderDiverged = null
+      this.forgetConfirmed()
+      this.emit('repaired', { ...diverged, at: found.length })
+      return
+    }
+    if (found !== null && !found.same && diverged === null) {
+      this.orderDiverged = { systemKey: found.systemKey, length: found.length }
+      this.forgetConfirmed()
+      this.emit('diverged', this.orderDiverged)
+    }
+    if (this.orderDiverged !== null) await this.repairOrder()
+  }
+
+  /** One repair attempt (see verifyOrder), at most one per REPAIR_RETRY_MS. */
+  private async repairOrder(): Promise<void> {
+    if (this.clock.now() - this.lastRepairAt < REPAIR_RETRY_MS) return
+    this.lastRepairAt = this.clock.now()
+    this.repairing = true
+    try {
+      await this.base.repair()
+      // Fast-forwarded blocks come from peers on demand, and reads never wait: fetch the view now.
+      const view = this.base.view.core
+      view.download({ start: 0, end: view.length })
+    } catch (err) {
+      if (this.closing === null) this.emit('warning', new AutoleaseError('ORDER_DIVERGED', `repairing this device's order failed: ${(err as Error).message}`))
+    } finally {
+      this.repairing = false
+      this.forgetConfirmed()
+    }
+  }
+
+  /** The confirmed length and snapshot were read from an order that was not the quorum's: read them again. */
+  private forgetConfirmed(): void {
+    this.confirmedView = null
+    this.drop('confirmed')
+    this.drop('tip')
   }
 
   private async ackHeads(viewLength: number, heads: Array<{ writer: string; length: number }>): Promise<void> {
@@ -971,6 +1043,16 @@ function versionAhead(version: number): AutoleaseError {
     `this group runs apply version ${version}; this build of autolease implements version ${APPLY_VERSION}: upgrade autolease on this device`
   )
 }
+
+function orderDiverged(d: OrderDivergence): AutoleaseError {
+  return new AutoleaseError(
+    'ORDER_DIVERGED',
+    `this device's ordered log differs from the one a quorum of indexers signed (system core ${d.systemKey.slice(0, 12)}, signed length ${d.length}): nothing confirmed is read from it until it is repaired from the signed state`
+  )
+}
+
+/** How often a diverged device tries its repair again (each try needs a peer holding the signed blocks). */
+const REPAIR_RETRY_MS = 2_000
 
 const RETRYABLE = new Set(['BLOCK_NOT_AVAILABLE', 'SESSION_CLOSED', 'SNAPSHOT_NOT_AVAILABLE', 'REQUEST_TIMEOUT'])
 const READ_OPTS = { wait: false }

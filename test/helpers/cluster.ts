@@ -15,6 +15,7 @@ import { Mesh } from './mesh.js'
 import { systemClock } from '../../lib/util/clock.js'
 import type { RotationConfig } from '../../lib/log/rotation.js'
 import type { GenerationHooks } from '../../lib/log/generations.js'
+import type { Fold } from '../../lib/log/apply.js'
 import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { storagePaths } from '../../lib/daemon/storage-lock.js'
 
@@ -41,6 +42,8 @@ export interface ClusterOptions {
   generations?: Partial<RotationConfig>
   /** Device i's generation pause points (tests). */
   hooks?: (i: number) => GenerationHooks
+  /** Device i's fold, when not the group's (a faulty apply, for tests). */
+  fold?: (i: number) => Fold | undefined
 }
 
 export class Cluster {
@@ -49,15 +52,17 @@ export class Cluster {
   readonly config: Partial<ElectionConfig>
   readonly generations: Partial<RotationConfig> | null
   private readonly hooks: ((i: number) => GenerationHooks) | null
+  private readonly folds: ((i: number) => Fold | undefined) | null
 
-  private constructor(config: Partial<ElectionConfig>, generations: Partial<RotationConfig> | null, hooks: ((i: number) => GenerationHooks) | null) {
+  private constructor(config: Partial<ElectionConfig>, generations: Partial<RotationConfig> | null, hooks: ((i: number) => GenerationHooks) | null, folds: ((i: number) => Fold | undefined) | null) {
     this.config = config
     this.generations = generations
     this.hooks = hooks
+    this.folds = folds
   }
 
   static async create(t: Assertion, opts: ClusterOptions = {}): Promise<Cluster> {
-    const cluster = new Cluster(opts.config ?? { leaseMs: 2000 }, opts.generations ?? null, opts.hooks ?? null)
+    const cluster = new Cluster(opts.config ?? { leaseMs: 2000 }, opts.generations ?? null, opts.hooks ?? null, opts.fold ?? null)
     t.teardown(() => cluster.destroy(), { order: -Infinity })
     const size = opts.size ?? 3
     for (let i = 0; i < size; i++) {
@@ -88,7 +93,8 @@ export class Cluster {
       return { store: null, log: new GroupLog(new GenerationDirs(storagePaths(dir)), { key, ackIntervalMs: this.ackIntervalMs(), rotation: this.generations, ...(hooks ? { hooks } : {}) }) }
     }
     const store = new Corestore(dir)
-    return { store, log: new GroupLog(store, { key, ackIntervalMs: this.ackIntervalMs() }) }
+    const fold = this.folds?.(i)
+    return { store, log: new GroupLog(store, { key, ackIntervalMs: this.ackIntervalMs(), ...(fold ? { fold } : {}) }) }
   }
 
   async startElector(d: Device, clock?: Clock): Promise<Elector> {

@@ -45,7 +45,8 @@
  *   for that SHA up to the merge, had not passed.
  * - lost-event / duplicated-event: every delivery answered 2xx and not
  *   ignored appears exactly once in every device's final dedup FIFO.
- * - views-diverged: every device has a final view and all hashes are equal.
+ * - views-diverged: every device has a final view, all hashes are equal,
+ *   and every device's ordered log is the quorum-signed one (order-check).
  * - incomplete-history: no final views at all (events and views unjudged).
  *
  * What it does not judge: signer lines against holder intervals (a whole
@@ -432,6 +433,10 @@ function checkEvents(history: History, report: Report): void {
 
 function checkViews(history: History, report: Report): void {
   if (history.finalViews.length === 0) return
+  for (const v of history.finalViews) {
+    if (v.orderDiverged === undefined || v.orderDiverged === null) continue
+    report('views-diverged', `${v.device}'s ordered log differs from the quorum-signed one (at signed length ${v.orderDiverged}): its confirmed view is not the group's`, history.run.healedAt ?? history.run.endedAt, history.run.endedAt)
+  }
   const views = new Map(history.finalViews.map((v) => [v.device, v.viewHash]))
   for (const d of history.devices) if (!views.has(d.device)) views.set(d.device, null)
   const hashes = new Set(views.values())

@@ -13,16 +13,24 @@
  * (`dedupseq/<tenant>/<owner>/<name>/<seq>` -> delivery id) per scope. The
  * run settles before it kills the devices (every device has indexed
  * everything appended before the load stopped), so that length holds every
- * delivery the run stored.
+ * delivery the run stored. `applied` is read at each device's own
+ * confirmed length instead: a device whose view layout differs (an order
+ * that is not the quorum's) reads a half-written batch at another device's
+ * length, which once showed as 322 lost events; that device is reported by
+ * its order check instead (`orderDiverged`: its apply session of the system
+ * core against the quorum-signed core, lib/log/order-check.ts).
  */
 import { createHash } from 'node:crypto'
 import Corestore from 'corestore'
 import { IntentLog } from '../../lib/log/intent-log.js'
 import { GroupLog } from '../../lib/families.js'
+import { OrderCheck } from '../../lib/log/order-check.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
 import type { FinalView } from './history.js'
 
 const DEDUP_SEQ = 'dedupseq/'
+/** The first key after every dedupseq/ key ('0' follows '/'). */
+const DEDUP_SEQ_END = 'dedupseq0'
 const READ = { wait: false }
 
 interface Opened {
@@ -73,24 +81,27 @@ export async function readFinalViews(devices: ReadonlyArray<{ name: string; dir:
         views.push({ device: o.device, viewHash: null, applied: {} })
         continue
       }
-      const bee = o.log.base.view.checkout(length)
+      const base = o.log.base
+      const order = base.system === null ? null : await new OrderCheck().check(base.system.core, base.indexedLength)
+      const orderDiverged = order !== null && !order.same ? order.length : null
+      const bee = base.view.checkout(length)
+      const own = base.view.checkout(o.length)
       try {
         const h = createHash('sha256')
+        for await (const e of bee.createReadStream({}, READ)) h.update(e.key).update('\u0000').update(JSON.stringify(e.value)).update('\u0001')
         const applied: Record<string, string[]> = {}
-        for await (const e of bee.createReadStream({}, READ)) {
-          h.update(e.key).update('\u0000').update(JSON.stringify(e.value)).update('\u0001')
-          if (e.key.startsWith(DEDUP_SEQ)) {
-            const rest = e.key.slice(DEDUP_SEQ.length)
-            const scope = rest.slice(0, rest.lastIndexOf('/'))
-            ;(applied[scope] ??= []).push(String(e.value))
-          }
+        for await (const e of own.createReadStream({ gte: DEDUP_SEQ, lt: DEDUP_SEQ_END }, READ)) {
+          const rest = e.key.slice(DEDUP_SEQ.length)
+          const scope = rest.slice(0, rest.lastIndexOf('/'))
+          ;(applied[scope] ??= []).push(String(e.value))
         }
-        views.push({ device: o.device, viewHash: h.digest('hex'), applied })
+        views.push({ device: o.device, viewHash: h.digest('hex'), applied, orderDiverged })
       } catch (err) {
-        errors.push(`${o.device}: reading its view at length ${length}: ${(err as Error).message}`)
-        views.push({ device: o.device, viewHash: null, applied: {} })
+        errors.push(`${o.device}: reading its view at length ${length} (its own ${o.length}): ${(err as Error).message}`)
+        views.push({ device: o.device, viewHash: null, applied: {}, orderDiverged })
       } finally {
         await bee.close().catch(() => {})
+        await own.close().catch(() => {})
       }
     }
   } finally {

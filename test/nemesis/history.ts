@@ -217,6 +217,12 @@ export interface FinalView {
    * FIFO keeps the last 5,000 per repo: keep a run's deliveries per repo under that.
    */
   applied: Record<string, string[]>
+  /**
+   * The signed length at which this device's ordered log (its apply
+   * session of the system core) differs from the quorum-signed one
+   * (lib/log/order-check.ts); null when they agree or cannot be compared.
+   */
+  orderDiverged?: number | null
 }
 
 export interface FaultRecord {

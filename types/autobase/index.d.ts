@@ -3,6 +3,7 @@ declare module 'autobase' {
   import type { EventEmitter } from 'node:events'
   import type Corestore from 'corestore'
   import type { Hypercore, ReplicationStream } from 'corestore'
+  import type { TreeSource } from 'hypercore'
 
   /** One linearized node handed to apply. `from` is the author's writer core. */
   export interface ApplyNode {
@@ -43,7 +44,8 @@ declare module 'autobase' {
   export interface SystemView {
     /** The system hyperbee (binary keys and values): one 'info' entry ends every flush. */
     readonly db: { getBySeq(seq: number, opts?: { wait?: boolean }): Promise<{ key: Uint8Array; value: Uint8Array } | null> }
-    readonly core: Hypercore
+    /** This device's apply session of the system core (its own tree state) over the persistent, quorum-signed core (`core.core`). */
+    readonly core: Hypercore & TreeSource & { readonly core: TreeSource }
     readonly indexers: Array<{ key: Uint8Array; length: number }>
     /** Indexers added that have no node applied yet: each becomes active on its first (lib/system.js addHead). */
     readonly pendingIndexers: Uint8Array[]
@@ -158,6 +160,13 @@ declare module 'autobase' {
     close(): Promise<void>
     append(value: Uint8Array | Uint8Array[] | null): Promise<unknown>
     update(): Promise<void>
+    /**
+     * Fast-forward this device's apply state to the latest system state the
+     * quorum signed whose views are signed too (lib/apply-state.js
+     * recoverAt), even when fast-forward is off; resolves without change
+     * when that state's blocks cannot be fetched.
+     */
+    repair(): Promise<void>
     ack(bg?: boolean): Promise<void>
     hash(): Promise<Uint8Array>
     replicate(isInitiator: boolean | Duplex, opts?: object): ReplicationStream

@@ -22,6 +22,8 @@ declare module 'corestore' {
     append(block: Uint8Array | Uint8Array[]): Promise<{ length: number; byteLength: number }>
     /** Ask peers for a longer length (not for blocks); resolves whether it grew. */
     update(opts?: { wait?: boolean }): Promise<boolean>
+    /** Fetch these blocks from peers in the background (end exclusive). */
+    download(range?: { start?: number; end?: number }): { done(): Promise<void>; destroy(): void }
     /** A session frozen at the current length. */
     snapshot(): Hypercore
     on(event: 'truncate', listener: (ancestors: number, forkId: number) => void): this
