@@ -335,8 +335,10 @@ export class GenerationLog extends ReadyResource {
         const info = await system.getIndexedInfo(this.base.indexedLength)
         return info.indexers.map((i) => b4a.toString(i.key, 'hex'))
       } catch (err) {
-        // base.system is replaced on indexer changes: read again from the new one.
-        if ((err as { code?: string }).code !== 'SESSION_CLOSED' || this.closing !== null || this.base.system === system || attempt >= 3) throw err
+        // base.system is replaced on indexer changes: read again from the new one. The old one
+        // closes before the new one is in place, so it may still be the one there: wait a moment.
+        if ((err as { code?: string }).code !== 'SESSION_CLOSED' || this.closing !== null || attempt >= 5) throw err
+        if (this.base.system === system) await new Promise((resolve) => setTimeout(resolve, 20 * (attempt + 1)))
       }
     }
   }
