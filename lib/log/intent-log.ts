@@ -150,7 +150,7 @@ export class GenerationLog extends ReadyResource {
   forcedAcks = 0
   /** The group's apply version once it is ahead of this build (VERSION_AHEAD was emitted), else null. */
   versionAhead: number | null = null
-  /** Where this device's order was found to differ from the quorum-signed one (ORDER_DIVERGED was emitted; order-check.ts), else null. */
+  /** Where this device's order was found to differ from the quorum-signed one ('diverged' was emitted; order-check.ts), until 'repaired'; else null. */
   orderDiverged: OrderDivergence | null = null
   private readonly orderCheck = new OrderCheck()
   private repairing = false
@@ -896,25 +896,33 @@ export class GenerationLog extends ReadyResource {
       this.forgetConfirmed()
       this.emit('diverged', this.orderDiverged)
     }
-    if (this.orderDiverged !== null) await this.repairOrder()
+    if (this.orderDiverged !== null) this.repairOrder()
   }
 
-  /** One repair attempt (see verifyOrder), at most one per REPAIR_RETRY_MS. */
-  private async repairOrder(): Promise<void> {
-    if (this.clock.now() - this.lastRepairAt < REPAIR_RETRY_MS) return
+  /**
+   * One repair attempt (see verifyOrder), at most one per REPAIR_RETRY_MS,
+   * beside the update checks (a fast-forward can wait seconds on peers;
+   * acks go on meanwhile); the next check compares again.
+   */
+  private repairOrder(): void {
+    if (this.repairing || this.clock.now() - this.lastRepairAt < REPAIR_RETRY_MS) return
     this.lastRepairAt = this.clock.now()
     this.repairing = true
-    try {
-      await this.base.repair()
-      // Fast-forwarded blocks come from peers on demand, and reads never wait: fetch the view now.
-      const view = this.base.view.core
-      view.download({ start: 0, end: view.length })
-    } catch (err) {
-      if (this.closing === null) this.emit('warning', new AutoleaseError('ORDER_DIVERGED', `repairing this device's order failed: ${(err as Error).message}`))
-    } finally {
-      this.repairing = false
-      this.forgetConfirmed()
-    }
+    this.base
+      .repair()
+      .then(() => {
+        // Fast-forwarded blocks come from peers on demand, and reads never wait: fetch the view now.
+        const view = this.base.view.core
+        view.download({ start: 0, end: view.length }).done().catch(() => {})
+      })
+      .catch((err: unknown) => {
+        if (this.closing === null) this.emit('warning', new AutoleaseError('ORDER_DIVERGED', `repairing this device's order failed: ${(err as Error).message}`))
+      })
+      .finally(() => {
+        this.repairing = false
+        this.forgetConfirmed()
+        this.check()
+      })
   }
 
   /** The confirmed length and snapshot were read from an order that was not the quorum's: read them again. */
