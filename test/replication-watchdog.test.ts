@@ -11,11 +11,19 @@
  * and A asks for the block. hypercore picks the peer at random: an attempt
  * in which A asked B (answered at once) proves nothing and is made again
  * with the next block, up to 20 times (each picks X with probability 1/2).
+ *
+ * The second test: a LENGTH (the upgrade) that a live peer announced while
+ * the writer went silent. hypercore asks a peer for an upgrade only if
+ * that peer's last sync acked our current length, and the sync announcing
+ * our length can be lost (see the watchdog's header); the test loses it as
+ * two devices racing to the writer's new length do, then cuts the writer
+ * off both ways and drops its link (the swarm's peer timeout).
  */
 import test from 'brittle'
 import tmp from 'test-tmp'
 import Corestore from 'corestore'
 import type { Hypercore } from 'corestore'
+import type { Duplex } from 'node:stream'
 import { ManualClock } from '../lib/util/clock.js'
 import { ReplicationWatchdog } from '../lib/log/replication-watchdog.js'
 import { Gate } from './helpers/gate.js'
@@ -23,12 +31,24 @@ import { waitFor, sleep } from './helpers/cluster.js'
 
 /** Replicate two stores through a gate each way: [what a sends b, what b sends a]. */
 function link(a: Corestore, b: Corestore): [Gate, Gate] {
+  const [gates] = linkStreams(a, b)
+  return gates
+}
+
+/** link(), and the two replication streams (a's, b's), to destroy the link. */
+function linkStreams(a: Corestore, b: Corestore): [[Gate, Gate], [Duplex, Duplex]] {
   const s1 = a.replicate(true)
   const s2 = b.replicate(false)
   const gates: [Gate, Gate] = [new Gate(), new Gate()]
   s1.pipe(gates[0]).pipe(s2).pipe(gates[1]).pipe(s1)
   for (const x of [s1, s2, ...gates]) x.on('error', () => {})
-  return gates
+  return [gates, [s1, s2]]
+}
+
+/** hypercore internals (lib/replicator.js Peer): the length this peer's last sync says we have. */
+function lengthAcked(core: Hypercore, peerIndex: number): number {
+  const peers = core.peers as unknown as ReadonlyArray<{ lengthAcked: number }>
+  return peers[peerIndex]?.lengthAcked ?? -1
 }
 
 async function stores(t: { teardown(fn: () => Promise<void>): void }, n: number): Promise<Corestore[]> {
@@ -96,4 +116,82 @@ test('a block asked of a peer that froze is fetched from another peer once the w
   t.ok((await asked) !== null, 'and the request that waited on X is answered too')
   xToA.release()
   xToB.release()
+})
+
+test('a length a live peer announced, whose sync acked an old length of ours, is fetched from it once the watchdog pokes, not before', async (t) => {
+  const [a, b, c] = (await stores(t, 3)) as [Corestore, Corestore, Corestore]
+  const w = a.get({ name: 'writer' })
+  await w.append(new Uint8Array([0]))
+  const rb: Hypercore = b.get({ key: w.key! })
+  const rc: Hypercore = c.get({ key: w.key! })
+  await Promise.all([rb.ready(), rc.ready()])
+  const [[aToB, bToA], [sa, sb]] = linkStreams(a, b)
+  const [aToC, cToA] = link(a, c)
+  const [, cToB] = link(b, c) // b's only other peer: rb.peers[0] once a's link is gone
+  for (const r of [rb, rc]) await r.get(0)
+
+  // B and C reach the writer's next length together: C's sync of it reaches
+  // B while B checks whether it can upgrade C, and B's sync of its new
+  // length is lost. Made again with the next block if B's sync went out.
+  let releaseOnAppend = false
+  rb.on('append', () => {
+    if (releaseOnAppend) cToB.release()
+    releaseOnAppend = false
+  })
+  let lost = false
+  for (let attempt = 0; attempt < 20 && !lost; attempt++) {
+    aToB.held = true
+    cToB.held = true
+    await w.append(new Uint8Array([1 + attempt]))
+    const n = w.length
+    await waitFor(() => rc.length === n, 5_000, 'C to reach the new length')
+    await sleep(20)
+    releaseOnAppend = true
+    aToB.release()
+    await waitFor(() => rb.length === n, 5_000, 'B to reach the new length')
+    await sleep(50)
+    const ackedByC = rb.peers.map((_, i) => lengthAcked(rb, i))
+    lost = !ackedByC.includes(rb.length) || ackedByC.length < 2
+  }
+  if (!lost) {
+    t.fail("B's sync of its length reached C in each of 20 attempts: the premise was never built")
+    aToB.release()
+    cToB.release()
+    return
+  }
+
+  // The writer goes silent (its links stay open, nothing passes) with B's upgrade request in flight; C has the length.
+  bToA.held = true
+  await w.append(new Uint8Array([100]))
+  const target = w.length
+  await waitFor(() => rc.length === target, 5_000, 'C to reach the newest length')
+  await waitFor(() => rb.peers.every((p) => p.remoteLength === target), 5_000, 'B to hear of it from both')
+  for (const g of [aToB, aToC, cToA]) g.held = true
+  // The swarm's peer timeout: the link to the writer is dropped.
+  sa.destroy()
+  sb.destroy()
+  await waitFor(() => rb.peers.length === 1, 5_000, "B to drop the writer's link")
+  t.is(rb.peers[0]?.remoteLength, target, `B's one peer, C, announced length ${target}`)
+  t.ok(lengthAcked(rb, 0) < rb.length, `C's sync acks B's length ${lengthAcked(rb, 0)}, B has ${rb.length}`)
+
+  // The premise: hypercore, left alone, never asks C for the length.
+  await sleep(1_500)
+  t.is(rb.length, target - 1, `B still lacks the length 1.5 s later (${rb.length}): hypercore did not ask C by itself`)
+
+  const clock = new ManualClock()
+  const watchdog = new ReplicationWatchdog(clock, { pokeMs: 500 })
+  const writers = [{ core: rb }]
+  watchdog.check(writers)
+  clock.advance(499)
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 0, 'no poke before pokeMs')
+  clock.advance(1)
+  const pokedAt = Date.now()
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 1, 'one poke at pokeMs')
+  await waitFor(() => rb.length === target, 5_000, 'B to fetch the length').catch(() => {})
+  t.is(rb.length, target, `B has the length C announced (${Date.now() - pokedAt} ms after the poke), the writer still silent`)
+  clock.advance(500)
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 1, 'and no more pokes once it has it')
 })

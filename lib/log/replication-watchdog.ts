@@ -17,8 +17,27 @@
  * from that peer would have done: `updatePeer`, hypercore internals), every
  * pokeMs while it stays stuck.
  *
- * Not handled here: a core whose new LENGTH (the upgrade) was asked of the
- * frozen peer. hypercore never asks a second peer for an upgrade while one
+ * A core's new LENGTH (the upgrade) that a live peer announced and we lack:
+ * hypercore asks a peer for an upgrade only if that peer's last sync says
+ * it knows our current length (`lengthAcked`, Replicator._shouldUpgrade),
+ * and we tell a peer our new length in a sync sent on each upgrade
+ * (Peer.signalUpgrade). When that peer's own sync of the same new length
+ * arrives while we check whether we can upgrade it, that sync is dropped
+ * (Peer._updateCanUpgradeAndSync returns on `remoteLength !==
+ * this.remoteLength`, hypercore lib/replicator.js:873) and no later one is
+ * sent while that peer is as long as we are or longer. Harmless while the
+ * writer itself serves us; once it goes silent, that peer announces the
+ * writer's next length with our old length acked, and we never ask it:
+ * measured in a nemesis run, the two live indexers stuck 32 s, one a node
+ * of the silent holder's core behind the other. So when a core stays
+ * shorter than what we need of it (a peer announced more, or, with
+ * `seenLength`, a node of another writer depends on more) for pokeMs, the
+ * poke also re-sends our sync to each peer (`sendSync`, what hypercore does
+ * on every upgrade): the peer answers with our length acked, and hypercore
+ * asks it for the upgrade.
+ *
+ * Not handled here: an upgrade asked of a frozen peer that is still
+ * connected. hypercore never asks a second peer for an upgrade while one
  * is in flight, so only dropping the frozen peer frees it: the swarm's
  * peer timeout (lib/daemon/swarm.ts).
  */
@@ -27,11 +46,17 @@ import type { Clock } from '../util/clock.js'
 
 /** One of a core's replication peers (hypercore internals: lib/replicator.js Peer). */
 export interface CorePeer {
+  /** The length that peer announced for the core. */
+  readonly remoteLength: number
   readonly replicator: { updatePeer(peer: CorePeer): void }
+  /** Announce our length, fork and flags to that peer again (hypercore's Peer has it; the types in types/ do not declare it). */
+  sendSync?(): void
 }
 
-/** What the watchdog reads of a writer: its core (autobase's ActiveWriter has one). */
+/** What the watchdog reads of a writer: its core, and how much of it other nodes depend on (autobase's ActiveWriter has both). */
 export interface WatchedWriter {
+  /** The longest length of the core another writer's node depends on (autobase: may exceed core.length). */
+  readonly seenLength?: number
   readonly core: {
     readonly key: Uint8Array | null
     readonly length: number
@@ -45,10 +70,10 @@ export class ReplicationWatchdog {
   pokes = 0
   private readonly clock: Clock
   private readonly pokeMs: number
-  /** Per core (hex) with a missing block: its contiguous length and since when it (or our last poke) has been stuck there. */
-  private readonly lagging = new Map<string, { contiguous: number; since: number }>()
+  /** Per core (hex) missing a block or a length: its contiguous length and length, and since when it (or our last poke) has been stuck there. */
+  private readonly lagging = new Map<string, { contiguous: number; length: number; since: number }>()
 
-  /** `pokeMs`: how long a core's first missing block may stay missing before (and between) pokes. */
+  /** `pokeMs`: how long a core's first missing block, or a length it needs, may stay missing before (and between) pokes. */
   constructor(clock: Clock, opts: { pokeMs?: number } = {}) {
     this.clock = clock
     this.pokeMs = opts.pokeMs ?? 500
@@ -60,18 +85,26 @@ export class ReplicationWatchdog {
     const seen = new Set<string>()
     for (const w of writers) {
       const core = w.core
-      if (core.key === null || core.contiguousLength >= core.length) continue
+      if (core.key === null) continue
+      let wanted = w.seenLength ?? 0
+      for (const peer of core.peers) if (peer.remoteLength > wanted) wanted = peer.remoteLength
+      const needsBlock = core.contiguousLength < core.length
+      const needsLength = wanted > core.length
+      if (!needsBlock && !needsLength) continue
       const key = b4a.toString(core.key, 'hex')
       seen.add(key)
       const lag = this.lagging.get(key)
-      if (lag === undefined || lag.contiguous !== core.contiguousLength) {
-        this.lagging.set(key, { contiguous: core.contiguousLength, since: now })
+      if (lag === undefined || lag.contiguous !== core.contiguousLength || lag.length !== core.length) {
+        this.lagging.set(key, { contiguous: core.contiguousLength, length: core.length, since: now })
         continue
       }
       if (now - lag.since < this.pokeMs) continue
       lag.since = now
       this.pokes++
-      for (const peer of core.peers) peer.replicator.updatePeer(peer)
+      for (const peer of core.peers) {
+        if (needsLength) peer.sendSync?.()
+        peer.replicator.updatePeer(peer)
+      }
     }
     for (const key of this.lagging.keys()) if (!seen.has(key)) this.lagging.delete(key)
   }
