@@ -51,6 +51,22 @@ function lengthAcked(core: Hypercore, peerIndex: number): number {
   return peers[peerIndex]?.lengthAcked ?? -1
 }
 
+/** A watchdog on `core` (pokeMs 500, a manual clock): no poke at 499 ms, one at 500 ms (asserted). */
+function pokeAtPokeMs(t: { is(a: unknown, b: unknown, m: string): void }, core: Hypercore): { clock: ManualClock; watchdog: ReplicationWatchdog; writers: Array<{ core: Hypercore }>; pokedAt: number } {
+  const clock = new ManualClock()
+  const watchdog = new ReplicationWatchdog(clock, { pokeMs: 500 })
+  const writers = [{ core }]
+  watchdog.check(writers)
+  clock.advance(499)
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 0, 'no poke before pokeMs')
+  clock.advance(1)
+  const pokedAt = Date.now()
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 1, 'one poke at pokeMs')
+  return { clock, watchdog, writers, pokedAt }
+}
+
 async function stores(t: { teardown(fn: () => Promise<void>): void }, n: number): Promise<Corestore[]> {
   const out: Corestore[] = []
   for (let i = 0; i < n; i++) {
@@ -98,17 +114,7 @@ test('a block asked of a peer that froze is fetched from another peer once the w
   await sleep(1_500)
   t.is(ra.contiguousLength, index, 'A still waits on X 1.5 s later: hypercore did not ask B by itself')
 
-  const clock = new ManualClock()
-  const watchdog = new ReplicationWatchdog(clock, { pokeMs: 500 })
-  const writers = [{ core: ra }]
-  watchdog.check(writers)
-  clock.advance(499)
-  watchdog.check(writers)
-  t.is(watchdog.pokes, 0, 'no poke before pokeMs')
-  clock.advance(1)
-  const pokedAt = Date.now()
-  watchdog.check(writers)
-  t.is(watchdog.pokes, 1, 'one poke at pokeMs')
+  const { watchdog, writers, pokedAt } = pokeAtPokeMs(t, ra)
   watchdog.check(writers)
   t.is(watchdog.pokes, 1, 'the next no sooner than pokeMs later')
   await waitFor(() => ra.contiguousLength === index + 1, 5_000, 'A to fetch the block').catch(() => {})
@@ -178,17 +184,7 @@ test('a length a live peer announced, whose sync acked an old length of ours, is
   await sleep(1_500)
   t.is(rb.length, target - 1, `B still lacks the length 1.5 s later (${rb.length}): hypercore did not ask C by itself`)
 
-  const clock = new ManualClock()
-  const watchdog = new ReplicationWatchdog(clock, { pokeMs: 500 })
-  const writers = [{ core: rb }]
-  watchdog.check(writers)
-  clock.advance(499)
-  watchdog.check(writers)
-  t.is(watchdog.pokes, 0, 'no poke before pokeMs')
-  clock.advance(1)
-  const pokedAt = Date.now()
-  watchdog.check(writers)
-  t.is(watchdog.pokes, 1, 'one poke at pokeMs')
+  const { clock, watchdog, writers, pokedAt } = pokeAtPokeMs(t, rb)
   await waitFor(() => rb.length === target, 5_000, 'B to fetch the length').catch(() => {})
   t.is(rb.length, target, `B has the length C announced (${Date.now() - pokedAt} ms after the poke), the writer still silent`)
   clock.advance(500)
