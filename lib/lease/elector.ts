@@ -58,10 +58,10 @@ export interface LeaseLog {
   liveWriters(withinMs: number): string[]
   on(event: 'update', listener: () => void): unknown
   off(event: 'update', listener: () => void): unknown
-  /** The log's confirmed order of a generation was found not to be the quorum's, and later repaired (lib/log/order-check.ts). */
-  on(event: 'diverged' | 'repaired', listener: (e: { generation?: number }) => void): unknown
-  off(event: 'diverged' | 'repaired', listener: (e: { generation?: number }) => void): unknown
-  /** Non-null while the current generation's order is found not to be the quorum's (a log that never checks has none). */
+  /** The log's confirmed order was found not to be the quorum's, and later repaired (lib/log/order-check.ts). */
+  on(event: 'diverged' | 'repaired', listener: () => void): unknown
+  off(event: 'diverged' | 'repaired', listener: () => void): unknown
+  /** Non-null while the current generation's order is found not to be the quorum's (a log that never checks has none): nothing is held, claimed or renewed meanwhile. */
   readonly orderDiverged?: unknown
 }
 
@@ -163,9 +163,6 @@ export class Elector extends ReadyResource {
   private announced: string | null = null
   /** Set by a final release: nothing is claimed or renewed any more. */
   private retired = false
-  /** Generations whose confirmed order the log found not to be the quorum's, not yet repaired: while any, nothing is held, claimed or renewed. */
-  private readonly diverged = new Set<number>()
-  private distrusted = false
   /** The last release sent (see lastRelease). */
   private sentRelease: SentRelease | null = null
   private handingOver = false
@@ -197,14 +194,18 @@ export class Elector extends ReadyResource {
   private tickTimer: NodeJS.Timeout | null = null
   private deadlineTimer: NodeJS.Timeout | null = null
   private readonly onupdate = (): void => this.kick()
-  private readonly ondiverged = (e: { generation?: number }): void => {
-    this.diverged.add(e.generation ?? 0)
-    this.distrust()
+  /**
+   * The log's confirmed order proved not to be the quorum's (its confirmed
+   * reads refuse until it is repaired): holding ends now, whatever that
+   * order said; decision() waits while log.orderDiverged is set.
+   */
+  private readonly ondiverged = (): void => {
+    this.forgetSendTimes('order-diverged')
+    this.confirmed = null
+    this.evaluate()
   }
-  private readonly onrepaired = (e: { generation?: number }): void => {
-    this.diverged.delete(e.generation ?? 0)
-    if (this.diverged.size === 0) this.trust()
-  }
+  /** Claims and renews resume, from confirmed reads made from now on. */
+  private readonly onrepaired = (): void => this.kick()
 
   constructor(log: LeaseLog, opts: ElectorOptions = {}) {
     super()
@@ -219,10 +220,9 @@ export class Elector extends ReadyResource {
     this.lastMono = this.clock.now()
     this.lastWall = this.clock.wall()
     this.observed = { opId: null, at: this.lastMono }
-    // From construction: a divergence found while the daemon was still starting counts too.
+    // From construction: nothing is sent before, and a divergence found while the daemon was still starting is in log.orderDiverged.
     log.on('diverged', this.ondiverged)
     log.on('repaired', this.onrepaired)
-    if (log.orderDiverged !== undefined && log.orderDiverged !== null) this.ondiverged({})
   }
 
   override async _open(): Promise<void> {
@@ -332,28 +332,6 @@ export class Elector extends ReadyResource {
     this.retired = true
   }
 
-  /**
-   * The log's confirmed order proved not to be the quorum's (its confirmed
-   * reads refuse until it is repaired; the log's 'diverged' event calls
-   * this): holding ends now, whatever that order said, and nothing is
-   * claimed or renewed until trust() (the log's 'repaired', once every
-   * diverged generation is).
-   */
-  private distrust(): void {
-    if (this.distrusted) return
-    this.distrusted = true
-    this.forgetSendTimes('order-diverged')
-    this.confirmed = null
-    this.evaluate()
-  }
-
-  /** The log's order is the quorum's again: claims and renews resume, from confirmed reads made from now on. */
-  private trust(): void {
-    if (!this.distrusted) return
-    this.distrusted = false
-    this.kick()
-  }
-
   /** The last release this elector sent (null: none yet). */
   lastRelease(): SentRelease | null {
     return this.sentRelease
@@ -396,7 +374,7 @@ export class Elector extends ReadyResource {
   }
 
   private decision(): Decision {
-    if (this.retired || this.handingOver || this.distrusted) return { action: 'wait', until: null, reason: 'standing-down' }
+    if (this.retired || this.handingOver || this.diverged()) return { action: 'wait', until: null, reason: 'standing-down' }
     const tip = this.tip
     const live = this.log.liveWriters(this.config.leaseMs)
     // The claim order for the next epoch, among the live devices but the current holder.
@@ -565,8 +543,8 @@ export class Elector extends ReadyResource {
       // previous snapshot (which can only under-state our hold).
       if (this.closing !== null) return
       if (isCoded(err)) {
-        // While distrusted every confirmed read refuses, as it must: the log reports the repair.
-        if (!this.distrusted) this.emit('warning', err)
+        // While diverged every confirmed read refuses, as it must: the log reports the repair.
+        if (!this.diverged()) this.emit('warning', err)
         return
       }
       throw err
@@ -636,6 +614,10 @@ export class Elector extends ReadyResource {
   private holdMs(): number {
     const deadline = this.deadline()
     return deadline === null ? 0 : Math.max(0, Math.ceil(deadline - this.clock.now()))
+  }
+
+  private diverged(): boolean {
+    return this.log.orderDiverged !== undefined && this.log.orderDiverged !== null
   }
 
   private demotionReason(): DemotionReason {
