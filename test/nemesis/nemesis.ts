@@ -412,7 +412,7 @@ class Nemesis {
           const t = this.fault(kind, null, `25 % loss on every link for ${Math.round(ms)} ms`)
           const h = c.holder()
           if (h !== null) this.watchFailover(kind, t, h)
-          for (let i = 0; i <= c.devices.length; i++) await net.loss(i, 25)
+          await net.lossEverywhere(25)
         } else {
           const d = this.target(0.6)
           if (d === null) return false
