@@ -1,6 +1,5 @@
-#!/usr/bin/env node
 /**
- * The autolease CLI. Parsing is strict (commander): an unknown flag, a
+ * The autolease CLI (its entry, bin/autolease.ts, loads it). Parsing is strict (commander): an unknown flag, a
  * missing argument or a bad value prints ONE line on stderr and exits 2.
  * Every other failure is one line too (`autolease: ...`); set
  * AUTOLEASE_DEBUG=1 for stack traces.
@@ -17,8 +16,6 @@
  *   8 storage not private: the directory is another user's, or it (or a
  *     file in it) cannot be made private (`init`, `join`, `start`)
  */
-// First, before any other module loads: V8's heap bounds (lib/daemon/v8-heap.ts).
-import '../lib/daemon/v8-heap.js'
 import { Command, CommanderError, Option } from 'commander'
 import { join } from 'node:path'
 import { createRequire } from 'node:module'
@@ -35,9 +32,8 @@ import { registerQueueCommands } from '../lib/cli/queue-commands.js'
 import { registerForgeCommand } from '../lib/cli/forge-command.js'
 import { registerUpgradeCommand } from '../lib/cli/upgrade-command.js'
 import { registerConsoleCommand } from '../lib/cli/console-command.js'
-import { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
+import type { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
-import { runDemo } from '../lib/daemon/demo.js'
 import type { Json } from '../lib/daemon/control-server.js'
 
 import { DAY_MS, type RotationConfig } from '../lib/log/rotation.js'
@@ -112,6 +108,8 @@ async function cmdStart(f: StartFlags): Promise<number> {
   let forge: ReturnType<typeof loadForgeConfig> | undefined
   let forgeError: string | undefined
   if (f.forgeConfig !== undefined) {
+    // Loaded only with a forge config, as the daemon loads the forge client (lib/daemon/daemon.ts).
+    const { loadForgeConfig } = await import('../lib/queue/forge/forge-config.js')
     try {
       forge = loadForgeConfig(f.forgeConfig)
     } catch (err) {
@@ -484,7 +482,8 @@ function build(): Command {
     .command('demo')
     .description('offline demo: local DHT, three daemons, invite pairing, SIGKILL of the holder, failover')
     .option('--keep', 'leave the daemons and the DHT running at the end')
-    .action(act((f: { keep?: boolean }) => runDemo({ keep: f.keep === true, bin: process.argv[1] ?? join(process.cwd(), 'dist/bin/autolease.js') })))
+    // The demo (and the fake forge it runs) is loaded only by this command.
+    .action(act(async (f: { keep?: boolean }) => (await import('../lib/daemon/demo.js')).runDemo({ keep: f.keep === true, bin: process.argv[1] ?? join(process.cwd(), 'dist/bin/autolease.js') })))
 
   return program
 }
