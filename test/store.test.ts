@@ -13,6 +13,8 @@
  *    the store keeps the newest few.
  * 5. RocksDB's background threads: six (one flush, five compaction) by
  *    rocksdb-native's default; the store runs BACKGROUND_JOBS.
+ * 6. hypercore-storage's merkle tree node cache: every tree node read
+ *    (the proofs replication sends, for one) was kept, up to 2 x 8,192.
  */
 import test from 'brittle'
 import Hyperbee from 'hyperbee'
@@ -64,6 +66,34 @@ test('every hyperbee of the store, checkouts included, shares one bounded node c
   t.is(found, 3 * KEYS, 'every key read back through the bounded cache')
   const total = cached(bee) + cached(snap) + cached(other)
   t.ok(total <= BOUND, `${total} nodes cached over three bees, bound ${BOUND}`)
+})
+
+test('merkle tree nodes read for replication are kept up to the tree cache bound', { timeout: 120_000 }, async (t) => {
+  const BOUND = 32
+  const BLOCKS = 2048
+  const a = openStore(await tmp(t), { treeCacheEntries: BOUND })
+  const b = openStore(await tmp(t), { treeCacheEntries: BOUND })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  const src = a.get({ name: 'log' })
+  await src.ready()
+  for (let i = 0; i < BLOCKS; i += 256) await src.append(Array.from({ length: 256 }, (_, j) => new Uint8Array(64).fill((i + j) % 251)))
+  const s1 = a.replicate(true)
+  const s2 = b.replicate(false)
+  s1.pipe(s2).pipe(s1)
+  const dst = b.get({ key: src.key! })
+  await dst.ready()
+  // Every block fetched one by one: each comes with a proof read from the source's tree.
+  for (let i = 0; i < BLOCKS; i++) {
+    const blk = await dst.get(i)
+    if (blk === null || blk[0] !== i % 251) return t.fail(`block ${i} replicated wrong`)
+  }
+  const cache = (store: typeof a): { size: number; maxSize: number } => (store as unknown as { storage: { treeCache: { size: number; maxSize: number } } }).storage.treeCache
+  t.is(cache(a).maxSize, BOUND, 'the store gave hypercore-storage its bound')
+  // An xache keeps its newest generation and the one before: up to twice its size.
+  t.ok(cache(a).size <= 2 * BOUND, `${cache(a).size} tree nodes cached at the source after ${BLOCKS} blocks sent (bound 2 x ${BOUND})`)
 })
 
 async function walBytes(db: string): Promise<{ wal: number; sst: number }> {

@@ -86,3 +86,17 @@ test('v8-heap: a full GC compacts the old space (pages kept per byte live)', { t
   t.ok(ratio(bounded) < 1.15, `old space kept per byte live ${ratio(bounded).toFixed(2)} < 1.15`)
   t.ok(ratio(bounded) < ratio(uncompacted), 'less than without compaction')
 })
+
+test('v8-heap: the CLI entry bounds the young generation before its module graph is parsed', { timeout: 120_000 }, async (t) => {
+  const cli = fileURLToPath(new URL('../bin/autolease.js', import.meta.url))
+  // A preload that only reports the new space's capacity as the process exits (after `--help` loaded the whole CLI).
+  const hook = `data:text/javascript,${encodeURIComponent(
+    "import { getHeapSpaceStatistics } from 'node:v8'\nprocess.on('exit', () => process.stderr.write('NEW ' + getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size + '\\n'))"
+  )}`
+  const stderr = await new Promise<string>((resolve, reject) => {
+    execFile(process.execPath, [`--import=${hook}`, cli, '--help'], { timeout: 60_000 }, (err, _out, err2) => (err ? reject(err) : resolve(err2)))
+  })
+  const size = Number(/NEW (\d+)/.exec(stderr)?.[1])
+  // 2 x 1 MiB is V8's initial young generation; parsing the graph under a static import grew it to 2 x 4 MiB.
+  t.ok(size > 0 && size <= 2 * MiB, `new space ${mib(size)} MiB after loading the CLI (<= 2 MiB)`)
+})

@@ -9,7 +9,7 @@
  */
 import { InvalidArgumentError, type Command } from 'commander'
 import { isIP } from 'node:net'
-import { runFakeForge, type DeliveryRecord, type MutationRecord } from '../queue/forge/fake-forge.js'
+import type { DeliveryRecord, MutationRecord } from '../queue/forge/fake-forge.js'
 import { EXIT, Exit, port } from './args.js'
 import { out } from './output.js'
 
@@ -42,6 +42,8 @@ async function cmdForge(f: ForgeFlags): Promise<number> {
   if (f.hookSecret === '') throw new Exit(EXIT.USAGE, '--hook-secret must not be empty')
   const host = f.host ?? '127.0.0.1'
   if (!isLoopback(host)) process.stderr.write(`autolease: warning: the fake forge's /_fake/ control API has no authentication and listens on ${host}\n`)
+  // The fake forge is loaded only by this command: every other one (a daemon's `start` above all) goes without it.
+  const { runFakeForge } = await import('../queue/forge/fake-forge.js')
   try {
     await runFakeForge({
       host,

@@ -1,19 +1,20 @@
 /**
  * Bounds V8's heap for the whole process, as a long-running daemon needs.
- * Imported for its effect, FIRST by the CLI entry (bin/autolease.ts), so
- * that it is the first module evaluated. Four flags, each read by V8 at
- * each step while running:
+ * Imported for its effect by the CLI entry (bin/autolease.ts) before the
+ * CLI's module graph is loaded (by a dynamic import after it). Four flags,
+ * each read by V8 at each step while running:
  *
  * - `--semi-space-growth-factor=1`: the young generation never grows past
  *   the size it has when this runs. Measured on three real daemons idle at
  *   leaseMs 1000 (bench/memory-investigation/): V8 doubled the new space
  *   each time its survivors filled it, up to 2 x 16 MiB, within the first
  *   30 seconds: 32 MiB of a ~155 MiB RSS at minute 2, for a 22 MiB live
- *   heap. ES modules are all parsed before the first one is evaluated, and
- *   parsing the CLI's module graph already grows it to 2 x 4 MiB: the
- *   daemon's new space stays at 8 MiB (2 MiB when set before any module
- *   loads, by a preload). Same CPU (13.4-13.9 % vs 14.3-14.9 % per daemon,
- *   minutes 1-6, side by side).
+ *   heap. Same CPU (13.4-13.9 % vs 14.3-14.9 % per daemon, minutes 1-6,
+ *   side by side). It must be set before the CLI's modules are parsed: ES
+ *   modules of one static graph are all parsed before the first one runs,
+ *   and parsing the CLI's graph grew the new space to 2 x 4 MiB first,
+ *   which the daemon then kept (8 MiB physical at minutes 10-20; 2 MiB
+ *   with the graph loaded after this module).
  * - `--heap-growing-percent=20`: the old generation is collected once it
  *   has grown 20 % over what the last full GC kept (V8's own factor goes
  *   up to 4x). With the small young generation, short-lived objects that
@@ -35,13 +36,15 @@
  *   switch): code space 3.6-3.8 MiB at minute 15 instead of 4.8-5.0, CPU
  *   per daemon 5.3-5.4 % vs 5.6-5.8 % (minutes 2-20).
  *
- * Tried, not kept: loading the CLI by a dynamic import after these flags
- * (its module graph parsed with the young generation already bounded)
- * keeps the new space at 2 x 1 MiB instead of 2 x 4 MiB, 6 MiB less; but
- * what a 1 MiB semi-space no longer lets die young went to the old space
- * (+1-2 MiB) and to the malloc heap holding its buffers until a full GC
- * (+3-5 MiB): RSS at minute 15 the same (113.5-115.2 vs 114.2-114.9 MiB),
- * for ~4x as many scavenges.
+ * The CLI loaded after these flags (bin/autolease.ts) was tried once
+ * before and not kept: RSS at minute 15 the same (113.5-115.2 vs
+ * 114.2-114.9 MiB), what a 1 MiB semi-space no longer let die young going
+ * to the old space and to malloc'd buffers held until a full GC. With the
+ * daemon's caches bounded for a lease log (store.ts) and its optional
+ * parts loaded only when configured (daemon.ts), it pays: 94.2 MiB mean
+ * RSS at minutes 10-20 against 98.2 (three daemons each, side by side;
+ * new space 2.0 vs 5.3 MiB, old space 18.7 vs 19.0), CPU per daemon the
+ * same (8.9-9.2 % vs 8.5-9.0 %).
  *
  * Why run-time flags: `--max-semi-space-size` works only on node's command
  * line, which a user's service file or `npx autolease start` does not
