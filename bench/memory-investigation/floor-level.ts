@@ -9,7 +9,8 @@
  *             hypercore-storage with rocksdb-native, autobase, hyperbee,
  *             hyperswarm, hyperdht, sodium-native, blind-pairing, ...), no work
  *   modules   + every module dist/bin/autolease.js imports (the same import
- *             lines, parsed and evaluated as one graph as the CLI's are), no work
+ *             lines, parsed and evaluated as one graph as the CLI's are; with
+ *             the CLI in bin/cli.js, V8's flags first, then its lines), no work
  *   store     + the daemon's corestore (lib/daemon/store.ts openStore: RocksDB
  *             with its bounds) and one hypercore
  *   swarm     + the daemon's Swarm (hyperswarm + hyperdht) on the local DHT,
@@ -24,7 +25,7 @@
  * Only node builtins are imported statically: what a level loads is loaded
  * by its dynamic imports.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -73,7 +74,10 @@ if (values.level === 'stack') {
 
 if (level >= 2) {
   // The CLI's own import lines, specifiers made absolute, in one module: parsed as one graph, evaluated in order.
-  const bin = join(here, '../../bin/autolease.js')
+  // An entry that loads bin/cli.js by a dynamic import after V8's heap flags (bin/autolease.ts) is followed the same way.
+  const split = existsSync(join(here, '../../bin/cli.js'))
+  if (split) await import('../../lib/daemon/v8-heap.js')
+  const bin = join(here, split ? '../../bin/cli.js' : '../../bin/autolease.js')
   const text = readFileSync(bin, 'utf8')
   const lines: string[] = []
   for (const m of text.matchAll(/^import\s+(?:([^'";]*?)\s+from\s+)?['"]([^'"]+)['"];?\s*$/gm)) {

@@ -187,9 +187,10 @@ function originOfUrl(url: string): string {
     const rest = url.slice(nm + '/node_modules/'.length).split('/')
     return rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!
   }
-  const dist = url.indexOf('/dist/')
-  if (dist >= 0) {
-    const rest = url.slice(dist + '/dist/'.length).split('/')
+  // The app's build: dist/ (or a copy of it, dist-<name>/, when builds are compared side by side).
+  const dist = /\/dist(-[^/]+)?\//.exec(url)
+  if (dist) {
+    const rest = url.slice(dist.index + dist[0].length).split('/')
     return rest[0] === 'lib' && rest.length > 2 ? `app:lib/${rest[1]}` : `app:${rest.slice(0, -1).join('/') || rest[0]}`
   }
   if (/^(file:\/\/)?\//.test(url)) return 'file:' + url.replace(/^file:\/\//, '')
@@ -386,7 +387,7 @@ if (nScripts > 0) {
     const o = urlOrigin(n)
     const src = edgeTo(n, 'source')
     const list = scripts.get(o) ?? []
-    list.push([nameOf(n).replace(/^.*\/node_modules\//, '').replace(/^.*\/dist\//, 'dist/'), selfOf(src)])
+    list.push([nameOf(n).replace(/^.*\/node_modules\//, '').replace(/^.*\/dist(-[^/]+)?\//, 'dist/'), selfOf(src)])
     scripts.set(o, list)
   }
   out.push('')
