@@ -17,27 +17,15 @@
 import { appendFileSync, existsSync, readFileSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8'
+import { procKb } from './proc-kb.js'
 
 const dir = process.env.FLOORPROBE_DIR
 const storageArg = process.argv.indexOf('--storage')
 const name = process.env.FLOORPROBE_NAME ?? (storageArg > 0 ? basename(process.argv[storageArg + 1] ?? 'daemon') : `pid${process.pid}`)
 const t0 = Date.now()
-function kb(file: string): Record<string, number> {
-  const out: Record<string, number> = {}
-  try {
-    for (const line of readFileSync(file, 'utf8').split('\n')) {
-      const m = /^(\w+):\s+(\d+)( kB)?/.exec(line)
-      if (m) out[m[1]!] = m[3] ? Number(m[2]) * 1024 : Number(m[2])
-    }
-  } catch {
-    // not Linux
-  }
-  return out
-}
-
 export function reading(): Record<string, unknown> {
-  const status = kb('/proc/self/status')
-  const r = kb('/proc/self/smaps_rollup')
+  const status = procKb('/proc/self/status')
+  const r = procKb('/proc/self/smaps_rollup')
   const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, { used: s.space_used_size, size: s.space_size, physical: s.physical_space_size }]))
   return {
     rss: status.VmRSS,

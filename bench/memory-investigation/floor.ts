@@ -30,6 +30,7 @@ import { randomBytes } from 'node:crypto'
 import { withDaemonGroup } from '../daemons.js'
 import { onKillAll } from '../procs.js'
 import { now, sleep, table, mib } from '../util.js'
+import { procKb } from './proc-kb.js'
 
 const { values } = parseArgs({
   options: {
@@ -116,19 +117,6 @@ async function startLevels(bootstrap: string | null): Promise<void> {
       }
     } else throw new Error(`unknown level ${level}`)
   }
-}
-
-function procKb(file: string): Record<string, number> {
-  const o: Record<string, number> = {}
-  try {
-    for (const line of readFileSync(file, 'utf8').split('\n')) {
-      const m = /^(\w+):\s+(\d+)( kB)?/.exec(line)
-      if (m) o[m[1]!] = m[3] ? Number(m[2]) * 1024 : Number(m[2])
-    }
-  } catch {
-    // gone
-  }
-  return o
 }
 
 interface Sample {
