@@ -81,3 +81,18 @@ test('a short seeded nemesis run: every promised fault kind exercised, no violat
   const ns = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout ?? ''
   t.absent(ns.includes(`aln-${rid}-`), 'no namespace of the run is left')
 })
+
+test('nemesis CLI: a bad argument is refused with its reason and the usage (exit 2), --help lists the fault kinds', (t) => {
+  const unknown = spawnSync(process.execPath, [RUN, '--duration', '5', '--no-such-option'], { encoding: 'utf8' })
+  t.is(unknown.status, 2, 'an unknown option exits 2')
+  t.ok(unknown.stderr.includes("'--no-such-option'") && unknown.stderr.includes('usage: npm run nemesis'), `it names the option and prints the usage: ${unknown.stderr.trim()}`)
+  const missing = spawnSync(process.execPath, [RUN], { encoding: 'utf8' })
+  t.is(missing.status, 2, 'no --duration exits 2')
+  t.ok(missing.stderr.includes('--duration is required'), 'and says why')
+  const kinds = spawnSync(process.execPath, [RUN, '--duration', '5', '--kinds', 'sigkill-device,meteor'], { encoding: 'utf8' })
+  t.is(kinds.status, 2, 'an unknown fault kind exits 2')
+  t.ok(kinds.stderr.includes('unknown fault kinds: meteor'), 'and names it')
+  const help = spawnSync(process.execPath, [RUN, '--help'], { encoding: 'utf8' })
+  t.is(help.status, 0, '--help exits 0')
+  t.ok(help.stdout.includes('usage: npm run nemesis') && help.stdout.includes('lossy-link') && help.stdout.includes('wall-step'), 'and lists every fault kind')
+})

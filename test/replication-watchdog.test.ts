@@ -191,3 +191,55 @@ test('a length a live peer announced, whose sync acked an old length of ours, is
   watchdog.check(writers)
   t.is(watchdog.pokes, 1, 'and no more pokes once it has it')
 })
+
+test('a length asked of the writer that then froze is fetched from a live peer at the second poke, the request to the writer cancelled', async (t) => {
+  const [x, a, b] = (await stores(t, 3)) as [Corestore, Corestore, Corestore]
+  const w = x.get({ name: 'writer' })
+  await w.append(new Uint8Array([0]))
+  const ra: Hypercore = a.get({ key: w.key! })
+  const rb: Hypercore = b.get({ key: w.key! })
+  await Promise.all([ra.ready(), rb.ready()])
+  const [aToX, xToA] = link(a, x)
+  link(b, x)
+  const [, bToA] = link(a, b)
+  for (const r of [ra, rb]) await r.get(0)
+
+  // A hears of the writer's next length from the writer first (B silent to
+  // A) and asks the writer for it; that request never arrives (the writer
+  // froze with it in flight). B fetches the length meanwhile.
+  bToA.held = true
+  aToX.held = true
+  await w.append(new Uint8Array([1]))
+  const target = w.length
+  const upgraded = ra.update({ wait: true }).catch(() => false)
+  await waitFor(() => ra.peers.some((p) => p.remoteLength === target), 5_000, 'A to hear of the new length from the writer')
+  await waitFor(() => rb.length === target, 5_000, 'B to fetch the new length')
+  xToA.held = true
+  // The writer is the one peer that announced the length so far: the upgrade request in flight is to it.
+  const inflight = (ra.peers[0] as unknown as { replicator: { _upgrade: { inflight: Array<{ peer: unknown }> } | null } }).replicator._upgrade?.inflight ?? []
+  const announced = ra.peers.filter((p) => p.remoteLength === target)
+  t.ok(inflight.length === 1 && announced.length === 1 && inflight[0]!.peer === announced[0], `A has one upgrade request in flight, to the writer (${inflight.length} in flight, ${announced.length} peer announced ${target})`)
+  bToA.release()
+  await waitFor(() => ra.peers.every((p) => p.remoteLength === target), 5_000, 'A to hear of it from B too')
+
+  // The premise: hypercore, left alone, waits on the frozen writer (and so does a poke that only looks again).
+  await sleep(1_500)
+  t.is(ra.length, target - 1, 'A still lacks the length 1.5 s later: hypercore did not ask B by itself')
+  const { clock, watchdog, writers } = pokeAtPokeMs(t, ra)
+  await sleep(300)
+  t.is(ra.length, target - 1, 'the first poke looks again and changes nothing: the upgrade is in flight')
+  t.is(watchdog.upgradesReasked, 0, 'and cancels nothing yet (the request may be answered)')
+
+  clock.advance(500)
+  const pokedAt = Date.now()
+  watchdog.check(writers)
+  t.is(watchdog.upgradesReasked, 1, 'the second poke cancels the request still in flight to the writer')
+  await waitFor(() => ra.length === target, 5_000, 'A to fetch the length').catch(() => {})
+  t.is(ra.length, target, `A has the length from B (${Date.now() - pokedAt} ms after the poke), the writer still frozen`)
+  t.is(await Promise.race([upgraded, sleep(2_000).then(() => 'still waiting')]), true, 'and the update that waited resolves')
+  clock.advance(500)
+  watchdog.check(writers)
+  t.is(watchdog.pokes, 2, 'no more pokes once it has it')
+  aToX.release()
+  xToA.release()
+})

@@ -36,10 +36,22 @@
  * on every upgrade): the peer answers with our length acked, and hypercore
  * asks it for the upgrade.
  *
- * Not handled here: an upgrade asked of a frozen peer that is still
- * connected. hypercore never asks a second peer for an upgrade while one
- * is in flight, so only dropping the frozen peer frees it: the swarm's
- * peer timeout (lib/daemon/swarm.ts).
+ * An upgrade asked of a peer that froze or died with it in flight:
+ * hypercore never asks a second peer for an upgrade while one is in flight
+ * (Replicator._shouldUpgrade), and a SIGKILLed peer's UDX connection stays
+ * open until the swarm's peer timeout (3 s at leaseMs 2000,
+ * lib/daemon/swarm.ts) or its restart. Measured in a nemesis run (load 6):
+ * the holder SIGKILLed just after its
+ * last nodes reached one standby, the other standby's upgrade of the dead
+ * holder's core stayed asked of the dead holder, the two live indexers
+ * could confirm nothing (each waited on a node depending on that length)
+ * for 3 s, and the new holder came 3.6 s after the kill (target p95
+ * 3.5 s), when the dead link was dropped. So a poke also cancels
+ * an upgrade request that was already in flight at the previous poke (a
+ * whole pokeMs of no progress; an upgrade takes a round trip) when another
+ * peer announced a longer length, and has the other peers looked at first:
+ * hypercore asks one of them. A late answer of the cancelled request is
+ * dropped by hypercore as any cancelled one is.
  */
 import b4a from 'b4a'
 import type { Clock } from '../util/clock.js'
@@ -48,9 +60,23 @@ import type { Clock } from '../util/clock.js'
 export interface CorePeer {
   /** The length that peer announced for the core. */
   readonly remoteLength: number
-  readonly replicator: { updatePeer(peer: CorePeer): void }
+  readonly replicator: CoreReplicator
   /** Announce our length, fork and flags to that peer again (hypercore's Peer has it; the types in types/ do not declare it). */
   sendSync?(): void
+  /** Cancel a request in flight to this peer (hypercore's Peer._cancelRequest: clears the in-flight upgrade, tells the peer). */
+  _cancelRequest?(req: InflightRequest): void
+}
+
+/** A request in flight (hypercore internals: lib/replicator.js), as far as the watchdog looks. */
+export interface InflightRequest {
+  readonly peer: CorePeer
+}
+
+/** A core's replicator (hypercore internals): shared by the core's peers. */
+export interface CoreReplicator {
+  updatePeer(peer: CorePeer): void
+  /** The upgrade being fetched, with the requests in flight for it; null when none. */
+  readonly _upgrade?: { readonly inflight: readonly InflightRequest[] } | null
 }
 
 /** What the watchdog reads of a writer: its core, and how much of it other nodes depend on (autobase's ActiveWriter has both). */
@@ -68,10 +94,14 @@ export interface WatchedWriter {
 export class ReplicationWatchdog {
   /** Pokes made so far (one per stuck core per pokeMs). */
   pokes = 0
+  /** Upgrade requests cancelled so far (asked of a peer that did not answer for a whole pokeMs while another had the length). */
+  upgradesReasked = 0
   private readonly clock: Clock
   private readonly pokeMs: number
   /** Per core (hex) missing a block or a length: its contiguous length and length, and since when it (or our last poke) has been stuck there. */
   private readonly lagging = new Map<string, { contiguous: number; length: number; since: number }>()
+  /** The upgrade requests in flight at a core's last poke: one still there at the next is cancelled. */
+  private readonly upgradeAtPoke = new Map<string, ReadonlySet<InflightRequest>>()
 
   /** `pokeMs`: how long a core's first missing block, or a length it needs, may stay missing before (and between) pokes. */
   constructor(clock: Clock, opts: { pokeMs?: number } = {}) {
@@ -101,11 +131,38 @@ export class ReplicationWatchdog {
       if (now - lag.since < this.pokeMs) continue
       lag.since = now
       this.pokes++
-      for (const peer of core.peers) {
+      const first = needsLength ? this.reaskUpgrade(key, core) : new Set<CorePeer>()
+      const order = [...core.peers].sort((p, q) => Number(first.has(p)) - Number(first.has(q)))
+      for (const peer of order) {
         if (needsLength) peer.sendSync?.()
         peer.replicator.updatePeer(peer)
       }
     }
-    for (const key of this.lagging.keys()) if (!seen.has(key)) this.lagging.delete(key)
+    for (const key of this.lagging.keys()) {
+      if (seen.has(key)) continue
+      this.lagging.delete(key)
+      this.upgradeAtPoke.delete(key)
+    }
+  }
+
+  /**
+   * At a poke of a core short of a length: cancel each upgrade request that
+   * was in flight at the previous poke too, when another peer announced more
+   * than we have (one that can answer it). Returns the peers whose requests
+   * were cancelled, to be looked at last.
+   */
+  private reaskUpgrade(key: string, core: WatchedWriter['core']): Set<CorePeer> {
+    const cancelled = new Set<CorePeer>()
+    const inflight = core.peers[0]?.replicator._upgrade?.inflight ?? []
+    const before = this.upgradeAtPoke.get(key)
+    for (const req of inflight) {
+      if (before?.has(req) !== true || req.peer._cancelRequest === undefined) continue
+      if (!core.peers.some((p) => p !== req.peer && p.remoteLength > core.length)) continue
+      req.peer._cancelRequest(req)
+      cancelled.add(req.peer)
+      this.upgradesReasked++
+    }
+    this.upgradeAtPoke.set(key, new Set(core.peers[0]?.replicator._upgrade?.inflight ?? []))
+    return cancelled
   }
 }

@@ -18,10 +18,12 @@ import { join, resolve } from 'node:path'
 import { formatReport } from './checker.js'
 import { formatLiveness, formatTargets } from './liveness.js'
 import { OUT_OF_BOUND_LEASE_MS, runNemesis, THIS_DIST } from './nemesis.js'
-import { isFaultKind, type FaultKind } from './schedule.js'
+import { isFaultKind, MAJOR_KINDS, MINOR_KINDS, type FaultKind } from './schedule.js'
+
+const USAGE = 'usage: npm run nemesis -- --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR] [--record FILE] [--keep-storage]'
 
 function usage(why: string): never {
-  console.error(`nemesis: ${why}\nusage: run.js --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR] [--record FILE]`)
+  console.error(`nemesis: ${why}\n${USAGE}`)
   process.exit(2)
 }
 
@@ -33,7 +35,13 @@ function int(v: string | undefined, name: string, dflt: number, min: number): nu
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    console.log(`${USAGE}\nfault kinds (--kinds): ${[...MAJOR_KINDS, ...MINOR_KINDS].join(', ')}`)
+    return 0
+  }
+  let parsed
+  try {
+    parsed = parseArgs({
     options: {
       duration: { type: 'string' },
       devices: { type: 'string' },
@@ -49,7 +57,12 @@ async function main(): Promise<number> {
       record: { type: 'string' },
       'keep-storage': { type: 'boolean' }
     }
-  })
+    })
+  } catch (err) {
+    // An unknown option or a missing value: say which, with the usage, and exit 2 like every other bad argument.
+    usage((err as Error).message)
+  }
+  const { values } = parsed
   if (values.duration === undefined) usage('--duration is required')
   const durationS = int(values.duration, 'duration', 0, 1)
   const devices = int(values.devices, 'devices', 3, 3)
