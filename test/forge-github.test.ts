@@ -5,6 +5,7 @@
  * spacing of mutations, App authentication and the credential config.
  */
 import test from 'brittle'
+import { Agent, buildConnector } from 'undici'
 import { generateKeyPairSync } from 'node:crypto'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -513,6 +514,40 @@ test('the fence is asked right before the request: closed, nothing is sent and t
     t.is(err, boom, 'the fence error itself')
   }
   t.is(fake.requests().length, 0, 'still nothing sent')
+})
+
+test('the fence is judged at the socket: a fence that closes while the connection opens sends nothing; an open one is asked once and sends once', async (t) => {
+  const fake = await startFake(t)
+  // Connections that take 300 ms to open: what a busy event loop, a new connection's handshake or a SIGSTOP put between fetch() and the write.
+  const connect = buildConnector({})
+  const slow = new Agent({ connect: (opts, cb) => void setTimeout(() => connect(opts, cb), 300) })
+  t.teardown(() => slow.close())
+  const forge = new GitHubForge({ baseUrl: fake.url, mutationSpacingMs: 0, retryBaseMs: 10, token: TOKEN }, { agent: slow })
+  fake.createPull(REPO, { headSha: sha(1), labels: ['queue'] })
+
+  let open = true
+  const askedAt: number[] = []
+  const calledAt = Date.now()
+  const merge = forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 4, fence: () => (askedAt.push(Date.now() - calledAt), open) })
+  setTimeout(() => {
+    open = false // e.g. the tenure ended while the connection was being made
+  }, 100)
+  await forgeError(t, merge, 'fenced')
+  t.is(askedAt.length, 1, 'asked once')
+  t.ok(askedAt[0]! >= 290, `asked when the socket was connected (${askedAt[0]} ms after the call), not when fetch was called`)
+  t.is(fake.mutations().length, 0, 'nothing reached the forge')
+  t.absent(fake.pull(REPO, 1).merged)
+
+  open = true
+  askedAt.length = 0
+  const again = Date.now()
+  t.is((await forge.merge(REPO, 1, { sha: sha(1), method: 'merge', epoch: 4, fence: () => (askedAt.push(Date.now() - again), open) })).result, 'merged')
+  t.is(askedAt.length, 1, 'an open fence is asked once for the one request')
+  t.alike(
+    fake.mutations().map((m) => [m.method, m.status]),
+    [['PUT', 200]],
+    'which reached the forge once'
+  )
 })
 
 test('the fence comes after the spacing wait: a mutation queued behind a held one is fenced when its turn comes, and adds no gap', async (t) => {

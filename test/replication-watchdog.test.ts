@@ -243,3 +243,64 @@ test('a length asked of the writer that then froze is fetched from a live peer a
   aToX.release()
   xToA.release()
 })
+
+/** A request in flight, a peer, a replicator and a core as far as the watchdog reads them; nobody ever answers (a lossy link in its retransmission timeout). */
+type FakeReq = { peer: FakePeer }
+type FakePeer = { remoteLength: number; replicator: FakeReplicator; _cancelRequest(req: FakeReq): void; sendSync(): void }
+type FakeReplicator = { _upgrade: { inflight: FakeReq[] } | null; updatePeer(peer: FakePeer): void }
+type FakeCore = { key: Uint8Array; length: number; contiguousLength: number; peers: FakePeer[] }
+
+/** A core we hold `length` of, one peer per remote length, the first one asked for the upgrade; cancels are logged at `now()` (the poke). */
+function fakeCore(seed: number, length: number, remoteLengths: number[], now: () => number, cancelledAt: number[]): FakeCore {
+  const replicator: FakeReplicator = {
+    _upgrade: { inflight: [] },
+    // Like hypercore: with nothing in flight, ask the first peer looked at that announced more.
+    updatePeer(p) {
+      if (replicator._upgrade!.inflight.length === 0 && p.remoteLength > core.length) replicator._upgrade!.inflight.push({ peer: p })
+    }
+  }
+  const peers = remoteLengths.map((remoteLength) => ({
+    remoteLength,
+    replicator,
+    _cancelRequest(req: FakeReq) {
+      cancelledAt.push(now())
+      replicator._upgrade!.inflight = replicator._upgrade!.inflight.filter((r) => r !== req)
+    },
+    sendSync() {}
+  }))
+  const core: FakeCore = { key: new Uint8Array(32).fill(seed), length, contiguousLength: length, peers }
+  replicator._upgrade!.inflight.push({ peer: peers[0]! })
+  return core
+}
+
+test('re-asks of a length back off on a slow link: pokes 2, 4, 8, 16, then every 16 with no progress; none when no other peer has the length', (t) => {
+  const clock = new ManualClock()
+  const watchdog = new ReplicationWatchdog(clock, { pokeMs: 500 })
+  let poke = 0
+  const cancelledAt: number[] = []
+  const core = fakeCore(7, 4, [5, 5], () => poke, cancelledAt)
+  const pokes = (n: number, c: FakeCore): void => {
+    watchdog.check([{ core: c }])
+    for (poke = 1; poke <= n; poke++) {
+      clock.advance(500)
+      watchdog.check([{ core: c }])
+    }
+  }
+  pokes(80, core)
+  t.is(watchdog.pokes, 80, 'a poke every pokeMs while the core stays short')
+  t.alike(cancelledAt, [2, 4, 8, 16, 32, 48, 64, 80], 'a request is cancelled after 1, 2, 4, 8, then 16 pokes in flight')
+  t.is(core.peers[0]!.replicator._upgrade!.inflight.length, 1, 'and asked again at once: one request in flight at a time')
+
+  // Progress (the core reached 5; both peers now announce 6) starts the backoff over.
+  core.length = core.contiguousLength = 5
+  for (const p of core.peers) p.remoteLength = 6
+  cancelledAt.length = 0
+  pokes(4, core)
+  t.alike(cancelledAt, [2, 4], 'after progress, the next re-asks wait 1 and 2 pokes again')
+
+  // Only the peer asked announced more than we have: nobody else could answer, nothing is cancelled.
+  const solo = fakeCore(8, 6, [9, 6], () => poke, cancelledAt)
+  cancelledAt.length = 0
+  pokes(10, solo)
+  t.alike(cancelledAt, [], 'a request to the only peer that has the length is never cancelled')
+})

@@ -4,9 +4,10 @@
  * AUTOLEASE_TEST_PAUSE=<point> the process stops itself (SIGSTOP) when it
  * reaches that point; the test SIGCONTs it later. The points (PausePoint):
  * - `before-send`: inside a mutation's fence, after every wait (the
- *   per-repo spacing, rate limits, retries), immediately before the fence
- *   is judged: a holder resumed past its lease must be stopped by the
- *   fence itself, the last check before the request leaves;
+ *   per-repo spacing, rate limits, retries) with the request holding a
+ *   connected socket (fenced-fetch.ts), immediately before the fence is
+ *   judged: a holder resumed past its lease must be stopped by the fence
+ *   itself, the last check before the request leaves;
  * - `before-merge`: after the merge attempt is confirmed, before the
  *   evaluation's own holding() check (an earlier, cheaper stop; it proves
  *   that check only).

@@ -51,7 +51,12 @@
  * whole pokeMs of no progress; an upgrade takes a round trip) when another
  * peer announced a longer length, and has the other peers looked at first:
  * hypercore asks one of them. A late answer of the cancelled request is
- * dropped by hypercore as any cancelled one is.
+ * dropped by hypercore as any cancelled one is. On a lossy link an answer
+ * can be seconds late without anyone being dead (UDX's retransmission
+ * timeout is at least 1 s and doubles), and re-asking every pokeMs could
+ * cancel every answer before it arrives: each further re-ask of the same
+ * core, with no progress between, waits twice as many pokes (1, 2, 4, 8,
+ * then every 16), so a slow link gets ever longer to answer.
  */
 import b4a from 'b4a'
 import type { Clock } from '../util/clock.js'
@@ -91,6 +96,9 @@ export interface WatchedWriter {
   }
 }
 
+/** Re-asks of one core's upgrade wait 1, 2, 4, 8, then 16 pokes (see the header). */
+const MAX_REASK_DOUBLINGS = 4
+
 export class ReplicationWatchdog {
   /** Pokes made so far (one per stuck core per pokeMs). */
   pokes = 0
@@ -100,8 +108,8 @@ export class ReplicationWatchdog {
   private readonly pokeMs: number
   /** Per core (hex) missing a block or a length: its contiguous length and length, and since when it (or our last poke) has been stuck there. */
   private readonly lagging = new Map<string, { contiguous: number; length: number; since: number }>()
-  /** The upgrade requests in flight at a core's last poke: one still there at the next is cancelled. */
-  private readonly upgradeAtPoke = new Map<string, ReadonlySet<InflightRequest>>()
+  /** Per lagging core: its pokes so far, the poke at which each upgrade request in flight was first seen, and its re-asks so far (all with no progress between). */
+  private readonly upgrades = new Map<string, { pokes: number; seen: Map<InflightRequest, number>; reasks: number }>()
 
   /** `pokeMs`: how long a core's first missing block, or a length it needs, may stay missing before (and between) pokes. */
   constructor(clock: Clock, opts: { pokeMs?: number } = {}) {
@@ -126,43 +134,63 @@ export class ReplicationWatchdog {
       const lag = this.lagging.get(key)
       if (lag === undefined || lag.contiguous !== core.contiguousLength || lag.length !== core.length) {
         this.lagging.set(key, { contiguous: core.contiguousLength, length: core.length, since: now })
+        this.upgrades.delete(key) // progress (or a new lag): re-asks start over
         continue
       }
       if (now - lag.since < this.pokeMs) continue
       lag.since = now
       this.pokes++
-      const first = needsLength ? this.reaskUpgrade(key, core) : new Set<CorePeer>()
-      const order = [...core.peers].sort((p, q) => Number(first.has(p)) - Number(first.has(q)))
+      const last = needsLength ? this.reaskUpgrade(key, core) : new Set<CorePeer>()
+      const order = [...core.peers].sort((p, q) => Number(last.has(p)) - Number(last.has(q)))
       for (const peer of order) {
         if (needsLength) peer.sendSync?.()
         peer.replicator.updatePeer(peer)
       }
+      if (needsLength) this.noteUpgrades(key, core)
     }
     for (const key of this.lagging.keys()) {
       if (seen.has(key)) continue
       this.lagging.delete(key)
-      this.upgradeAtPoke.delete(key)
+      this.upgrades.delete(key)
     }
   }
 
   /**
-   * At a poke of a core short of a length: cancel each upgrade request that
-   * was in flight at the previous poke too, when another peer announced more
+   * At a poke of a core short of a length: cancel each upgrade request in
+   * flight for 2^reasks pokes (at most 16) when another peer announced more
    * than we have (one that can answer it). Returns the peers whose requests
    * were cancelled, to be looked at last.
    */
   private reaskUpgrade(key: string, core: WatchedWriter['core']): Set<CorePeer> {
     const cancelled = new Set<CorePeer>()
-    const inflight = core.peers[0]?.replicator._upgrade?.inflight ?? []
-    const before = this.upgradeAtPoke.get(key)
-    for (const req of inflight) {
-      if (before?.has(req) !== true || req.peer._cancelRequest === undefined) continue
+    let u = this.upgrades.get(key)
+    if (u === undefined) this.upgrades.set(key, (u = { pokes: 0, seen: new Map(), reasks: 0 }))
+    u.pokes++
+    const wait = 2 ** Math.min(u.reasks, MAX_REASK_DOUBLINGS)
+    for (const req of upgradeInflight(core)) {
+      const since = u.seen.get(req)
+      if (since === undefined || u.pokes - since < wait || req.peer._cancelRequest === undefined) continue
       if (!core.peers.some((p) => p !== req.peer && p.remoteLength > core.length)) continue
       req.peer._cancelRequest(req)
       cancelled.add(req.peer)
-      this.upgradesReasked++
     }
-    this.upgradeAtPoke.set(key, new Set(core.peers[0]?.replicator._upgrade?.inflight ?? []))
+    if (cancelled.size > 0) {
+      u.reasks++
+      this.upgradesReasked += cancelled.size
+    }
     return cancelled
   }
+
+  /** After a poke: the poke at which each upgrade request now in flight was first seen (one asked during this poke: this one). */
+  private noteUpgrades(key: string, core: WatchedWriter['core']): void {
+    const u = this.upgrades.get(key)
+    if (u === undefined) return
+    const seen = new Map<InflightRequest, number>()
+    for (const req of upgradeInflight(core)) seen.set(req, u.seen.get(req) ?? u.pokes)
+    u.seen = seen
+  }
+}
+
+function upgradeInflight(core: WatchedWriter['core']): readonly InflightRequest[] {
+  return core.peers[0]?.replicator._upgrade?.inflight ?? []
 }

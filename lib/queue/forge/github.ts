@@ -6,13 +6,15 @@
  * Invariants enforced here alone:
  * - THE FENCE IS THE LAST STEP BEFORE A MUTATION LEAVES THE PROCESS. Every
  *   HTTP request of a merge, comment, label removal, update-branch or
- *   commit status goes to fetch through
- *   fencedFetch (octokit's per-request `request.fetch`), which asks
- *   `MutationContext.fence()` and, if it answers true, calls fetch in the
- *   same synchronous step. So the check comes after the per-repo spacing
- *   wait, after plugin-throttling's queue and rate-limit waits and after
- *   plugin-retry's waits, and it is asked again before every automatic
- *   re-send: nothing that can wait stands between the check and the send.
+ *   commit status goes out through fencedFetch (fenced-fetch.ts: octokit's
+ *   per-request `request.fetch`), which asks `MutationContext.fence()` when
+ *   the request holds a connected socket and writes it, if the fence
+ *   answers true, in the same synchronous step. So the check comes after
+ *   the per-repo spacing wait, after plugin-throttling's queue and
+ *   rate-limit waits, after plugin-retry's waits and after fetch's own
+ *   steps and the connection's handshake, and it is asked again before
+ *   every re-send: nothing that can wait stands between the check and the
+ *   write.
  *   A closed fence sends nothing; the call ends with ForgeError `fenced`
  *   (known not sent) or, on a re-send, with the last answer's error. A
  *   merge checked against holding() before it waited in the spacing once
@@ -83,6 +85,8 @@ import { createAppAuth } from '@octokit/auth-app'
 import { AutoleaseError } from '../../errors.js'
 import { readPrivateFile } from '../../util/private-files.js'
 import { EtagCache } from './etag-cache.js'
+import { fencedFetch, mutationAgent, type Gate } from './fenced-fetch.js'
+import type { Dispatcher } from 'undici'
 import {
   EPOCH_HEADER,
   ForgeError,
@@ -164,6 +168,8 @@ export interface GitHubForgeDeps {
   env?: Record<string, string | undefined>
   /** Warnings from octokit (token replication retries, limiter errors); default: dropped. */
   log?: ForgeLog
+  /** The connection pool mutations go out through (default: an undici Agent of this forge's own; tests give one whose connections are slow to open). */
+  agent?: Dispatcher
 }
 
 type Auth = { kind: 'token'; token: string } | { kind: 'app'; appId: number | string; privateKey: string; installationId: number }
@@ -221,12 +227,15 @@ export class GitHubForge implements Forge {
   /** Commit statuses are spaced among themselves, never in the merges' lane: a status never delays a merge. */
   private readonly statusSpacer: RepoSpacer
   private readonly etags = new EtagCache()
+  /** Mutations' connections (fenced-fetch.ts): the fence is judged at their sockets. */
+  private readonly agent: Dispatcher
   private rate: RateLimitReading | null = null
   /** The App this credential is (app()), read once. */
   private appRead: Promise<ForgeApp | null> | null = null
 
   constructor(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}) {
     this.settings = resolveConfig(config, deps.env ?? process.env)
+    this.agent = deps.agent ?? mutationAgent()
     this.baseUrl = this.settings.baseUrl
     this.spacer = new RepoSpacer(this.settings.mutationSpacingMs)
     this.statusSpacer = new RepoSpacer(this.settings.mutationSpacingMs)
@@ -659,7 +668,10 @@ export class GitHubForge implements Forge {
       fire(timedOut)
     }, timeoutMs)
     const request: CallRequest = { signal: controller.signal, [DEADLINE]: Date.now() + timeoutMs }
-    if (gate !== null) request.fetch = fencedFetch(what, gate, controller.signal, end)
+    if (gate !== null) {
+      const closed = (): unknown => (gate.sent ? resendRefused(what, gate.last) : new ForgeError('fenced', `${what}: not sent: the fence closed (the tenure ended or the repo was paused)`))
+      request.fetch = fencedFetch(gate, controller.signal, this.agent, end, closed)
+    }
     try {
       return await Promise.race([fn(request), stopped])
     } catch (err) {
@@ -678,52 +690,6 @@ interface CallRequest {
   [DEADLINE]: number
   /** @octokit/request uses `request.fetch` of each request when given (fetch-wrapper.js): a mutation's fenced fetch. */
   fetch?: typeof fetch
-}
-
-/** One mutating call's fence, and what it let through. */
-interface Gate {
-  fence: () => boolean
-  /** Some request of this call passed the fence (and went to fetch). */
-  sent: boolean
-  /** The last answer to a request of this call: an HTTP status and its headers, or 'none' (no HTTP answer). */
-  last: { status: number; headers: Record<string, string> } | 'none' | null
-}
-
-/**
- * The fence as the last step before the network: octokit's fetch-wrapper
- * calls this for the first send and for every re-send (plugin-throttling
- * after a rate limit, plugin-retry after a 5xx), after every wait those
- * layers and the spacing add. fence() and the real fetch are called in one
- * synchronous step. A closed fence sends nothing and ends the call.
- */
-function fencedFetch(what: string, gate: Gate, signal: AbortSignal, end: (err: unknown) => void): typeof fetch {
-  const refuse = (): Promise<Response> => Promise.reject(new DOMException('This operation was aborted', 'AbortError'))
-  return (input, init) => {
-    // A call that ended (timed out, fenced) sends nothing more: a retry layer waking up later finds it aborted.
-    if (signal.aborted) return refuse()
-    let open: boolean
-    try {
-      open = gate.fence()
-    } catch (err) {
-      end(err)
-      return refuse()
-    }
-    if (open !== true) {
-      end(gate.sent ? resendRefused(what, gate.last) : new ForgeError('fenced', `${what}: not sent: the fence closed (the tenure ended or the repo was paused)`))
-      return refuse()
-    }
-    gate.sent = true
-    return globalThis.fetch(input, init).then(
-      (res) => {
-        gate.last = { status: res.status, headers: Object.fromEntries(res.headers) }
-        return res
-      },
-      (err: unknown) => {
-        gate.last = 'none'
-        throw err
-      }
-    )
-  }
 }
 
 /**
