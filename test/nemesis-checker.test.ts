@@ -534,3 +534,31 @@ test('liveness: the failover target counts a holder lost while every other devic
   h.faults.push({ time: at(6500), kind: 'wall-step', device: 'd1', detail: 'wall clock stepped from 0 to 6751 ms off real time while it runs' })
   t.is(livenessOf(h, holderIntervals(h), [sample], 2000).againstTargets[0]!.n, 1, 'healed before, or only a clock step: counted')
 })
+
+test('liveness: a restart the run ended less than the rejoin target after is not judged; one watched that long and not back is a miss', (t) => {
+  const h = clean()
+  const restart = (time: number, rejoinMs: number | null, watched?: number): FaultSample => ({
+    kind: 'sigkill-daemon',
+    time: at(time),
+    device: 'd1',
+    holderTargeted: false,
+    failoverMs: null,
+    rejoinMs,
+    ...(watched === undefined ? {} : { rejoinWatchedMs: watched })
+  })
+  h.faults = [1000, 20_000, 40_000].map((ms) => ({ time: at(ms), kind: 'sigkill-daemon', device: 'd1', detail: 'daemon alone SIGKILLed, restarted after 500 ms' }))
+  const back = restart(1000, 1500)
+  const endedEarly = restart(40_000, null, 3_000)
+  const rejoin = (samples: FaultSample[]) => livenessOf(h, holderIntervals(h), samples, 2000).againstTargets[1]!
+  const cut = rejoin([back, endedEarly])
+  t.is(cut.n, 1, 'the restart watched 3 s is left out')
+  t.is(cut.verdict, 'met')
+  t.ok(cut.measured.includes('1 more not judged'), cut.measured)
+  t.is(livenessOf(h, holderIntervals(h), [back, endedEarly], 2000).byKind['sigkill-daemon']!.rejoinMs.unjudged, 1, 'and counted as unjudged in its kind')
+
+  const longEnough = rejoin([back, restart(20_000, null, 12_000)])
+  t.is(longEnough.n, 2, 'watched 12 s (over the 10 s target) and not back: judged')
+  t.is(longEnough.verdict, 'missed', longEnough.measured)
+  const old = rejoin([back, restart(20_000, null)])
+  t.is(old.verdict, 'missed', 'a sample without a watch time (an older history) is a miss, as before')
+})

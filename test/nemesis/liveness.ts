@@ -9,7 +9,8 @@
  *   restart, a clock restart): from the fault to the first `elected` line
  *   received at a higher epoch, from any device (null: none within 60 s);
  * - rejoinMs: a restarted device, from its new daemon's start to its status
- *   showing it connected with a confirmed lease at the group's epoch.
+ *   showing it connected with a confirmed lease at the group's epoch (a
+ *   restart the run's end cut short of the rejoin target is not judged).
  * - againstTargets: the issue's targets (single-device faults, a majority
  *   up, leaseMs 2000) over the whole run: failover over every fault that
  *   took the holder away while every other device was up (not down, not
@@ -31,6 +32,13 @@ export interface FaultSample {
   holderTargeted: boolean
   failoverMs: number | null
   rejoinMs: number | null
+  /**
+   * A restart not seen back: how long it was watched (absent: the whole
+   * 60 s). The run's end, or the same device stopped again, cuts a watch
+   * short; one shorter than the rejoin target says nothing either way and
+   * is left out of the rejoin figures (counted as `unjudged`).
+   */
+  rejoinWatchedMs?: number
 }
 
 export interface Stat {
@@ -46,8 +54,8 @@ export interface KindLiveness {
   noHolderMs: Stat
   /** Over the faults that hit the holder; `missed`: no successor within 60 s. */
   failoverMs: Stat & { missed: number }
-  /** Over the restarts; `missed`: not back within 60 s. */
-  rejoinMs: Stat & { missed: number }
+  /** Over the restarts; `missed`: not back while watched for at least the rejoin target; `unjudged`: watched for less (the run ended). */
+  rejoinMs: Stat & { missed: number; unjudged: number }
 }
 
 export interface Liveness {
@@ -106,19 +114,25 @@ export function livenessOf(history: History, intervals: HolderInterval[], sample
     list.push(uncovered(intervals, f.time, to))
     noHolder.set(f.kind, list)
   }
+  const targets = { failoverP95Ms: 1.25 * leaseMs + 1000, failoverMaxMs: 2 * leaseMs + 1000, rejoinP99Ms: 10_000, noHolderAtLossMs: 3 * leaseMs }
+  const judged = (s: FaultSample): boolean => s.rejoinMs !== null || (s.rejoinWatchedMs ?? 60_000) >= targets.rejoinP99Ms
   const byKind: Record<string, KindLiveness> = {}
   for (const [kind, values] of noHolder) {
     const mine = samples.filter((s) => s.kind === kind)
     const targeted = mine.filter((s) => s.holderTargeted)
     const restarts = mine.filter((s) => s.rejoinMs !== null || RESTARTS.has(kind))
+    const watched = restarts.filter(judged)
     byKind[kind] = {
       faults: values.length,
       noHolderMs: stat(values),
       failoverMs: { ...stat(targeted.map((s) => s.failoverMs).filter((x): x is number => x !== null)), missed: targeted.filter((s) => s.failoverMs === null).length },
-      rejoinMs: { ...stat(restarts.map((s) => s.rejoinMs).filter((x): x is number => x !== null)), missed: restarts.filter((s) => s.rejoinMs === null).length }
+      rejoinMs: {
+        ...stat(watched.map((s) => s.rejoinMs).filter((x): x is number => x !== null)),
+        missed: watched.filter((s) => s.rejoinMs === null).length,
+        unjudged: restarts.length - watched.length
+      }
     }
   }
-  const targets = { failoverP95Ms: 1.25 * leaseMs + 1000, failoverMaxMs: 2 * leaseMs + 1000, rejoinP99Ms: 10_000, noHolderAtLossMs: 3 * leaseMs }
   const failover = samples.filter((s) => HOLDER_LOSS.has(s.kind) && s.holderTargeted)
   const impaired = impairedWindows(history, samples)
   const overlapped = (s: FaultSample): boolean => {
@@ -130,7 +144,9 @@ export function livenessOf(history: History, intervals: HolderInterval[], sample
   const failoverMsOf = (list: FaultSample[]): number[] => list.map((s) => s.failoverMs ?? 60_000)
   const fo = stat(failoverMsOf(single))
   const foOthers = stat(failoverMsOf(withOthers))
-  const rejoin = samples.filter((s) => RESTARTS.has(s.kind))
+  const restarts = samples.filter((s) => RESTARTS.has(s.kind))
+  const rejoin = restarts.filter(judged)
+  const unjudged = restarts.length - rejoin.length
   const rj = stat(rejoin.map((s) => s.rejoinMs ?? 60_000))
   const lossFaults = history.faults.filter((f) => f.kind === 'lossy-link' && f.detail.includes('every link'))
   const loss = stat(lossFaults.map((f) => uncovered(intervals, f.time, Math.min(f.time + lossWindowMs(f.detail), end))))
@@ -146,7 +162,7 @@ export function livenessOf(history: History, intervals: HolderInterval[], sample
     {
       what: 'a restarted device back (connected, an indexer, at the group epoch; a miss counts as 60 s)',
       n: rj.n,
-      measured: `p99 ${rj.p99} ms, max ${rj.max} ms${rj.n < 50 ? ` (${rj.n} restarts: the target asks for 50 or more)` : ''}`,
+      measured: `p99 ${rj.p99} ms, max ${rj.max} ms${rj.n < 50 ? ` (${rj.n} restarts: the target asks for 50 or more)` : ''}${unjudged === 0 ? '' : `; ${unjudged} more not judged: the run ended less than ${targets.rejoinP99Ms / 1000} s after the restart`}`,
       target: `p99 <= ${targets.rejoinP99Ms} ms`,
       verdict: verdict(rj.n, rj.p99! <= targets.rejoinP99Ms)
     },
@@ -216,7 +232,7 @@ export function formatLiveness(l: Liveness): string[] {
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([k, v]) => {
       const fo = v.failoverMs.n + v.failoverMs.missed === 0 ? '' : `; failover (${v.failoverMs.n}) ${s(v.failoverMs)}${v.failoverMs.missed ? `, ${v.failoverMs.missed} missed` : ''}`
-      const rj = v.rejoinMs.n + v.rejoinMs.missed === 0 ? '' : `; rejoin (${v.rejoinMs.n}) ${s(v.rejoinMs)}${v.rejoinMs.missed ? `, ${v.rejoinMs.missed} missed` : ''}`
+      const rj = v.rejoinMs.n + v.rejoinMs.missed === 0 ? '' : `; rejoin (${v.rejoinMs.n}) ${s(v.rejoinMs)}${v.rejoinMs.missed ? `, ${v.rejoinMs.missed} missed` : ''}${v.rejoinMs.unjudged ? `, ${v.rejoinMs.unjudged} not judged (the run ended)` : ''}`
       return `  ${k} x${v.faults}: no holder ${s(v.noHolderMs)} ms${fo}${rj}`
     })
 }

@@ -333,6 +333,7 @@ class Nemesis {
           }
           await sleep(250)
         }
+        sample.rejoinWatchedMs = hostNow() - at
       })()
     )
   }
