@@ -27,7 +27,7 @@
  * changes with the node version while the dispatcher API it expects does
  * too.
  */
-import { Agent, Dispatcher, fetch as undiciFetch } from 'undici'
+import { Dispatcher, fetch as undiciFetch } from 'undici'
 
 /** One mutating call's fence, and what it let through. */
 export interface Gate {
@@ -36,11 +36,6 @@ export interface Gate {
   sent: boolean
   /** The last answer to a request of this call: an HTTP status and its headers, or 'none' (no HTTP answer). */
   last: { status: number; headers: Record<string, string> } | 'none' | null
-}
-
-/** A connection pool for one forge's mutations (idle sockets do not keep the process alive: undici unrefs them). */
-export function mutationAgent(): Agent {
-  return new Agent()
 }
 
 /** Raised inside undici when the fence closed at the socket; the call itself ends with the caller's error. */

@@ -85,8 +85,8 @@ import { createAppAuth } from '@octokit/auth-app'
 import { AutoleaseError } from '../../errors.js'
 import { readPrivateFile } from '../../util/private-files.js'
 import { EtagCache } from './etag-cache.js'
-import { fencedFetch, mutationAgent, type Gate } from './fenced-fetch.js'
-import type { Dispatcher } from 'undici'
+import { fencedFetch, type Gate } from './fenced-fetch.js'
+import { Agent, type Dispatcher } from 'undici'
 import {
   EPOCH_HEADER,
   ForgeError,
@@ -227,7 +227,7 @@ export class GitHubForge implements Forge {
   /** Commit statuses are spaced among themselves, never in the merges' lane: a status never delays a merge. */
   private readonly statusSpacer: RepoSpacer
   private readonly etags = new EtagCache()
-  /** Mutations' connections (fenced-fetch.ts): the fence is judged at their sockets. */
+  /** Mutations' connections (fenced-fetch.ts: the fence is judged at their sockets); undici unrefs idle ones, so they never keep the process alive. */
   private readonly agent: Dispatcher
   private rate: RateLimitReading | null = null
   /** The App this credential is (app()), read once. */
@@ -235,7 +235,7 @@ export class GitHubForge implements Forge {
 
   constructor(config: GitHubForgeConfig, deps: GitHubForgeDeps = {}) {
     this.settings = resolveConfig(config, deps.env ?? process.env)
-    this.agent = deps.agent ?? mutationAgent()
+    this.agent = deps.agent ?? new Agent()
     this.baseUrl = this.settings.baseUrl
     this.spacer = new RepoSpacer(this.settings.mutationSpacingMs)
     this.statusSpacer = new RepoSpacer(this.settings.mutationSpacingMs)
