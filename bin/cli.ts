@@ -25,6 +25,7 @@ import { Daemon } from '../lib/daemon/daemon.js'
 import { createLogger, LOG_LEVELS } from '../lib/util/logger.js'
 import { call, watch, RemoteError } from '../lib/daemon/control-client.js'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/daemon/storage-lock.js'
+import { GenerationDirs } from '../lib/daemon/generation-dirs.js'
 import { GroupLog } from '../lib/families.js'
 import { DEFAULT_INVITE_ROLE, INVITE_ROLES, decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
 import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
@@ -45,6 +46,8 @@ async function cmdInit(f: { storage: string }): Promise<number> {
   try {
     const existing = readGroupFile(lock.paths)
     if (existing) throw new Exit(EXIT.FAILURE, `${lock.paths.dir} already holds group ${existing.key}`)
+    // Made whole under another name first (lib/daemon/store-dir.ts): a kill during init leaves no torn store.
+    await new GenerationDirs(lock.paths).prepare(0)
     const store = new Corestore(lock.paths.corestore)
     const log = new GroupLog(store)
     try {
@@ -203,7 +206,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     writers: string[]
     indexers: string[]
     peers: number
-    generation?: { number: number; sealed: { next: number } | null; retained: number[] }
+    generation?: { number: number; sealed: { next: number } | null; retained: number[]; readOnly?: Array<{ generation: number; dir: string }> }
     disk?: { bytes: number }
     queues?: Array<{ tenant: string; repo: string; queueLength: number; paused: boolean; frozen: string | null; flag?: { flag: string; detail: string | null } | null }>
   }
@@ -222,6 +225,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   if (s.generation) {
     const g = s.generation
     out(`log       generation ${g.number}${g.sealed ? ` (sealed: moving to ${g.sealed.next})` : ''}${g.retained.length > 0 ? `; keeping ${g.retained.join(', ')} for devices away` : ''}`)
+    for (const r of g.readOnly ?? []) out(`          generation ${r.generation}: its storage could not be opened, set aside to ${r.dir}; fetched from peers, followed without writing (writes again from the next generation)`)
   }
   if (s.disk) out(`disk      ${(s.disk.bytes / (1024 * 1024)).toFixed(1)} MiB`)
   // One line per managed repo; a flagged one says what to do (a base under GitHub's merge queue merges nothing here).

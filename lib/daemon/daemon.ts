@@ -66,7 +66,7 @@ import { GroupAppend } from '../log/group-append.js'
 import type { HolderWorker } from '../queue/worker.js'
 import type { GitHubForgeConfig } from '../queue/forge/github.js'
 import type { TenantForges } from '../queue/forge/tenant-forges.js'
-import { testPause } from './test-pause.js'
+import { testKill, testPause } from './test-pause.js'
 import { GenerationDirs, du } from './generation-dirs.js'
 import type { GenerationInfo } from '../log/generations.js'
 import type { RotationConfig } from '../log/rotation.js'
@@ -239,11 +239,14 @@ export class Daemon extends ReadyResource {
     const group = readGroupFile(paths)
     if (group === null) throw new AutoleaseError('INVALID_CONFIG', `${paths.dir} holds no group: run \`autolease init\` or \`autolease join\` first`)
 
+    // Crash points of a switch for the crash tests (undefined unless AUTOLEASE_TEST_KILL is set: test-pause.ts).
+    const kill = testKill(process.env)
     const log = new GroupLog(new GenerationDirs(paths), {
       key: decodeKey(group.key),
       ackIntervalMs: this.config.ackIntervalMs,
       // A founder is replaced only after it had time for a few leases' worth of rounds.
-      rotation: { foundTimeoutMs: Math.max(60_000, 10 * this.config.leaseMs), ...this.opts.rotation }
+      rotation: { foundTimeoutMs: Math.max(60_000, 10 * this.config.leaseMs), ...this.opts.rotation },
+      ...(kill ? { hooks: { step: kill } } : {})
     })
     this.log = log
     log.on('error', (err: unknown) => {
@@ -255,6 +258,9 @@ export class Daemon extends ReadyResource {
     log.on('sealed', (e: { generation: number; attempt: number; reason: string }) => this.logger.info(e, 'generation sealed'))
     log.on('generation', (e: { generation: number; from: number; reappended: number; switchMs: number }) => this.logger.info(e, 'generation switched'))
     log.on('dropped', (e: { generation: number; reason: string }) => this.logger.info(e, 'generation dropped'))
+    log.on('set-aside', (e: { generation: number; dir: string; error: string }) =>
+      this.logger.error(e, "a generation's storage could not be opened: set aside (kept), made again and fetched from peers; this device follows that generation without writing")
+    )
     // The elector holds nothing meanwhile (it follows these events itself: lib/lease/elector.ts).
     log.on('diverged', (e: { generation: number; systemKey: string; length: number }) =>
       this.logger.error(e, "this device's ordered log differs from the quorum-signed one: not holding; repairing from the signed state")

@@ -15,16 +15,22 @@
  *   never half of one). A pointer that does not parse is refused with a
  *   clear error, never taken for generation 0 (that would replay a sealed
  *   generation as if it were live).
+ * - A generation's store appears complete or not at all, and is never
+ *   rewritten in place: made under a temporary name and renamed into place,
+ *   removed by renaming it away first, set aside (`<n>.broken-<time>`,
+ *   kept) when it cannot be opened (store-dir.ts). The pointer is fsynced,
+ *   and its directory after the rename.
  * - Dropping a generation is deleting its directory: nothing of it stays in
  *   another store.
  */
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import type Corestore from 'corestore'
-import type { GenerationPointer, GenerationStorage, RetainedGeneration } from '../log/generations.js'
+import type { GenerationPointer, GenerationStorage, ReadOnlyGeneration, RetainedGeneration } from '../log/generations.js'
 import { AutoleaseError } from '../errors.js'
 import { openStore, type StoreBounds } from './store.js'
 import type { StoragePaths } from './storage-lock.js'
+import { BROKEN, createStoreDir, fsyncDir, hasStore, readSeed, removeStoreDir, setAside, sweep } from './store-dir.js'
 
 export class GenerationDirs implements GenerationStorage {
   private readonly paths: StoragePaths
@@ -54,16 +60,67 @@ export class GenerationDirs implements GenerationStorage {
 
   setPointer(pointer: GenerationPointer): void {
     const tmp = this.paths.generation + '.tmp'
-    writeFileSync(tmp, JSON.stringify(pointer, null, 2) + '\n', { mode: 0o600 })
+    // The next start reads it: durable before the rename, and the rename durable before anything relies on it.
+    const fd = openSync(tmp, 'w', 0o600)
+    try {
+      const buf = Buffer.from(JSON.stringify(pointer, null, 2) + '\n')
+      for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off, off)
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
     renameSync(tmp, this.paths.generation)
+    fsyncDir(dirname(this.paths.generation))
+  }
+
+  async prepare(n: number, primaryKey?: Uint8Array): Promise<void> {
+    // A directory already there is left as it is (an older build's generation 0 has no device file yet): opening judges it.
+    if (!existsSync(this.dir(n))) await createStoreDir(this.dir(n), this.bounds, n === 0 ? undefined : primaryKey)
   }
 
   open(n: number, primaryKey?: Uint8Array): Corestore {
     return openStore(this.dir(n), this.bounds, n === 0 ? undefined : primaryKey)
   }
 
-  remove(n: number): void {
-    rmSync(this.dir(n), { recursive: true, force: true })
+  exists(n: number): boolean {
+    return hasStore(this.dir(n))
+  }
+
+  remove(n: number, midway?: () => void): void {
+    removeStoreDir(this.dir(n), midway)
+  }
+
+  tidy(): string[] {
+    return [...sweep(this.paths.dir), ...sweep(this.paths.generations)]
+  }
+
+  setAside(n: number): string | null {
+    return setAside(this.dir(n))
+  }
+
+  /** The stores set aside (their paths), oldest name first. */
+  setAsideDirs(): string[] {
+    const out: string[] = []
+    for (const parent of [this.paths.dir, this.paths.generations]) {
+      let names: string[] = []
+      try {
+        names = readdirSync(parent)
+      } catch {
+        continue
+      }
+      for (const name of names.sort()) if (name.includes(BROKEN)) out.push(join(parent, name))
+    }
+    return out
+  }
+
+  /** Every store of a device has the same seed: generation n's, else any other's, else one set aside (read-only, device file not checked). */
+  async seed(n: number): Promise<Uint8Array | null> {
+    const dirs = [this.dir(n), ...this.list().filter((m) => m !== n).map((m) => this.dir(m)), ...this.setAsideDirs()]
+    for (const d of dirs) {
+      const seed = await readSeed(d)
+      if (seed !== null) return seed
+    }
+    return null
   }
 
   bytes(n: number): number {
@@ -123,7 +180,18 @@ function parsePointer(raw: unknown): GenerationPointer | null {
   }
   const { encryptionKey } = r
   if (encryptionKey !== undefined && (typeof encryptionKey !== 'string' || !HEX.test(encryptionKey))) return null
-  return { ...base, retained, ...(encryptionKey !== undefined ? { encryptionKey } : {}) }
+  let readOnly: ReadOnlyGeneration[] | undefined
+  if (r.readOnly !== undefined) {
+    if (!Array.isArray(r.readOnly)) return null
+    readOnly = []
+    for (const item of r.readOnly as unknown[]) {
+      const o = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>
+      const { generation, dir, at } = o
+      if (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 0 || typeof dir !== 'string' || typeof at !== 'number') return null
+      readOnly.push({ generation, dir, at })
+    }
+  }
+  return { ...base, retained, ...(encryptionKey !== undefined ? { encryptionKey } : {}), ...(readOnly !== undefined ? { readOnly } : {}) }
 }
 
 function parseGeneration(r: Record<string, unknown>): Pick<GenerationPointer, 'generation' | 'key' | 'writer'> | null {

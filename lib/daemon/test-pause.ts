@@ -14,9 +14,19 @@
  * With AUTOLEASE_TEST_PAUSE_ONCE=FILE only the first process to create FILE
  * stops, so every daemon of a group can share one environment and only the
  * first holder pauses. Unset (always, outside tests): a no-op.
+ *
+ * Test-only crash points of a generation switch (testKill), for the crash
+ * tests and the nemesis: with AUTOLEASE_TEST_KILL=<step>[,<step>...] (a
+ * SwitchStep of lib/log/generations.ts, or `all`) the process SIGKILLs
+ * itself right after that step. With AUTOLEASE_TEST_KILL_DIR=DIR each step
+ * kills once for every process sharing DIR (the first to create DIR/<step>
+ * dies; a restarted daemon goes on past it); without it, every time.
+ * Unset: a no-op.
  */
 import { openSync, closeSync } from 'node:fs'
+import { join } from 'node:path'
 import type { PausePoint } from '../queue/tenure.js'
+import type { SwitchStep } from '../log/generations.js'
 
 export function testPause(env: NodeJS.ProcessEnv): (point: PausePoint) => void {
   const wanted = env.AUTOLEASE_TEST_PAUSE
@@ -32,5 +42,23 @@ export function testPause(env: NodeJS.ProcessEnv): (point: PausePoint) => void {
       }
     }
     process.kill(process.pid, 'SIGSTOP')
+  }
+}
+
+export function testKill(env: NodeJS.ProcessEnv): ((step: SwitchStep, generation: number) => void) | undefined {
+  const wanted = env.AUTOLEASE_TEST_KILL
+  if (wanted === undefined || wanted === '') return undefined
+  const steps = new Set(wanted.split(',').map((s) => s.trim()))
+  const dir = env.AUTOLEASE_TEST_KILL_DIR
+  return (step) => {
+    if (!steps.has(step) && !steps.has('all')) return
+    if (dir !== undefined && dir !== '') {
+      try {
+        closeSync(openSync(join(dir, step), 'wx'))
+      } catch {
+        return // this step killed a process already
+      }
+    }
+    process.kill(process.pid, 'SIGKILL')
   }
 }

@@ -103,8 +103,26 @@ export interface GenerationPointer {
   key: string
   writer: GenerationWriter
   retained: RetainedGeneration[]
-  /** The current generation's encryption key (hex), until its autobase stored it (a device that joined by invite). */
+  /** The current generation's encryption key (hex): what a device that joined by invite opens it with, and what a store made again after its storage was set aside needs. */
   encryptionKey?: string
+  /** Generations whose storage was set aside (it could not be opened) and made again: followed without writing (see ReadOnlyGeneration). */
+  readOnly?: ReadOnlyGeneration[]
+}
+
+/**
+ * A generation this device follows without writing: its storage could not
+ * be opened, was set aside (`dir`, kept) and made again empty, to be filled
+ * from peers. Its writer key there is never used again: the peers hold that
+ * core's blocks, and appending to an empty copy would sign a second log
+ * with one key (a fork). The device writes again from the next generation
+ * on (a key of its own that was never used).
+ */
+export type ReadOnlyGeneration = {
+  generation: number
+  /** Where the storage that could not be opened was set aside ('' while it is being moved). */
+  dir: string
+  /** When (this device's wall clock, ms). */
+  at: number
 }
 
 /** One device's generations on disk (lib/daemon/generation-dirs.ts). */
@@ -115,8 +133,18 @@ export interface GenerationStorage {
   setPointer(pointer: GenerationPointer): void
   /** Generation n's corestore; a new one is made with `primaryKey`, so that it derives the same keys. */
   open(n: number, primaryKey?: Uint8Array): Corestore
-  /** Deletes generation n's storage for good (its store is closed). */
-  remove(n: number): void
+  /** Makes generation n's storage if it has none, complete or not at all (a crash leaves none); a later generation's with `primaryKey`. */
+  prepare(n: number, primaryKey?: Uint8Array): Promise<void>
+  /** Whether generation n has a whole store (not merely a directory). */
+  exists(n: number): boolean
+  /** Sets generation n's storage aside (renamed, kept for inspection); returns where it went, null when it had none. */
+  setAside(n: number): string | null
+  /** This device's seed read from any of its stores that still reads (generation n's first), without opening it as a store; null if none does. */
+  seed(n: number): Promise<Uint8Array | null>
+  /** Deletes generation n's storage for good (its store is closed); `midway` runs once it is out of its place, before it is gone. */
+  remove(n: number, midway?: () => void): void
+  /** Removes what a crash left of making or deleting a store (never a store); returns the names removed. */
+  tidy(): string[]
   /** Bytes of generation n's storage on disk (0 when it has none). */
   bytes(n: number): number
   /** The generations that have storage on disk. */
@@ -149,7 +177,18 @@ export interface GenerationHooks {
   beforeFounded?(generation: number): Promise<void>
   /** This device, the switch committed and checked, about to move (appends still go to the sealed generation). */
   beforeSwitch?(generation: number): Promise<void>
+  /** Just past one step of a switch (synchronous: a crash test stops the process right there). */
+  step?(step: SwitchStep, generation: number): void
 }
+
+/**
+ * The steps of a switch a crash test stops at: this device appended its
+ * seal (of `generation`); the founder appended its share; the next
+ * generation's storage was made and opened (not yet current); the pointer
+ * moved to `generation`; a left generation is being deleted (its store
+ * closed, the pointer already without it, the directory half gone).
+ */
+export type SwitchStep = 'sealed' | 'shared' | 'created' | 'switched' | 'dropping'
 
 /** A type, not an interface: a Json value as it stands (the daemon's status). */
 export type GenerationInfo = {
@@ -162,6 +201,8 @@ export type GenerationInfo = {
   retained: number[]
   /** Bytes on disk per generation kept, and in all. */
   bytes: { total: number; byGeneration: Record<string, number> }
+  /** Generations followed without writing, their storage set aside (where to, and when). */
+  readOnly: ReadOnlyGeneration[]
 }
 
 export interface GenerationEvents {
@@ -171,6 +212,8 @@ export interface GenerationEvents {
   sealed: { generation: number; attempt: number; reason: string }
   /** A generation left was deleted. */
   dropped: { generation: number; reason: 'arrived' | 'retention' | 'abandoned' }
+  /** Generation `generation`'s storage could not be opened (`error`): set aside to `dir`, made again and followed from peers without writing. */
+  'set-aside': { generation: number; dir: string; error: string }
 }
 
 /** How long a writer lacking keys for the next generation holds back a seal past twice the bound (a new device catching up). */
@@ -187,6 +230,8 @@ const BYTES_EVERY_MS = 5_000
 const BOX_KEY_PAIR = 'autolease/box'
 /** Generation n's registered writer key pair name (from the device's seed). */
 const keyPairName = (n: number): string => `autolease/generation/${n}`
+/** The key pair a generation followed without writing opens with: never registered, so never a writer (ReadOnlyGeneration). */
+const readOnlyKeyPairName = (n: number): string => `autolease/generation/${n}/read-only`
 /** Genesis chunks per autobase batch. */
 const GENESIS_BATCH = 16
 /** How long close waits for a tick in progress before closing the logs under it. */
@@ -306,11 +351,21 @@ export class IntentLog extends ReadyResource {
       return
     }
     const storage = this.storage!
-    const p = storage.pointer()
+    const manage = this.opts.manage !== false
+    let p = storage.pointer()
     this.pointerCache = p
     const n = p?.generation ?? 0
-    const store = storage.open(n)
-    await store.ready()
+    // A first start makes generation 0's store whole before anything opens it (store-dir.ts).
+    if (p === null && manage) await storage.prepare(0)
+    let store: Corestore
+    try {
+      store = await this.openStore(n)
+    } catch (err) {
+      // Generation 0's store is the group's first log and the only copy of data no peer can give back; a lock is another process's.
+      if (n === 0 || p === null || !manage || isLockError(err)) throw err
+      store = await this.setAsideCurrent(p, err as Error)
+      p = this.pointerCache
+    }
     this.keyStore = store
     // Held until the log is open on this store: a log opened on a core still closing fails (GenerationLog.holdLocalKey).
     const local = await GenerationLog.holdLocalKey(store, this.opts.namespace ?? NAMESPACE)
@@ -323,7 +378,7 @@ export class IntentLog extends ReadyResource {
           ? await this.openLog(0, store, true, { key: optionalKey(this.opts.key) })
           : await this.openLog(n, store, true, {
               key: b4a.from(p.key, 'hex'),
-              ...(p.writer === 'registered' ? { keyPair: await this.keyPair(n) } : {}),
+              ...(await this.writerKeyPair(n, p.writer)),
               ...(p.encryptionKey !== undefined ? { encryptionKey: b4a.from(p.encryptionKey, 'hex') } : {})
             })
     } finally {
@@ -332,13 +387,86 @@ export class IntentLog extends ReadyResource {
     this.currentNumber = n
     this.groupKey = this.opts.key === undefined || this.opts.key === null ? current.key : toKey(this.opts.key)
     for (const r of p?.retained ?? []) {
-      await this.openLog(r.generation, storage.open(r.generation), true, { key: b4a.from(r.key, 'hex'), ...(r.writer === 'registered' ? { keyPair: await this.keyPair(r.generation) } : {}) })
+      let retained: Corestore
+      try {
+        retained = await this.openStore(r.generation)
+      } catch (err) {
+        if (!manage || isLockError(err)) throw err
+        // A generation left is not needed to act: set aside, forgotten (the peers that still need it get it from the others).
+        this.setAsideLeft(r.generation, err as Error)
+        continue
+      }
+      await this.openLog(r.generation, retained, true, { key: b4a.from(r.key, 'hex'), ...(await this.writerKeyPair(r.generation, r.writer)) })
     }
-    // What a crash left: a generation older than every one kept is no longer needed.
+    p = this.pointerCache
+    // What a crash left: a store half made or half deleted, and a generation older than every one kept (no longer needed).
+    if (manage) storage.tidy()
     const kept = new Set([n, ...(p?.retained ?? []).map((r) => r.generation)])
     for (const g of storage.list()) if (g < n && !kept.has(g)) storage.remove(g)
     this.enteredAt = this.clock.now()
     await this.refreshAuthors()
+  }
+
+  /**
+   * The current generation's store could not be opened: its storage is set
+   * aside and made again empty, with this device's seed, and the generation
+   * is followed from peers without writing (ReadOnlyGeneration). The
+   * pointer says so first, so a crash in between never lets this device
+   * write with that generation's key into an empty store.
+   */
+  private async setAsideCurrent(p: GenerationPointer, cause: Error): Promise<Corestore> {
+    const storage = this.storage!
+    const n = p.generation
+    const seed = await storage.seed(n)
+    if (seed === null) {
+      throw new AutoleaseError('READ_FAILED', `generation ${n}'s storage cannot be opened (${cause.message}) and no store of this device still holds its seed: it cannot recover; re-pair it (README)`)
+    }
+    if (p.encryptionKey === undefined) {
+      throw new AutoleaseError('READ_FAILED', `generation ${n}'s storage cannot be opened (${cause.message}) and the pointer does not hold its encryption key (switched by an older build): it cannot recover; re-pair it (README)`)
+    }
+    const at = Math.round(this.clock.wall())
+    const others = (p.readOnly ?? []).filter((r) => r.generation !== n)
+    // The path it will have is not known before the rename: the pointer names the storage's own place until then.
+    this.setPointer({ ...p, readOnly: [...others, { generation: n, dir: '', at }] })
+    const dir = storage.setAside(n) ?? '(none: the directory was gone)'
+    this.setPointer({ ...p, readOnly: [...others, { generation: n, dir, at }] })
+    this.emit('set-aside', { generation: n, dir, error: cause.message })
+    await storage.prepare(n, seed)
+    const store = storage.open(n, seed)
+    await store.ready()
+    return store
+  }
+
+  /** A generation left whose store could not be opened: set aside, and the pointer forgets it (forgotten first: a crash in between never opens it again). */
+  private setAsideLeft(m: number, cause: Error): void {
+    const p = this.pointer()
+    if (p !== null) this.setPointer({ ...p, retained: p.retained.filter((r) => r.generation !== m), readOnly: (p.readOnly ?? []).filter((r) => r.generation !== m) })
+    const dir = this.storage!.setAside(m) ?? '(none: the directory was gone)'
+    this.emit('set-aside', { generation: m, dir, error: cause.message })
+  }
+
+  /**
+   * Generation n's store, ready, or the error it failed with (closed). A
+   * later generation's store that is gone is never made again here: opened
+   * empty with its key, this device would sign a second log with it.
+   */
+  private async openStore(n: number): Promise<Corestore> {
+    const storage = this.storage!
+    if (n !== 0 && !storage.exists(n)) throw new AutoleaseError('READ_FAILED', `generation ${n} has no store on disk`)
+    const store = storage.open(n)
+    try {
+      await store.ready()
+    } catch (err) {
+      await store.close().catch(() => {})
+      throw err
+    }
+    return store
+  }
+
+  /** The writer key pair generation n's log opens with: the registered one, none (identity), or one that is no writer (a generation followed without writing). */
+  private async writerKeyPair(n: number, writer: GenerationWriter): Promise<{ keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array } }> {
+    if ((this.pointer()?.readOnly ?? []).some((r) => r.generation === n)) return { keyPair: await this.keyStore!.createKeyPair(readOnlyKeyPairName(n)) }
+    return writer === 'registered' ? { keyPair: await this.keyPair(n) } : {}
   }
 
   private async openLog(
@@ -635,7 +763,8 @@ export class IntentLog extends ReadyResource {
       key: b4a.toString(this.cur.key, 'hex'),
       sealed: seal === null ? null : { attempt: seal.attempt, next: seal.next, founder: seal.founder },
       retained: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
-      bytes: { total, byGeneration }
+      bytes: { total, byGeneration },
+      readOnly: this.storage === null ? [] : (this.pointer()?.readOnly ?? [])
     }
   }
 
@@ -794,6 +923,7 @@ export class IntentLog extends ReadyResource {
     const decision = decideSeal({ ...view, everyoneKeyed, turn, dueSince: this.due.since }, this.rotation)
     if (decision.action !== 'seal') return
     await cur.append(op)
+    this.opts.hooks?.step?.('sealed', n)
     this.emit('sealed', { generation: n, attempt: 0, reason: decision.reason })
   }
 
@@ -873,8 +1003,39 @@ export class IntentLog extends ReadyResource {
   private async ensureNext(next: number, key: Uint8Array | null, encryptionKey: Uint8Array): Promise<GenerationLog> {
     const open = this.gens.get(next)
     if (open !== undefined) return open.log
-    const store = this.storage!.open(next, this.keyStore!.primaryKey)
-    return this.openLog(next, store, true, { key, keyPair: await this.keyPair(next), genesis: key === null, encryptionKey })
+    const storage = this.storage!
+    const seed = this.keyStore!.primaryKey
+    // Made whole under another name, then renamed into place (store-dir.ts): a crash leaves it whole or absent.
+    await storage.prepare(next, seed)
+    let store: Corestore
+    try {
+      store = await this.openStore(next)
+    } catch (err) {
+      if (isLockError(err)) throw err
+      store = await this.setAsideNext(next, seed, err as Error)
+    }
+    const writer = await this.writerKeyPair(next, 'registered')
+    if (key === null && writer.keyPair !== undefined && (this.pointer()?.readOnly ?? []).some((r) => r.generation === next)) {
+      await store.close()
+      throw new AutoleaseError('NOT_WRITABLE', `generation ${next}'s storage was set aside: this device cannot found it (a later attempt will)`)
+    }
+    const log = await this.openLog(next, store, true, { key, ...writer, genesis: key === null, encryptionKey })
+    this.opts.hooks?.step?.('created', next)
+    return log
+  }
+
+  /** The next generation's store could not be opened: set aside, made again, and followed without writing (as setAsideCurrent). */
+  private async setAsideNext(next: number, seed: Uint8Array, cause: Error): Promise<Corestore> {
+    const storage = this.storage!
+    const p = this.pointer() ?? { generation: this.currentNumber, key: b4a.toString(this.cur.key, 'hex'), writer: 'identity' as const, retained: [] }
+    const at = Math.round(this.clock.wall())
+    const others = (p.readOnly ?? []).filter((r) => r.generation !== next)
+    this.setPointer({ ...p, readOnly: [...others, { generation: next, dir: '', at }] })
+    const dir = storage.setAside(next) ?? '(none: the directory was gone)'
+    this.setPointer({ ...p, readOnly: [...others, { generation: next, dir, at }] })
+    this.emit('set-aside', { generation: next, dir, error: cause.message })
+    await storage.prepare(next, seed)
+    return this.openStore(next)
   }
 
   /**
@@ -899,6 +1060,7 @@ export class IntentLog extends ReadyResource {
     }
     this.shared = { generation: n, attempt: seal.attempt, key }
     await cur.append({ type: 'share', generation: n, next: seal.next, boxes })
+    this.opts.hooks?.step?.('shared', seal.next)
     return key
   }
 
@@ -1034,7 +1196,17 @@ export class IntentLog extends ReadyResource {
       const switchMs = Math.round(this.clock.now() - (this.sealSeen?.at ?? this.clock.now()))
       const before = this.pointer()
       const leaving: RetainedGeneration = { generation: n, key: b4a.toString(old.key, 'hex'), writer: before?.writer ?? 'identity', switchedAt: Math.round(this.clock.wall()) }
-      this.setPointer({ generation: next, key, writer: 'registered', retained: [...(before?.retained ?? []), leaving] })
+      // The encryption key is kept: a store made again (its storage set aside) opens with it.
+      const encryption = engine.base.encryptionKey
+      this.setPointer({
+        generation: next,
+        key,
+        writer: 'registered',
+        retained: [...(before?.retained ?? []), leaving],
+        ...(encryption ? { encryptionKey: b4a.toString(encryption, 'hex') } : {}),
+        ...(before?.readOnly !== undefined ? { readOnly: before.readOnly } : {})
+      })
+      this.opts.hooks?.step?.('switched', next)
       this.authorsAt = -1
       this.currentNumber = next
       // Keys derive from any store of this device (one seed); the one left may be deleted.
@@ -1108,13 +1280,23 @@ export class IntentLog extends ReadyResource {
   private async drop(m: number, reason: 'arrived' | 'retention' | 'abandoned'): Promise<void> {
     if (m === this.currentNumber) return
     await this.closeGen(m)
-    const storage = this.storage!
-    storage.remove(m)
+    // Forgotten first, then deleted: a crash mid-delete never leaves the pointer naming half a store (a restart deletes the rest).
     const p = this.pointer()
-    if (p !== null && p.retained.some((r) => r.generation === m)) this.setPointer({ ...p, retained: p.retained.filter((r) => r.generation !== m) })
+    if (p !== null && (p.retained.some((r) => r.generation === m) || (p.readOnly ?? []).some((r) => r.generation === m))) {
+      const readOnly = (p.readOnly ?? []).filter((r) => r.generation !== m)
+      const q: GenerationPointer = { ...p, retained: p.retained.filter((r) => r.generation !== m), readOnly }
+      if (readOnly.length === 0) delete q.readOnly
+      this.setPointer(q)
+    }
+    this.storage!.remove(m, () => this.opts.hooks?.step?.('dropping', m))
     if (this.frozen?.generation === m) this.frozen = null
     this.emit('dropped', { generation: m, reason })
   }
+}
+
+/** A store held by another process (its device file's lock): not broken, never set aside. */
+function isLockError(err: unknown): boolean {
+  return /could not be locked/i.test((err as Error)?.message ?? '')
 }
 
 function isGenerationStorage(s: Corestore | GenerationStorage): s is GenerationStorage {

@@ -6,8 +6,13 @@ declare module 'hypercore-storage' {
       opts?: {
         /** RocksDB memtable size in bytes (default 64 MiB). */
         writeBufferSize?: number
+        /** Open the database read-only (no device file, nothing written). */
+        readOnly?: boolean
       }
     )
+    ready(): Promise<void>
+    /** The corestore's primary key, null when none was stored. */
+    getSeed(): Promise<Uint8Array | null>
     close(): Promise<void>
   }
 }
