@@ -147,12 +147,13 @@ export class Cluster {
     await d.store?.close()
   }
 
-  /** Close device i and reopen it on the same storage, with a fresh elector unless `elect` is false (a process restart). */
-  async restart(i: number, elect = true): Promise<Device> {
+  /** Close device i and reopen it on the same storage, with a fresh elector unless `elect` is false (a process restart); `whileDown` runs in between. */
+  async restart(i: number, elect = true, whileDown?: (d: Device) => void | Promise<void>): Promise<Device> {
     const d = this.devices[i]!
     if (d.elector) await d.elector.close()
     await d.log.close()
     await d.store?.close()
+    await whileDown?.(d)
     const { store, log } = this.open(d.dir, this.devices[0]!.log.key, i)
     await log.ready()
     const next: Device = { ...d, store, log, elector: null, events: [], inherited: [] }
