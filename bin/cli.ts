@@ -47,7 +47,7 @@ async function cmdInit(f: { storage: string }): Promise<number> {
     const existing = readGroupFile(lock.paths)
     if (existing) throw new Exit(EXIT.FAILURE, `${lock.paths.dir} already holds group ${existing.key}`)
     // Made whole under another name first (lib/daemon/store-dir.ts): a kill during init leaves no torn store.
-    await new GenerationDirs(lock.paths).prepare(0)
+    new GenerationDirs(lock.paths).prepare(0)
     const store = new Corestore(lock.paths.corestore)
     const log = new GroupLog(store)
     try {

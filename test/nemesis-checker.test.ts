@@ -352,6 +352,27 @@ const CASES: Case[] = [
       h.finalViews = []
     },
     kinds: ['incomplete-history']
+  },
+  {
+    // A start that fails (issue 36: a storage a crash mid-switch left unopenable): d0's restart exits by itself at once.
+    name: 'a restarted daemon that exits on its own right after its start',
+    change: (h) => {
+      const d0 = h.devices[0]!
+      d0.processes[1] = { pid: 101, startedAt: at(6500), stoppedAt: at(7200), stop: 'exited', lines: [] }
+      d0.processes.push({ pid: 102, startedAt: at(8000), stoppedAt: null, stop: null, lines: [] })
+    },
+    kinds: ['restart-failed'],
+    says: 'd0 pid 101 exited on its own 700 ms after it started'
+  },
+  {
+    name: 'a daemon that exits on its own long after its start is no failed start',
+    change: (h) => {
+      const d0 = h.devices[0]!
+      d0.processes[0]!.stoppedAt = at(30_000)
+      d0.processes[0]!.stop = 'exited'
+      d0.processes.pop()
+    },
+    kinds: []
   }
 ]
 

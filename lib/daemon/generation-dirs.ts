@@ -73,9 +73,9 @@ export class GenerationDirs implements GenerationStorage {
     fsyncDir(dirname(this.paths.generation))
   }
 
-  async prepare(n: number, primaryKey?: Uint8Array): Promise<void> {
+  prepare(n: number): void {
     // A directory already there is left as it is (an older build's generation 0 has no device file yet): opening judges it.
-    if (!existsSync(this.dir(n))) await createStoreDir(this.dir(n), this.bounds, n === 0 ? undefined : primaryKey)
+    if (!existsSync(this.dir(n))) createStoreDir(this.dir(n))
   }
 
   open(n: number, primaryKey?: Uint8Array): Corestore {

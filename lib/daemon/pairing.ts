@@ -257,7 +257,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
 
   const gens = new GenerationDirs(opts.storage)
   // Made whole under another name first (store-dir.ts): a kill during join leaves no torn store.
-  await gens.prepare(0)
+  gens.prepare(0)
   let store: Corestore | null = new Corestore(opts.storage.corestore)
   // Pairing needs the swarm on the group's topic but nothing to replicate yet.
   const replicator = { discoveryKey: invite.discoveryKey, replicate: (): void => {} }
@@ -309,7 +309,10 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     // Added in a later generation: this device starts there, its identity its writer key (its other stores keep the seed).
     const added = answer.generation
     if (added !== null && added.generation > 0) {
-      await gens.prepare(added.generation, store.primaryKey)
+      gens.prepare(added.generation)
+      const first = gens.open(added.generation, store.primaryKey)
+      await first.ready()
+      await first.close()
       const encryptionKey = answer.encryptionKey === null ? {} : { encryptionKey: b4a.toString(answer.encryptionKey, 'hex') }
       gens.setPointer({ generation: added.generation, key: b4a.toString(added.key, 'hex'), writer: 'identity', retained: [], ...encryptionKey })
     }

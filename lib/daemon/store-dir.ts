@@ -4,13 +4,19 @@
  * (docs/generations.md §10).
  *
  * Invariants enforced here alone:
- * - A new store appears complete or not at all: it is made under a
- *   temporary name next to its place (device file, RocksDB, seed), every
- *   file and directory of it fsynced, then renamed into place and the
- *   parent fsynced. hypercore-storage's device-file writes CORESTORE in
- *   place (open 'w', then write): a kill between the two left an empty
- *   file, refused at every later open ("Invalid device file, was
- *   modified").
+ * - A new store's device file appears whole or not at all: the directory
+ *   is made under a temporary name next to its place with its device file
+ *   written and fsynced, then renamed into place and the parent fsynced.
+ *   hypercore-storage's device-file writes CORESTORE in place (open 'w',
+ *   then write): a kill between the two left an empty file, refused at
+ *   every later open ("Invalid device file, was modified"). The database
+ *   and the seed are made by the store's first open in place (RocksDB
+ *   makes a database atomically: its CURRENT file is renamed in last); a
+ *   later generation's store is always opened with the device's seed, so
+ *   a crash before the seed was stored changes no key. Opening a RocksDB
+ *   in the temporary directory and closing it there was tried: the
+ *   generation after next stalled for good in three real daemons (the
+ *   RocksDB instances of a process share their background threads).
  * - The device file is written here, before hypercore-storage opens the
  *   store, with `created` taken from the file's own time as the file
  *   system reports it (fstat), never from Date.now: device-file compares
@@ -31,7 +37,6 @@
 import { closeSync, existsSync, fsyncSync, futimesSync, fstatSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, writeSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import CoreStorage from 'hypercore-storage'
-import { openStore, type StoreBounds } from './store.js'
 
 /** The device file hypercore-storage verifies at every open (node_modules/device-file). */
 const DEVICE_FILE = 'CORESTORE'
@@ -76,30 +81,11 @@ export function writeDeviceFile(dir: string): void {
   }
 }
 
-/** fsync every file and directory under `dir`, `dir` included. */
-function fsyncTree(dir: string): void {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name)
-    if (e.isDirectory()) fsyncTree(p)
-    else if (e.isFile()) {
-      const fd = openSync(p, 'r')
-      try {
-        fsyncSync(fd)
-      } finally {
-        closeSync(fd)
-      }
-    }
-  }
-  fsyncDir(dir)
-}
-
 /**
- * Make the store `dir` (absent) complete, then rename it into place:
- * `primaryKey` its seed (a later generation of the device), else a new
- * random one (a device's first store). A store already there is left as
- * it is.
+ * Make the store directory `dir` (absent) with its device file, then
+ * rename it into place. A directory already there is left as it is.
  */
-export async function createStoreDir(dir: string, bounds: StoreBounds = {}, primaryKey?: Uint8Array): Promise<void> {
+export function createStoreDir(dir: string): void {
   if (existsSync(dir)) return
   const parent = dirname(dir)
   const parentExisted = existsSync(parent)
@@ -109,13 +95,7 @@ export async function createStoreDir(dir: string, bounds: StoreBounds = {}, prim
   rmSync(tmp, { recursive: true, force: true })
   mkdirSync(tmp, { mode: 0o700 })
   writeDeviceFile(tmp)
-  const store = openStore(tmp, bounds, primaryKey)
-  try {
-    await store.ready()
-  } finally {
-    await store.close()
-  }
-  fsyncTree(tmp)
+  fsyncDir(tmp)
   renameSync(tmp, dir)
   fsyncDir(parent)
 }

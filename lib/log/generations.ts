@@ -133,8 +133,8 @@ export interface GenerationStorage {
   setPointer(pointer: GenerationPointer): void
   /** Generation n's corestore; a new one is made with `primaryKey`, so that it derives the same keys. */
   open(n: number, primaryKey?: Uint8Array): Corestore
-  /** Makes generation n's storage if it has none, complete or not at all (a crash leaves none); a later generation's with `primaryKey`. */
-  prepare(n: number, primaryKey?: Uint8Array): Promise<void>
+  /** Makes generation n's storage directory with its device file if it has none, whole or not at all (a crash leaves none); its first open makes the rest. */
+  prepare(n: number): void
   /** Whether generation n has a whole store (not merely a directory). */
   exists(n: number): boolean
   /** Sets generation n's storage aside (renamed, kept for inspection); returns where it went, null when it had none. */
@@ -356,7 +356,7 @@ export class IntentLog extends ReadyResource {
     this.pointerCache = p
     const n = p?.generation ?? 0
     // A first start makes generation 0's store whole before anything opens it (store-dir.ts).
-    if (p === null && manage) await storage.prepare(0)
+    if (p === null && manage) storage.prepare(0)
     let store: Corestore
     try {
       store = await this.openStore(n)
@@ -431,9 +431,14 @@ export class IntentLog extends ReadyResource {
     const dir = storage.setAside(n) ?? '(none: the directory was gone)'
     this.setPointer({ ...p, readOnly: [...others, { generation: n, dir, at }] })
     this.emit('set-aside', { generation: n, dir, error: cause.message })
-    await storage.prepare(n, seed)
+    storage.prepare(n)
     const store = storage.open(n, seed)
-    await store.ready()
+    try {
+      await store.ready()
+    } catch (err) {
+      await store.close().catch(() => {})
+      throw err
+    }
     return store
   }
 
@@ -450,10 +455,10 @@ export class IntentLog extends ReadyResource {
    * later generation's store that is gone is never made again here: opened
    * empty with its key, this device would sign a second log with it.
    */
-  private async openStore(n: number): Promise<Corestore> {
+  private async openStore(n: number, seed?: Uint8Array): Promise<Corestore> {
     const storage = this.storage!
     if (n !== 0 && !storage.exists(n)) throw new AutoleaseError('READ_FAILED', `generation ${n} has no store on disk`)
-    const store = storage.open(n)
+    const store = storage.open(n, seed)
     try {
       await store.ready()
     } catch (err) {
@@ -1005,11 +1010,11 @@ export class IntentLog extends ReadyResource {
     if (open !== undefined) return open.log
     const storage = this.storage!
     const seed = this.keyStore!.primaryKey
-    // Made whole under another name, then renamed into place (store-dir.ts): a crash leaves it whole or absent.
-    await storage.prepare(next, seed)
+    // Its device file made whole under another name, then renamed into place (store-dir.ts); opened with the seed, always.
+    storage.prepare(next)
     let store: Corestore
     try {
-      store = await this.openStore(next)
+      store = await this.openStore(next, seed)
     } catch (err) {
       if (isLockError(err)) throw err
       store = await this.setAsideNext(next, seed, err as Error)
@@ -1034,8 +1039,8 @@ export class IntentLog extends ReadyResource {
     const dir = storage.setAside(next) ?? '(none: the directory was gone)'
     this.setPointer({ ...p, readOnly: [...others, { generation: next, dir, at }] })
     this.emit('set-aside', { generation: next, dir, error: cause.message })
-    await storage.prepare(next, seed)
-    return this.openStore(next)
+    storage.prepare(next)
+    return this.openStore(next, seed)
   }
 
   /**

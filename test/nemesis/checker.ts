@@ -48,6 +48,11 @@
  * - views-diverged: every device has a final view, all hashes are equal,
  *   and every device's ordered log is the quorum-signed one (order-check).
  * - incomplete-history: no final views at all (events and views unjudged).
+ * - restart-failed: a daemon that exited on its own (no SIGKILL or SIGTERM
+ *   of the harness's) within RESTART_FAIL_MS of its start: a start that
+ *   fails, which a supervisor would repeat for ever (issue 36: a storage
+ *   left unopenable by a crash mid-switch). A daemon that never came back
+ *   at all is seen by the harness (it fails the run) and by the final views.
  *
  * What it does not judge: signer lines against holder intervals (a whole
  * device stopped between its runner's last check and its child's write can
@@ -73,8 +78,12 @@ export const VIOLATION_KINDS = [
   'lost-event',
   'duplicated-event',
   'views-diverged',
-  'incomplete-history'
+  'incomplete-history',
+  'restart-failed'
 ] as const
+
+/** A daemon that exits on its own this soon after its start failed to start (restart-failed). */
+export const RESTART_FAIL_MS = 15_000
 
 export type ViolationKind = (typeof VIOLATION_KINDS)[number]
 
@@ -170,6 +179,7 @@ export function checkHistory(history: History, options: Partial<CheckOptions> = 
   checkMerges(history, opts, report, t)
   checkEvents(history, report)
   checkViews(history, report)
+  checkRestarts(history, report, t)
 
   const violations = found.map((f) => ({ kind: f.kind, message: f.message, window: windowOf(timeline, f.from, f.to, opts) }))
   const byKind = Object.fromEntries(VIOLATION_KINDS.map((k) => [k, 0])) as Record<ViolationKind, number>
@@ -443,6 +453,15 @@ function checkViews(history: History, report: Report): void {
   if (hashes.size === 1 && !hashes.has(null)) return
   const list = [...views].map(([d, h]) => `${d}=${h === null ? 'unreadable' : short(h)}`).join(', ')
   report('views-diverged', `after the final heal the views differ: ${list}`, history.run.healedAt ?? history.run.endedAt, history.run.endedAt)
+}
+
+function checkRestarts(history: History, report: Report, t: At): void {
+  for (const d of history.devices) {
+    for (const p of d.processes) {
+      if (p.stop !== 'exited' || p.stoppedAt === null || p.stoppedAt - p.startedAt >= RESTART_FAIL_MS) continue
+      report('restart-failed', `${d.device} pid ${p.pid} exited on its own ${Math.round(p.stoppedAt - p.startedAt)} ms after it started (${t(p.startedAt)}): a start that fails`, p.startedAt, p.stoppedAt)
+    }
+  }
 }
 
 function longestGap(intervals: HolderInterval[], until: HostMs): number {

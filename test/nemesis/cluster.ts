@@ -52,6 +52,8 @@ export interface ClusterConfig {
   secretsFile: string
   /** Extra environment for every daemon (e.g. a test pause point). */
   daemonEnv?: Record<string, string>
+  /** Extra `start` flags for every daemon (e.g. small generations). */
+  startArgs?: string[]
   /** Harness diagnostics (a line each). */
   note: (line: string) => void
 }
@@ -198,7 +200,8 @@ export class Device extends EventEmitter {
       '--webhook-secrets-file',
       this.c.secretsFile,
       '--forge-config',
-      this.c.forgeConfig
+      this.c.forgeConfig,
+      ...(this.c.startArgs ?? [])
     ]
     const argv = this.c.net.wrap(this.index, ['env', ...args])
     const proc = this.c.owned.spawn(argv[0]!, argv.slice(1), { env: baseEnv(this.c.daemonEnv) })

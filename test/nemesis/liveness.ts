@@ -218,7 +218,7 @@ export function impairedWindows(history: History, samples: FaultSample[]): Impai
 /** Faults that take their device (every device when it names none) out of the majority for their "for N ms". */
 const IMPAIRING = new Set(['sigstop', 'partition', 'one-way-cut', 'lossy-link', 'forge-held-merge'])
 
-const RESTARTS = new Set(['sigkill-device', 'sigkill-daemon', 'restart-holder', 'restart-graceful', 'clock-offset', 'clock-rate', 'clock-step-mode'])
+const RESTARTS = new Set(['sigkill-device', 'sigkill-daemon', 'restart-holder', 'restart-graceful', 'clock-offset', 'clock-rate', 'clock-step-mode', 'switch-kill'])
 
 /** One line per target: what was measured against it. */
 export function formatTargets(l: Liveness): string[] {

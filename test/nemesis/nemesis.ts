@@ -36,14 +36,22 @@
  *   sent 2-6 s later; queue-retry / queue-remove: a bounced PR retried, a
  *   queued PR removed, from a random device;
  * - malformed-ops: 5-30 values from fuzz-ops.ts appended by the plain
- *   writer (writer.ts).
- * Major faults (the first twelve) run one at a time with a recovery wait
+ *   writer (writer.ts);
+ * - switch-kill (with --generation-ops: small generations, rotations
+ *   within the run): the next daemon to reach one step of a generation
+ *   switch, chosen in turn from SWITCH_STEPS (after its seal, the founder's
+ *   key share, the next generation's storage made, the pointer moved, a
+ *   generation half deleted), SIGKILLs itself there (AUTOLEASE_TEST_KILL,
+ *   lib/daemon/test-pause.ts) and is restarted after 0-2 s; not made when
+ *   no switch comes within SWITCH_KILL_WAIT_MS.
+ * Major faults (the first thirteen) run one at a time with a recovery wait
  * after each; minor ones every 1.5-4 s beside them. --out-of-bound instead
  * runs the one fault outside the bound: the holder's clock at 0.5 x and
  * the holder cut off, whose overlap the checker must report.
  */
-import { writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import type { DaemonProcess } from './history.js'
 import { formatReport, type CheckReport } from './checker.js'
 import { faketimeMissing, stepTo, type ClockPlan } from './clock.js'
 import { sleep, type Device } from './cluster.js'
@@ -53,9 +61,14 @@ import { PrDriver } from './load.js'
 import { livenessOf, type FaultSample, type Liveness } from './liveness.js'
 import { Owned } from './owned.js'
 import { REPOS, Rig } from './rig.js'
-import { CLOCK_KINDS, Deck, MAJOR_KINDS, MINOR_KINDS, NETWORK_KINDS, Rng, type FaultKind, type MajorKind, type MinorKind } from './schedule.js'
+import { CLOCK_KINDS, Deck, MAJOR_KINDS, MINOR_KINDS, NETWORK_KINDS, ROTATION_KINDS, Rng, type FaultKind, type MajorKind, type MinorKind } from './schedule.js'
 
 export { THIS_DIST } from './rig.js'
+
+/** The steps of a switch switch-kill stops a daemon at (lib/log/generations.ts SwitchStep), dealt in turn. */
+const SWITCH_STEPS = ['sealed', 'shared', 'created', 'switched', 'dropping'] as const
+/** How long switch-kill waits for a daemon to reach its step before it gives up (deferred). */
+const SWITCH_KILL_WAIT_MS = 90_000
 
 /** How far past its duration a --full-round run may go to deal its last kinds (a kind that cannot be made is then missing from the counts). */
 const FULL_ROUND_EXTRA_MS = 120_000
@@ -81,6 +94,8 @@ export interface NemesisOptions {
   pauseGraceMs: number
   /** Keep going past the duration until every chosen kind has been dealt once (a short run that promises its kinds). */
   fullRound: boolean
+  /** Seal the log's generations after this many ops (`start --generation-ops`): rotations within the run, and switch-kill. null: the daemons' default. */
+  generationOps?: number | null
   print: (line: string) => void
 }
 
@@ -118,12 +133,16 @@ class Nemesis {
   private drivers: PrDriver[] = []
   private stopping = false
   private harnessSeq = 0
+  /** Where switch-kill arms its step (AUTOLEASE_TEST_KILL_DIR): absent until the first one, one marker file per step that may not kill. */
+  private readonly killDir: string
+  private switchKills = 0
 
   constructor(
     private readonly o: NemesisOptions,
     private readonly owned: Owned
   ) {
     this.rng = new Rng(o.seed)
+    this.killDir = join(o.outDir, 'switch-kill')
   }
 
   private get r(): Rig {
@@ -168,14 +187,24 @@ class Nemesis {
       runs: true,
       repos: REPOS,
       rng: this.rng.fork(),
-      print: o.print
+      print: o.print,
+      ...(o.generationOps != null
+        ? {
+            startArgs: ['--generation-ops', String(o.generationOps)],
+            // Every step may kill; one marker file per step that may not (switchKill arms one by removing its marker).
+            daemonEnv: { AUTOLEASE_TEST_KILL: SWITCH_STEPS.join(','), AUTOLEASE_TEST_KILL_DIR: this.killDir }
+          }
+        : {})
     }))
     const net = rig.net
     const noClock = faketimeMissing()
-    const available = (k: FaultKind): boolean => !(net.why !== null && NETWORK_KINDS.includes(k)) && !(noClock !== null && CLOCK_KINDS.includes(k))
+    const noRotation = o.generationOps == null ? 'needs small generations (--generation-ops N or --rotation)' : null
+    const available = (k: FaultKind): boolean =>
+      !(net.why !== null && NETWORK_KINDS.includes(k)) && !(noClock !== null && CLOCK_KINDS.includes(k)) && !(noRotation !== null && ROTATION_KINDS.includes(k))
     for (const k of [...MAJOR_KINDS, ...MINOR_KINDS]) {
       if (!wanted(k)) continue
-      if (net.why !== null && NETWORK_KINDS.includes(k)) this.skipped.push(`${k}: ${net.why}`)
+      if (noRotation !== null && ROTATION_KINDS.includes(k)) this.skipped.push(`${k}: ${noRotation}`)
+      else if (net.why !== null && NETWORK_KINDS.includes(k)) this.skipped.push(`${k}: ${net.why}`)
       else if (noClock !== null && CLOCK_KINDS.includes(k)) this.skipped.push(`${k}: ${noClock}`)
     }
     if (o.outOfBound && (net.why !== null || noClock !== null)) throw new Error(`the out-of-bound run needs a partition and a clock: ${net.why ?? noClock}`)
@@ -201,6 +230,7 @@ class Nemesis {
     const summary = {
       seed: o.seed,
       durationS: o.durationS,
+      generationOps: o.generationOps ?? null,
       leaseMs: o.leaseMs,
       network: net.mode,
       outOfBound: o.outOfBound,
@@ -445,12 +475,56 @@ class Nemesis {
         await this.restart(d, s)
         return true
       }
+      case 'switch-kill':
+        return this.switchKill()
       case 'forge-held-merge':
         return this.heldMerge()
     }
   }
 
   /** The next merge's answer held until its sender has been stopped past the lease. */
+  /**
+   * Arm one step of a switch (its marker removed, every other step's
+   * present), wait for the daemon that reaches it to kill itself, record
+   * that as the fault (a SIGKILL, as the history says), restart it.
+   */
+  private async switchKill(): Promise<boolean> {
+    const c = this.cluster
+    const step = SWITCH_STEPS[this.switchKills % SWITCH_STEPS.length]!
+    mkdirSync(this.killDir, { recursive: true })
+    for (const s of SWITCH_STEPS) if (s !== step) writeFileSync(join(this.killDir, s), '')
+    rmSync(join(this.killDir, step), { force: true })
+    const died = await new Promise<{ d: Device; record: DaemonProcess } | null>((resolve) => {
+      const offs: Array<() => void> = []
+      const done = (v: { d: Device; record: DaemonProcess } | null): void => {
+        for (const off of offs) off()
+        clearTimeout(timer)
+        resolve(v)
+      }
+      const timer = setTimeout(() => done(null), SWITCH_KILL_WAIT_MS)
+      for (const d of c.devices) {
+        const on = (record: DaemonProcess): void => {
+          if (record.stop === 'exited' && existsSync(join(this.killDir, step))) done({ d, record })
+        }
+        d.on('daemon-exit', on)
+        offs.push(() => d.off('daemon-exit', on))
+      }
+    })
+    // Disarmed (a daemon that reaches the step later goes on).
+    writeFileSync(join(this.killDir, step), '')
+    if (died === null) return false
+    this.switchKills++
+    const { d, record } = died
+    // It was killed (by itself, at the harness's arming): a SIGKILL at the moment its exit was seen.
+    record.stop = 'sigkill'
+    const down = this.rng.range(0, 2000)
+    const t = this.fault('switch-kill', d, `SIGKILLed itself right after switch step '${step}', restarted after ${Math.round(down)} ms`)
+    const s = this.watchFailover('switch-kill', t, d)
+    await sleep(down)
+    await this.restart(d, s)
+    return true
+  }
+
   private async heldMerge(): Promise<boolean> {
     const forge = this.forge
     const c = this.cluster

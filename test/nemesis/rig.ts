@@ -49,6 +49,8 @@ export interface RigOptions {
   repos: RepoGate[]
   /** Extra environment for every daemon. */
   daemonEnv?: Record<string, string>
+  /** Extra `start` flags for every daemon. */
+  startArgs?: string[]
   /** The forge config's extra fields (default spacing and timeouts otherwise). */
   forgeExtra?: Record<string, unknown>
   rng: Rng
@@ -134,6 +136,7 @@ export class Rig {
       forgeConfig: join(this.root, 'forge.json'),
       secretsFile: join(this.root, 'secrets.json'),
       ...(o.daemonEnv === undefined ? {} : { daemonEnv: o.daemonEnv }),
+      ...(o.startArgs === undefined ? {} : { startArgs: o.startArgs }),
       note: (l: string) => this.say(l)
     }
     Cluster.writeConfig(config, { [TENANT]: [SECRET] }, { baseUrl: this.forge.url, token: 'nemesis-token', ...(o.forgeExtra ?? {}) })

@@ -1,7 +1,11 @@
 /**
  * `npm run nemesis -- --duration S [--devices N] [--seed X] [--out DIR]
  * [--kinds a,b,...] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N]
- * [--pause-grace-ms N] [--dist DIR] [--record FILE] [--keep-storage]`: one nemesis run (nemesis.ts). Prints
+ * [--pause-grace-ms N] [--dist DIR] [--record FILE] [--keep-storage]
+ * [--generation-ops N | --rotation]`: one nemesis run (nemesis.ts). With
+ * --generation-ops N the daemons seal their generations every N ops
+ * (rotations within the run) and switch-kill is among the fault kinds;
+ * --rotation is --generation-ops ROTATION_OPS. Prints
  * what it does, then the counts (holder intervals, failovers, events
  * applied, faults by kind, violations), liveness per fault kind, and every
  * violation with its window of history; writes history.json, summary.json
@@ -20,7 +24,11 @@ import { formatLiveness, formatTargets } from './liveness.js'
 import { OUT_OF_BOUND_LEASE_MS, runNemesis, THIS_DIST } from './nemesis.js'
 import { isFaultKind, MAJOR_KINDS, MINOR_KINDS, type FaultKind } from './schedule.js'
 
-const USAGE = 'usage: npm run nemesis -- --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR] [--record FILE] [--keep-storage]'
+const USAGE =
+  'usage: npm run nemesis -- --duration S [--devices N] [--seed X] [--out DIR] [--kinds a,b] [--full-round] [--out-of-bound] [--loopback] [--lease-ms N] [--pause-grace-ms N] [--dist DIR] [--record FILE] [--keep-storage] [--generation-ops N | --rotation]'
+
+/** --rotation's generations: a few hundred ops, a switch every minute or so under the nemesis's load. */
+const ROTATION_OPS = 300
 
 function usage(why: string): never {
   console.error(`nemesis: ${why}\n${USAGE}`)
@@ -55,7 +63,9 @@ async function main(): Promise<number> {
       'pause-grace-ms': { type: 'string' },
       dist: { type: 'string' },
       record: { type: 'string' },
-      'keep-storage': { type: 'boolean' }
+      'keep-storage': { type: 'boolean' },
+      'generation-ops': { type: 'string' },
+      rotation: { type: 'boolean' }
     }
     })
   } catch (err) {
@@ -74,9 +84,11 @@ async function main(): Promise<number> {
     if (bad.length > 0) usage(`unknown fault kinds: ${bad.join(', ')}`)
     kinds = list as FaultKind[]
   }
+  if (values.rotation === true && values['generation-ops'] !== undefined) usage('--rotation is --generation-ops ' + ROTATION_OPS + ': give one of them')
+  const generationOps = values.rotation === true ? ROTATION_OPS : values['generation-ops'] === undefined ? null : int(values['generation-ops'], 'generation-ops', 0, 20)
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const outDir = resolve(values.out ?? join('nemesis-out', `${stamp}-seed${seed}`))
-  console.log(`nemesis: seed ${seed} (--seed ${seed} replays its schedule), ${durationS} s, ${devices} devices; output in ${outDir}`)
+  console.log(`nemesis: seed ${seed} (--seed ${seed} replays its schedule), ${durationS} s, ${devices} devices${generationOps !== null ? `, generations of ${generationOps} ops` : ''}; output in ${outDir}`)
   const loadBefore = loadavg()
   const result = await runNemesis({
     durationS,
@@ -91,6 +103,7 @@ async function main(): Promise<number> {
     loopback: values.loopback === true,
     pauseGraceMs: int(values['pause-grace-ms'], 'pause-grace-ms', 500, 0),
     fullRound: values['full-round'] === true,
+    generationOps,
     print: (line) => console.log(line)
   })
   const s = result.report.summary

@@ -25,7 +25,8 @@ export const MAJOR_KINDS = [
   'clock-offset',
   'clock-rate',
   'clock-step-mode',
-  'forge-held-merge'
+  'forge-held-merge',
+  'switch-kill'
 ] as const
 
 export const MINOR_KINDS = [
@@ -48,6 +49,8 @@ export type FaultKind = MajorKind | MinorKind
 
 /** Kinds that need network namespaces and nftables. */
 export const NETWORK_KINDS: readonly FaultKind[] = ['partition', 'one-way-cut', 'lossy-link']
+/** Kinds that need small generations (a run with --generation-ops: rotations within the run). */
+export const ROTATION_KINDS: readonly FaultKind[] = ['switch-kill']
 /** Kinds that need libfaketime. */
 export const CLOCK_KINDS: readonly FaultKind[] = ['clock-offset', 'clock-rate', 'clock-step-mode', 'wall-step']
 
