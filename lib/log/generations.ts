@@ -41,6 +41,12 @@
  *   each pair that handler and replace the other's: an older generation's
  *   idle cores then stopped replicating to a returning device).
  *
+ * - A generation's store that cannot be opened never stops the device
+ *   (but generation 0's while current: the group's first log): set aside,
+ *   made again, filled from peers, and never written with this device's
+ *   writer key of that generation (its peers hold that core: a second log
+ *   signed with one key). The pointer says so before anything moves.
+ *
  * Not guaranteed: a device away longer than the retention window finds no
  * peer serving its generation and must be re-paired (README). Without a
  * GenerationStorage (a plain Corestore), the log is generation 0 for good:
