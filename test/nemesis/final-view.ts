@@ -1,7 +1,10 @@
 /**
  * Each device's final view, read after its daemon exited: its storage
  * opened with the project's IntentLog, alone (no swarm: nothing replicates
- * in while it is read), and its confirmed view read.
+ * in while it is read), in the generation its pointer names (read as it
+ * stands: manage false, nothing sealed, switched or deleted), and its
+ * confirmed view read. (Read as generation 0's store alone, a run with
+ * rotations read a stale or empty view: every event looked lost.)
  *
  * The devices are compared at ONE length: the shortest confirmed view
  * length among them. An idle group still renews every leaseMs/2, so the
@@ -21,9 +24,9 @@
  * core against the quorum-signed core, lib/log/order-check.ts).
  */
 import { createHash } from 'node:crypto'
-import Corestore from 'corestore'
 import { IntentLog } from '../../lib/log/intent-log.js'
 import { GroupLog } from '../../lib/families.js'
+import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { OrderCheck } from '../../lib/log/order-check.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
 import type { FinalView } from './history.js'
@@ -35,7 +38,6 @@ const READ = { wait: false }
 
 interface Opened {
   device: string
-  store: Corestore | null
   log: IntentLog | null
   length: number
   error: string | null
@@ -52,18 +54,16 @@ export interface FinalViews {
 async function open(device: string, dir: string): Promise<Opened> {
   const paths = storagePaths(dir)
   const group = readGroupFile(paths)
-  if (group === null) return { device, store: null, log: null, length: 0, error: `${device}: no group file` }
-  const store = new Corestore(paths.corestore)
-  const log = new GroupLog(store, { key: decodeKey(group.key) })
+  if (group === null) return { device, log: null, length: 0, error: `${device}: no group file` }
+  const log = new GroupLog(new GenerationDirs(paths), { key: decodeKey(group.key), manage: false })
   const errors: string[] = []
   log.on('error', (err: unknown) => errors.push(String(err)))
   try {
     await log.ready()
-    return { device, store, log, length: await log.confirmedViewLength(), error: errors[0] ?? null }
+    return { device, log, length: await log.confirmedViewLength(), error: errors[0] ?? null }
   } catch (err) {
     await log.close().catch(() => {})
-    await store.close().catch(() => {})
-    return { device, store: null, log: null, length: 0, error: `${device}: ${(err as Error).message}` }
+    return { device, log: null, length: 0, error: `${device}: ${(err as Error).message}` }
   }
 }
 
@@ -107,7 +107,6 @@ export async function readFinalViews(devices: ReadonlyArray<{ name: string; dir:
   } finally {
     for (const o of opened) {
       await o.log?.close().catch(() => {})
-      await o.store?.close().catch(() => {})
     }
   }
   return { views, length, lengths: Object.fromEntries(opened.map((o) => [o.device, o.length])), errors }

@@ -16,10 +16,10 @@
  */
 import { parseArgs } from 'node:util'
 import { createInterface } from 'node:readline'
-import Corestore from 'corestore'
 import fc from 'fast-check'
 import { GroupLog } from '../../lib/families.js'
 import { Swarm } from '../../lib/daemon/swarm.js'
+import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
 import { fuzzValue } from './fuzz-ops.js'
 
@@ -29,12 +29,12 @@ async function main(): Promise<void> {
   const paths = storagePaths(values.storage)
   const group = readGroupFile(paths)
   if (group === null) throw new Error(`${values.storage} has joined no group`)
-  const store = new Corestore(paths.corestore)
-  const log = new GroupLog(store, { key: decodeKey(group.key) })
+  // In generations, as a daemon's log: it follows the group's switches (with generation 0 alone it stayed in a sealed one).
+  const log = new GroupLog(new GenerationDirs(paths), { key: decodeKey(group.key) })
   // A malformed op never stops apply; an error here is a finding, printed for the run's log.
   log.on('error', (err: unknown) => console.log(JSON.stringify({ error: String(err) })))
   await log.ready()
-  const swarm = new Swarm(log, { bootstrap: [values.bootstrap], host: values.host, keyPair: await store.createKeyPair('autolease/swarm') })
+  const swarm = new Swarm(log, { bootstrap: [values.bootstrap], host: values.host, keyPair: await log.createKeyPair('autolease/swarm') })
   await swarm.ready()
   const until = Date.now() + 60_000
   while (!(log.writable && swarm.peers > 0)) {
@@ -60,7 +60,6 @@ async function main(): Promise<void> {
   }
   await swarm.close()
   await log.close()
-  await store.close()
 }
 
 main().catch((err: unknown) => {
