@@ -100,7 +100,7 @@ async function added(log: IntentLog): Promise<Array<{ key: string; indexer: bool
 
 test('two concurrent requests with one invite: exactly one device is added, the other is told it is used', async (t) => {
   const { log, host } = await founder(t)
-  const { invite } = host.createInvite({ role: 'writer' })
+  const { invite } = await host.createInvite({ role: 'writer' })
   const aId = identity()
   const a = request(invite, { id: aId, indexer: true })
   const b = request(invite, { indexer: true })
@@ -123,18 +123,18 @@ test('two concurrent requests with one invite: exactly one device is added, the 
 test('an invite never changes a member: a device already in the group presenting one is refused, never demoted', async (t) => {
   const { log, host, store } = await founder(t)
   const memberId = identity()
-  const member = request(host.createInvite({ role: 'indexer' }).invite, { id: memberId, indexer: true })
+  const member = request((await host.createInvite({ role: 'indexer' })).invite, { id: memberId, indexer: true })
   await host.handle(member)
   t.alike((await added(log)).find((w) => w.key === member.key)?.indexer, true, 'an indexer besides the founder')
   // The member itself (it proves its key) presents a writer invite: an add-writer {indexer: false} would demote it.
-  const demote = request(host.createInvite({ role: 'writer' }).invite, { id: memberId, indexer: false })
+  const demote = request((await host.createInvite({ role: 'writer' })).invite, { id: memberId, indexer: false })
   await host.handle(demote)
   t.alike([demote.confirmed.length, demote.denied], [0, [1]], 'refused')
   t.alike((await added(log)).find((w) => w.key === member.key)?.indexer, true, 'still an indexer')
   const local = await IntentLog.holdLocalKey(store)
   t.teardown(() => local.release())
   t.is(b4a.toString(local.key, 'hex'), log.self, "the founder's own identity")
-  const self = request(host.createInvite({ role: 'writer' }).invite, { id: { key: local.key, keyPair: local.keyPair }, indexer: false })
+  const self = request((await host.createInvite({ role: 'writer' })).invite, { id: { key: local.key, keyPair: local.keyPair }, indexer: false })
   await host.handle(self)
   t.alike(self.denied, [1], "the host's own key: refused too")
 })
@@ -142,7 +142,7 @@ test('an invite never changes a member: a device already in the group presenting
 test('a used invite is answered again only to the device that used it, proving its key, and never after expiry', async (t) => {
   let now = 1_000_000
   const { log, host } = await founder(t, () => now)
-  const { invite } = host.createInvite({ ttlMs: 60_000, role: 'writer' })
+  const { invite } = await host.createInvite({ ttlMs: 60_000, role: 'writer' })
   const joinerId = identity()
   const first = request(invite, { id: joinerId, indexer: false })
   await host.handle(first)
@@ -175,11 +175,11 @@ test('a used invite is answered again only to the device that used it, proving i
 
 test('a join that cannot sign for its key is refused, and leaves the invite unused', async (t) => {
   const { log, host } = await founder(t)
-  const { invite } = host.createInvite({ role: 'writer' })
+  const { invite } = await host.createInvite({ role: 'writer' })
   const inviteId = BlindPairing.decodeInvite(b4a.from(z32.decode(invite))).id
   const victim = identity()
   const signer = identity()
-  const otherInvite = BlindPairing.decodeInvite(b4a.from(z32.decode(host.createInvite({ role: 'writer' }).invite))).id
+  const otherInvite = BlindPairing.decodeInvite(b4a.from(z32.decode((await host.createInvite({ role: 'writer' })).invite))).id
   const cases: Array<[string, Uint8Array]> = [
     // Another device's writer key, with the attacker's own pair and a valid signature by it.
     ["another device's key, the attacker's pair", b4a.concat([victim.key, b4a.from([0]), signer.keyPair.publicKey, inviteProof(inviteId, signer.keyPair)])],
@@ -204,9 +204,9 @@ test('a join that cannot sign for its key is refused, and leaves the invite unus
 test('invite list shows the open invites; invite revoke voids one, used or not, for good', async (t) => {
   let now = 1_000_000
   const { log, host } = await founder(t, () => now)
-  const a = host.createInvite({ role: 'writer', ttlMs: 60_000 })
-  const b = host.createInvite({ role: 'indexer', ttlMs: 120_000 })
-  const c = host.createInvite({ role: 'writer', ttlMs: 1_000 })
+  const a = await host.createInvite({ role: 'writer', ttlMs: 60_000 })
+  const b = await host.createInvite({ role: 'indexer', ttlMs: 120_000 })
+  const c = await host.createInvite({ role: 'writer', ttlMs: 1_000 })
   t.alike(
     host.list(),
     [c, a, b].map((i) => ({ id: i.id, role: i.role, expiresAt: i.expiresAt, usedBy: null })),
@@ -250,14 +250,14 @@ test('a removal voids every open invite: at once through remove-device, and when
   registerRoutes(server, { log, pairing: host } as unknown as RouteContext)
   await server.ready()
   t.teardown(() => server.close())
-  const writerA = request(host.createInvite({ role: 'writer' }).invite, { indexer: false })
+  const writerA = request((await host.createInvite({ role: 'writer' })).invite, { indexer: false })
   await host.handle(writerA)
-  const writerB = request(host.createInvite({ role: 'writer' }).invite, { indexer: false })
+  const writerB = request((await host.createInvite({ role: 'writer' })).invite, { indexer: false })
   await host.handle(writerB)
   const usedId = identity()
-  const used = host.createInvite({ role: 'writer' })
+  const used = await host.createInvite({ role: 'writer' })
   await host.handle(request(used.invite, { id: usedId, indexer: false }))
-  const open = host.createInvite({ role: 'indexer' })
+  const open = await host.createInvite({ role: 'indexer' })
   t.is((await call(server.path, 'invite.list')) instanceof Array && ((await call(server.path, 'invite.list')) as unknown[]).length, 4, 'invite.list: four invites this device can still answer')
 
   const r = (await call(server.path, 'remove-device', { key: writerA.key })) as { result: string; invitesVoided: number }
@@ -271,16 +271,16 @@ test('a removal voids every open invite: at once through remove-device, and when
   t.alike([again.confirmed.length, again.denied], [0, [1]], 'a used one: its device is not answered again')
 
   // A removal appended by another indexer reaches this device as a log update: the same.
-  const after = host.createInvite({ role: 'writer' })
+  const after = await host.createInvite({ role: 'writer' })
   const revoked = (await call(server.path, 'invite.revoke', { id: after.id.slice(0, 12) })) as { id: string }
   t.is(revoked.id, after.id, 'invite.revoke through the control route')
-  const next = host.createInvite({ role: 'writer' })
+  const next = await host.createInvite({ role: 'writer' })
   await log.append({ type: 'remove-writer', key: writerB.key })
   const req = request(next.invite, { indexer: false })
   await host.handle(req)
   t.alike([req.confirmed.length, req.denied], [0, [1]], 'an invite made before a removal seen in the log: refused')
   t.alike(host.list(), [], 'and no longer listed')
-  const fresh = host.createInvite({ role: 'writer' })
+  const fresh = await host.createInvite({ role: 'writer' })
   const ok = request(fresh.invite, { indexer: false })
   await host.handle(ok)
   t.is(ok.confirmed.length, 1, 'an invite made after the removal works')
@@ -290,18 +290,18 @@ test('the inviter decides the role: a writer invite never yields an indexer, wha
   const { log, host } = await founder(t)
   const roleOf = (req: FakeRequest): InviteRole => grantedRole(req.confirmed[0]?.additional?.data ?? null, true)
 
-  const asksIndexer = request(host.createInvite({ role: 'writer' }).invite, { indexer: true })
+  const asksIndexer = request((await host.createInvite({ role: 'writer' })).invite, { indexer: true })
   await host.handle(asksIndexer)
   t.alike(await added(log), [{ key: asksIndexer.key, indexer: false }], 'writer invite, joiner asks indexer: added as a writer')
   t.is(roleOf(asksIndexer), 'writer', 'and told so in the answer')
 
-  const lowers = request(host.createInvite({ role: 'indexer' }).invite, { indexer: false })
+  const lowers = request((await host.createInvite({ role: 'indexer' })).invite, { indexer: false })
   await host.handle(lowers)
   t.alike((await added(log)).find((w) => w.key === lowers.key), { key: lowers.key, indexer: false }, 'indexer invite, joiner asks for no more than writer (--no-indexer): a writer')
   t.is(grantedRole(lowers.confirmed[0]?.additional?.data ?? null, false), 'writer')
 
   // The same device presenting the same indexer invite again, now accepting indexer: it keeps the role it was granted.
-  const retried = host.createInvite({ role: 'indexer' }).invite
+  const retried = (await host.createInvite({ role: 'indexer' })).invite
   const againId = identity()
   const again = request(retried, { id: againId, indexer: false })
   await host.handle(again)
@@ -312,7 +312,7 @@ test('the inviter decides the role: a writer invite never yields an indexer, wha
   t.ok((await log.writers('tip')).filter((w) => w.key === again.key).every((w) => !w.indexer), 'never an indexer')
 
   // Last (a promised indexer that never runs would hold up later confirmations): the default role takes the invite's.
-  const plain = host.createInvite()
+  const plain = await host.createInvite()
   t.is(plain.role, 'indexer', 'the default invite is for an indexer')
   const full = request(plain.invite, { indexer: true })
   await host.handle(full)
@@ -331,7 +331,7 @@ test('the joiner reads its role from the answer; a host that sends none granted 
 test('an expired invite is refused; ttl and role are bounded', async (t) => {
   let now = 1_000_000
   const { log, host } = await founder(t, () => now)
-  const { invite } = host.createInvite({ ttlMs: 1_000, role: 'writer' })
+  const { invite } = await host.createInvite({ ttlMs: 1_000, role: 'writer' })
   now += 2_000
   const late = request(invite, { indexer: false })
   await host.handle(late)
@@ -344,7 +344,7 @@ test('an expired invite is refused; ttl and role are bounded', async (t) => {
   ] as const) {
     t.ok(isAutoleaseError(thrown(() => host.createInvite(opts)), 'INVALID_ARGUMENT'), `${label}: INVALID_ARGUMENT`)
   }
-  t.ok(host.createInvite({ ttlMs: MAX_INVITE_TTL_MS }).expiresAt > now, '366 days is allowed')
+  t.ok((await host.createInvite({ ttlMs: MAX_INVITE_TTL_MS })).expiresAt > now, '366 days is allowed')
 })
 
 test('the invite route bounds the ttl like the CLI and validates the role', async (t) => {

@@ -46,7 +46,7 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     if (ttlMs > MAX_INVITE_TTL_MS) throw new AutoleaseError('INVALID_ARGUMENT', `ttlMs must be at most ${MAX_INVITE_TTL_MS} (366 days)`)
     const role = optStr(p, 'role') ?? DEFAULT_INVITE_ROLE
     if (!(INVITE_ROLES as readonly string[]).includes(role)) throw new AutoleaseError('INVALID_ARGUMENT', `role must be writer or indexer, got ${JSON.stringify(role.slice(0, 40))}`)
-    const info = pairing.createInvite({ ttlMs, role: role as InviteRole })
+    const info = await pairing.createInvite({ ttlMs, role: role as InviteRole })
     return { id: info.id, invite: info.invite, expiresAt: info.expiresAt, role: info.role }
   })
   // Invites live on the device that made them (pairing.ts): these list and void this device's own.

@@ -161,7 +161,10 @@ export class PairingHost extends ReadyResource {
   private removedSeen: Set<string> | null = null
   private noticing: Promise<void> | null = null
   private renotice = false
-  private readonly onupdate = (): void => void this.noticeRemovals().catch(() => {})
+  /** On each log update while an invite is live (a read of the writers each time: nothing to watch otherwise). */
+  private readonly onupdate = (): void => {
+    if (this.live()) void this.noticeRemovals().catch(() => {})
+  }
 
   constructor(log: IntentLog, swarm: Hyperswarm, opts: { pollMs?: number; wall?: () => number } = {}) {
     super()
@@ -219,8 +222,9 @@ export class PairingHost extends ReadyResource {
 
   /**
    * Void every invite if this device's log shows a removal it had not seen
-   * (run on each update and before a request is marked and answered). Once
-   * at a time; a call during a check runs it again after.
+   * (run on updates while an invite is live, before one is made, and before
+   * a request is marked and answered). Once at a time; a call during a
+   * check runs it again after.
    */
   private async noticeRemovals(): Promise<void> {
     if (this.noticing !== null) {
@@ -254,6 +258,12 @@ export class PairingHost extends ReadyResource {
     return n
   }
 
+  private live(): boolean {
+    const now = this.wall()
+    for (const open of this.invites.values()) if (open.voided === null && now < open.expiresAt) return true
+    return false
+  }
+
   /** Forget invites past their expiry (they are refused either way; a joiner checks expiry itself first). */
   private prune(): void {
     const now = this.wall()
@@ -283,7 +293,12 @@ export class PairingHost extends ReadyResource {
     return info
   }
 
-  createInvite(opts: { ttlMs?: number; role?: InviteRole } = {}): InviteInfo {
+  /**
+   * A new invite. Bad arguments throw at once; the invite is made once the
+   * removals in the log so far are noted, so that only later ones void it
+   * (the log is watched only while an invite is live).
+   */
+  createInvite(opts: { ttlMs?: number; role?: InviteRole } = {}): Promise<InviteInfo> {
     const ttlMs = opts.ttlMs ?? DEFAULT_INVITE_TTL_MS
     const role = opts.role ?? DEFAULT_INVITE_ROLE
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_INVITE_TTL_MS) {
@@ -291,6 +306,10 @@ export class PairingHost extends ReadyResource {
     }
     if (!INVITE_ROLES.includes(role)) throw new AutoleaseError('INVALID_ARGUMENT', `invite role must be writer or indexer, got ${JSON.stringify(role)}`)
     if (!this.log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can invite a device (this device is not an indexer)')
+    return this.noticeRemovals().then(() => this.mint(ttlMs, role))
+  }
+
+  private mint(ttlMs: number, role: InviteRole): InviteInfo {
     // blind-pairing stores expiry in whole seconds: round up so the invite never claims less time than we enforce.
     const expiresAt = Math.ceil((this.wall() + ttlMs) / 1000) * 1000
     const seed = randomBytes(32)
