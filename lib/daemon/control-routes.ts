@@ -50,8 +50,8 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     return { id: info.id, invite: info.invite, expiresAt: info.expiresAt, role: info.role }
   })
   // Invites live on the device that made them (pairing.ts): these list and void this device's own.
-  c.handle('invite.list', async () => pairing.list() as unknown as Json)
-  c.handle('invite.revoke', async (p) => pairing.revoke(str(p, 'id')) as unknown as Json)
+  c.handle('invite.list', async () => (await pairing.list()) as unknown as Json)
+  c.handle('invite.revoke', async (p) => (await pairing.revoke(str(p, 'id'))) as unknown as Json)
   c.handle('devices', async () => {
     const writers = await log.writers('tip')
     const confirmed = new Set((await log.writers('confirmed')).map((w) => `${w.key}:${w.indexer}:${w.removed}`))

@@ -31,14 +31,16 @@
  * - Nothing is answered after the invite's expiry, used or not, and nothing
  *   once it is void: `invite revoke`, or any device's removal seen in this
  *   device's log after the invite was made (`remove-device` here voids them
- *   at once), void it; a request is checked again right before its answer.
+ *   at once), void it; the log is read for removals before a request is
+ *   marked and again right before its answer.
  *   Invites are not replicated: each lives in the memory of the device that
  *   made it, the only device that can answer it, so that device's voiding
  *   is the one that counts. Every open invite is voided by a removal, not
  *   only those the removed device made: an invite is a bearer secret, and
  *   which invite texts a device's user saw cannot be known.
- * - A device that is not (or no longer) an indexer answers no invite: its
- *   add-writer would be rejected, and its answer would still hand out keys.
+ * - A device that is not (or no longer) an indexer in its own view answers
+ *   no invite: its add-writer would be rejected, and its answer would still
+ *   hand out keys.
  * - The inviter decides the role, never the joiner: the role granted is the
  *   invite's, lowered to writer when the joiner asks for no more (`join
  *   --no-indexer`). A joiner asking for indexer on a writer invite is added
@@ -161,10 +163,6 @@ export class PairingHost extends ReadyResource {
   private removedSeen: Set<string> | null = null
   private noticing: Promise<void> | null = null
   private renotice = false
-  /** On each log update while an invite is live (a read of the writers each time: nothing to watch otherwise). */
-  private readonly onupdate = (): void => {
-    if (this.live()) void this.noticeRemovals().catch(() => {})
-  }
 
   constructor(log: IntentLog, swarm: Hyperswarm, opts: { pollMs?: number; wall?: () => number } = {}) {
     super()
@@ -175,13 +173,11 @@ export class PairingHost extends ReadyResource {
 
   override async _open(): Promise<void> {
     this.removedSeen = await this.removedKeys()
-    this.log.on('update', this.onupdate)
     this.member = this.pairing.addMember({ discoveryKey: this.log.discoveryKey, onadd: (req) => this.handle(req) })
     await this.member.ready()
   }
 
   override async _close(): Promise<void> {
-    this.log.off('update', this.onupdate)
     if (this.member) await this.member.close()
     await this.pairing.close()
   }
@@ -216,14 +212,25 @@ export class PairingHost extends ReadyResource {
     }
   }
 
+  /**
+   * Whether this device is an indexer of the group in its own view (not
+   * removed). The view, not autobase's flag: right after a generation
+   * switch a device's new autobase may not count it as an indexer yet.
+   */
+  private async selfIndexer(): Promise<boolean> {
+    return (await this.log.writers('tip')).some((w) => w.key === this.log.self && w.indexer && !w.removed)
+  }
+
   private async removedKeys(): Promise<Set<string>> {
     return new Set((await this.log.writers('tip')).filter((w) => w.removed).map((w) => w.key))
   }
 
   /**
-   * Void every invite if this device's log shows a removal it had not seen
-   * (run on updates while an invite is live, before one is made, and before
-   * a request is marked and answered). Once at a time; a call during a
+   * Void every invite if this device's log shows a removal it had not seen.
+   * Run on demand, never per log update (a read of the view each time):
+   * before an invite is made, before a request is marked and again before
+   * it is answered, and before a list; so every answer is checked against
+   * the log as this device has it then. Once at a time; a call during a
    * check runs it again after.
    */
   private async noticeRemovals(): Promise<void> {
@@ -258,12 +265,6 @@ export class PairingHost extends ReadyResource {
     return n
   }
 
-  private live(): boolean {
-    const now = this.wall()
-    for (const open of this.invites.values()) if (open.voided === null && now < open.expiresAt) return true
-    return false
-  }
-
   /** Forget invites past their expiry (they are refused either way; a joiner checks expiry itself first). */
   private prune(): void {
     const now = this.wall()
@@ -271,7 +272,12 @@ export class PairingHost extends ReadyResource {
   }
 
   /** The invites this device can still answer: not expired, not void. */
-  list(): OpenInviteInfo[] {
+  async list(): Promise<OpenInviteInfo[]> {
+    await this.noticeRemovals()
+    return this.openInvites()
+  }
+
+  private openInvites(): OpenInviteInfo[] {
     this.prune()
     return [...this.invites.values()]
       .filter((o) => o.voided === null)
@@ -280,12 +286,12 @@ export class PairingHost extends ReadyResource {
   }
 
   /** Void the invite whose id starts with `prefix` (at least MIN_ID_PREFIX hex characters): it is never answered again, not even to the device that used it. */
-  revoke(prefix: string): OpenInviteInfo {
+  async revoke(prefix: string): Promise<OpenInviteInfo> {
     const p = prefix.trim().toLowerCase()
     if (!/^[0-9a-f]+$/.test(p) || p.length < MIN_ID_PREFIX || p.length > 64) {
       throw new AutoleaseError('INVALID_ARGUMENT', `an invite id is ${MIN_ID_PREFIX} to 64 hex characters (as \`invite list\` shows it), got ${JSON.stringify(prefix.slice(0, 80))}`)
     }
-    const matches = this.list().filter((o) => o.id.startsWith(p))
+    const matches = (await this.list()).filter((o) => o.id.startsWith(p))
     if (matches.length === 0) throw new AutoleaseError('INVALID_ARGUMENT', `no open invite ${p} on this device (an invite lives on the device that made it; \`invite list\` there)`)
     if (matches.length > 1) throw new AutoleaseError('INVALID_ARGUMENT', `invite id ${p} is ambiguous: ${matches.length} open invites start with it`)
     const info = matches[0]!
@@ -295,8 +301,7 @@ export class PairingHost extends ReadyResource {
 
   /**
    * A new invite. Bad arguments throw at once; the invite is made once the
-   * removals in the log so far are noted, so that only later ones void it
-   * (the log is watched only while an invite is live).
+   * removals in the log so far are noted, so that only later ones void it.
    */
   createInvite(opts: { ttlMs?: number; role?: InviteRole } = {}): Promise<InviteInfo> {
     const ttlMs = opts.ttlMs ?? DEFAULT_INVITE_TTL_MS
@@ -344,9 +349,10 @@ export class PairingHost extends ReadyResource {
     // Proved before anything else: a key the joiner cannot sign for neither uses the invite nor is answered.
     if (joiner === null || !provesKey(joiner, req.inviteId)) return req.deny({ status: STATUS_REJECTED })
     await this.noticeRemovals()
-    if (open.voided !== null) return req.deny({ status: STATUS_REJECTED })
+    const indexer = await this.selfIndexer()
+    // Nothing is awaited from here to the mark.
+    if (open.voided !== null || !indexer) return req.deny({ status: STATUS_REJECTED })
     if (this.wall() >= open.expiresAt) return req.deny({ status: STATUS_EXPIRED })
-    if (!this.log.isIndexer) return req.deny({ status: STATUS_REJECTED })
     const fresh = open.usedBy === null
     if (open.usedBy === null) {
       open.usedBy = { key: joiner.key, role: open.role === 'indexer' && joiner.indexer ? 'indexer' : 'writer' }
@@ -369,7 +375,7 @@ export class PairingHost extends ReadyResource {
     await this.inEffect(joiner.key, ADDED_IN_EFFECT_MS)
     // Voided (revoked, a removal) or demoted while the add-writer took effect: no keys leave this device.
     await this.noticeRemovals()
-    if (open.voided !== null || !this.log.isIndexer) return req.deny({ status: STATUS_REJECTED })
+    if (open.voided !== null || !(await this.selfIndexer())) return req.deny({ status: STATUS_REJECTED })
     // The current generation's key (from generation 1 on), sent inside the pairing protocol's answer, which only the invite's holder opens.
     req.confirm({ key: this.log.key, encryptionKey: this.log.generationEncryptionKey, additional: this.answer(open, role) })
   }
