@@ -38,9 +38,9 @@
  *   is the one that counts. Every open invite is voided by a removal, not
  *   only those the removed device made: an invite is a bearer secret, and
  *   which invite texts a device's user saw cannot be known.
- * - A device that is not (or no longer) an indexer in its own view answers
- *   no invite: its add-writer would be rejected, and its answer would still
- *   hand out keys.
+ * - A device that is not an indexer in its own view when a request comes
+ *   answers none (its add-writer would be rejected, and its answer would
+ *   still hand out keys); its own removal voids its invites like any other.
  * - The inviter decides the role, never the joiner: the role granted is the
  *   invite's, lowered to writer when the joiner asks for no more (`join
  *   --no-indexer`). A joiner asking for indexer on a writer invite is added
@@ -373,9 +373,10 @@ export class PairingHost extends ReadyResource {
       await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
     }
     await this.inEffect(joiner.key, ADDED_IN_EFFECT_MS)
-    // Voided (revoked, a removal) or demoted while the add-writer took effect: no keys leave this device.
+    // Voided while the add-writer took effect (revoked, a removal: this device's own too): no keys leave this device.
+    // Not the roster check again: just after a switch it could fail for a moment, and the invite is spent by now.
     await this.noticeRemovals()
-    if (open.voided !== null || !(await this.selfIndexer())) return req.deny({ status: STATUS_REJECTED })
+    if (open.voided !== null) return req.deny({ status: STATUS_REJECTED })
     // The current generation's key (from generation 1 on), sent inside the pairing protocol's answer, which only the invite's holder opens.
     req.confirm({ key: this.log.key, encryptionKey: this.log.generationEncryptionKey, additional: this.answer(open, role) })
   }
