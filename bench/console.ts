@@ -91,7 +91,7 @@ export async function consoleApi(opts: { entries: number; requests: number; leas
       const fillMs = now() - fill0
 
       const base = st.console.url
-      const login = await fetch(`${base}login?code=${mintLoginCode(readToken(first.dir), Date.now())}`, { redirect: 'manual' })
+      const login = await fetch(`${base}login?code=${mintLoginCode(readToken(first.dir), Date.now(), st.console.boot)}`, { redirect: 'manual' })
       const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!
       if (login.status !== 303 || cookie === '') throw new Error(`console login answered ${login.status}`)
       const timed = async (path: string): Promise<{ ms: number[]; bytes: number; body: string }> => {

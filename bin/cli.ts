@@ -27,12 +27,13 @@ import { call, watch, RemoteError } from '../lib/daemon/control-client.js'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/daemon/storage-lock.js'
 import { GenerationDirs } from '../lib/daemon/generation-dirs.js'
 import { GroupLog } from '../lib/families.js'
-import { DEFAULT_INVITE_ROLE, INVITE_ROLES, decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
+import { decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
 import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
 import { registerQueueCommands } from '../lib/cli/queue-commands.js'
 import { registerForgeCommand } from '../lib/cli/forge-command.js'
 import { registerUpgradeCommand } from '../lib/cli/upgrade-command.js'
 import { registerConsoleCommand } from '../lib/cli/console-command.js'
+import { registerInviteCommands } from '../lib/cli/invite-commands.js'
 import type { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import type { Json } from '../lib/daemon/control-server.js'
@@ -186,7 +187,7 @@ async function cmdJoin(invite: string, f: { storage: string; indexer: boolean; t
       ...(f.timeout ? { timeoutMs: f.timeout * 1000 } : {})
     })
     if (res.result === 'refused') {
-      const why = { expired: 'the invite has expired', used: 'the invite was already used by another device', rejected: 'the group refused this device' }[res.reason]
+      const why = { expired: 'the invite has expired', used: 'the invite was already used by another device', rejected: 'the group refused this device (the invite was revoked or voided by a removal, or this device is already a member)' }[res.reason]
       throw new Exit(EXIT.INVITE_REFUSED, `invite refused: ${why}`)
     }
     writeGroupFile(lock.paths, { key: encodeKey(res.key) })
@@ -251,12 +252,6 @@ async function cmdRelease(f: { storage: string }): Promise<number> {
   }
   out('not held: this device does not hold the signer lease')
   return EXIT.REFUSED
-}
-
-async function cmdInvite(f: { storage: string; ttl?: number; role: string }): Promise<number> {
-  const r = (await call(socketOf(f.storage), 'invite', { role: f.role, ...(f.ttl ? { ttlMs: Math.round(f.ttl * 1000) } : {}) })) as { invite: string; expiresAt: number }
-  out(r.invite)
-  return EXIT.OK
 }
 
 async function cmdDevices(f: { storage: string; json?: boolean }): Promise<number> {
@@ -382,14 +377,7 @@ function build(): Command {
     .addOption(new Option('--log-level <level>', 'JSON log level (debug adds a "renewed" line per confirmed renew)').choices(LOG_LEVELS).default('info'))
     .action(act((f: StartFlags) => cmdStart(f)))
 
-  storage(program.command('invite').description('print a one-line, single-use invite from the running daemon'))
-    .option('--ttl <seconds>', 'invite lifetime in seconds (default 600)', seconds)
-    .addOption(
-      new Option('--role <role>', 'what the device joins as: indexer (counts toward the majority and administers the group) or writer (agents, others\' machines)')
-        .choices(INVITE_ROLES)
-        .default(DEFAULT_INVITE_ROLE)
-    )
-    .action(act((f: { storage: string; ttl?: number; role: string }) => cmdInvite(f)))
+  registerInviteCommands(program, storage, act)
 
   network(storage(program.command('join').description("pair with a group by invite, as the invite's role; exits 0 once this device is a writer (and an indexer's promotion is in effect)")))
     .argument('<invite>', 'the invite printed by `autolease invite`')

@@ -82,7 +82,7 @@ async function open(t: Assertion, opts: { clock?: () => number; maxClients?: num
   await server.ready()
   t.teardown(() => server.close())
   const login = async (): Promise<string> => {
-    const r = await get(server.port, `/login?code=${mintLoginCode(readToken(dir), (opts.clock ?? Date.now)())}`)
+    const r = await get(server.port, `/login?code=${mintLoginCode(readToken(dir), (opts.clock ?? Date.now)(), server.boot)}`)
     const set = String(r.headers['set-cookie']?.[0] ?? '')
     return set.split(';')[0]!
   }
@@ -97,7 +97,7 @@ test('console: a login URL signs in once; without its cookie every page and API 
   t.ok(page.body.includes('autolease console --storage'), 'which says how to sign in')
   t.is((await get(server.port, '/api/stream')).status, 401, 'the stream without a cookie: 401')
 
-  const code = mintLoginCode(readToken(dir), Date.now())
+  const code = mintLoginCode(readToken(dir), Date.now(), server.boot)
   const first = await get(server.port, `/login?code=${code}`)
   t.is(first.status, 303, 'a fresh code: redirect')
   t.is(first.headers.location, '/', 'to the page')
@@ -112,19 +112,45 @@ test('console: a login URL signs in once; without its cookie every page and API 
   const forged = code.slice(0, -3) + (code.endsWith('AAA') ? 'BBB' : 'AAA')
   t.is((await get(server.port, `/login?code=${forged}`)).status, 403, 'a code with a wrong signature: refused')
   t.is((await get(server.port, '/login?code=nonsense')).status, 403, 'not a code: refused')
-  const other = mintLoginCode('ab'.repeat(32), Date.now())
+  const other = mintLoginCode('ab'.repeat(32), Date.now(), server.boot)
   t.is((await get(server.port, `/login?code=${other}`)).status, 403, "another storage's code: refused")
   const tampered = cookie.replace(/=(\d+)\./, (_m, n: string) => `=${Number(n) + 1}.`)
   t.is((await get(server.port, '/api/status', { cookie: tampered })).status, 401, 'a cookie with its time changed: 401')
 })
 
+test('console: a login URL minted before a restart is refused after it, used or not; sessions survive', async (t) => {
+  const dir = await tmp(t)
+  const serve = async (): Promise<ConsoleServer> => {
+    const src = source()
+    const server = new ConsoleServer({ port: 0, storage: dir, source: src, changes: () => () => {} })
+    await server.ready()
+    return server
+  }
+  const before = await serve()
+  const used = mintLoginCode(readToken(dir), Date.now(), before.boot)
+  const unused = mintLoginCode(readToken(dir), Date.now(), before.boot)
+  const first = await get(before.port, `/login?code=${used}`)
+  t.is(first.status, 303, 'before the restart: a fresh code signs in')
+  const cookie = String(first.headers['set-cookie']?.[0] ?? '').split(';')[0]!.replace(/^[^=]+=/, '')
+  await before.close()
+
+  const after = await serve()
+  t.teardown(() => after.close())
+  t.not(after.boot, before.boot, 'a new boot id')
+  t.is((await get(after.port, `/login?code=${used}`)).status, 403, 'the code used before the restart: refused (its use was only in memory)')
+  t.is((await get(after.port, `/login?code=${unused}`)).status, 403, 'a code minted before the restart and never used: refused too')
+  t.is((await get(after.port, '/api/status', { cookie: `autolease_console_${after.port}=${cookie}` })).status, 200, 'a session made before the restart still reads (cookies are not login codes)')
+  const fresh = await get(after.port, `/login?code=${mintLoginCode(readToken(dir), Date.now(), after.boot)}`)
+  t.is(fresh.status, 303, 'a code minted for the running console signs in')
+})
+
 test('console: a login code past its 5 minutes and a session past its day are refused', async (t) => {
   let now = 1_800_000_000_000
   const { dir, server, login } = await open(t, { clock: () => now })
-  const code = mintLoginCode(readToken(dir), now)
+  const code = mintLoginCode(readToken(dir), now, server.boot)
   now += LOGIN_TTL_MS + 1
   t.is((await get(server.port, `/login?code=${code}`)).status, 403, 'an expired code: refused')
-  const future = mintLoginCode(readToken(dir), now + LOGIN_TTL_MS * 2)
+  const future = mintLoginCode(readToken(dir), now + LOGIN_TTL_MS * 2, server.boot)
   t.is((await get(server.port, `/login?code=${future}`)).status, 403, 'a code expiring beyond one TTL from now: refused')
   const cookie = await login()
   t.is((await get(server.port, '/api/status', { cookie })).status, 200, 'a fresh session: 200')

@@ -4,7 +4,8 @@
  * The secret is `console.token` in the storage directory (32 random bytes,
  * hex, mode 0600, made by the daemon the first time it serves a console
  * and kept across restarts; delete it and restart to sign every browser
- * out). `autolease console` reads it and prints a one-time login URL; the
+ * out). `autolease console` reads it (and the running console's boot id,
+ * from the daemon's status) and prints a one-time login URL; the
  * console turns that into a session cookie and redirects to the page.
  *
  * Invariants enforced here alone:
@@ -15,6 +16,15 @@
  *   scrollback or a browser's history opens nothing later. Used codes are
  *   remembered until they expire; at most MAX_USED_CODES at once (beyond
  *   that a login is refused, never a code forgotten early).
+ * - A login code works only with the console that was running when it was
+ *   minted: its MAC covers that console's boot id (random per ConsoleAuth,
+ *   handed to `autolease console` by the daemon's status), so a restart
+ *   ends every outstanding login URL. The used codes are only in memory:
+ *   with the codes themselves outliving a restart, a used URL opened once
+ *   more after one. Binding them to the boot, rather than persisting the
+ *   used set, needs no file that must be written before each answer and
+ *   stays right when that file is lost; the cost is running `autolease
+ *   console` again after a restart. Sessions (cookies) survive restarts.
  * - A session lasts SESSION_MS from its login; its cookie is HttpOnly and
  *   SameSite=Strict (no script on the page and no other site's request
  *   carries it) and is named after the port, so two consoles on one host
@@ -82,11 +92,11 @@ function same(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-/** A one-time login code (what `autolease console` puts in its URL). */
-export function mintLoginCode(token: string, nowMs: number): string {
+/** A one-time login code for the console running with boot id `boot` (what `autolease console` puts in its URL). */
+export function mintLoginCode(token: string, nowMs: number, boot: string): string {
   const exp = Math.floor(nowMs + LOGIN_TTL_MS)
   const nonce = randomBytes(16).toString('base64url')
-  return `${exp}.${nonce}.${mac(token, `login|${exp}|${nonce}`)}`
+  return `${exp}.${nonce}.${mac(token, `login|${boot}|${exp}|${nonce}`)}`
 }
 
 export function cookieName(port: number): string {
@@ -101,6 +111,8 @@ export class ConsoleAuth {
   private readonly now: () => number
   /** Used login codes' nonces -> their expiry. */
   private readonly used = new Map<string, number>()
+  /** This console's boot id: login codes minted for another boot (before a restart) never verify. Not a secret: the token is. */
+  readonly boot = randomBytes(16).toString('base64url')
 
   constructor(token: string, now: () => number = Date.now) {
     this.token = token
@@ -112,7 +124,7 @@ export class ConsoleAuth {
     const m = /^(\d{1,16})\.([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/.exec(code)
     if (m === null) return { result: 'refused', reason: 'malformed' }
     const [, expText, nonce, sig] = m as unknown as [string, string, string, string]
-    if (!same(sig, mac(this.token, `login|${expText}|${nonce}`))) return { result: 'refused', reason: 'bad-signature' }
+    if (!same(sig, mac(this.token, `login|${this.boot}|${expText}|${nonce}`))) return { result: 'refused', reason: 'bad-signature' }
     const exp = Number(expText)
     const now = this.now()
     // A code from the future (beyond one TTL) was not minted by mintLoginCode on this clock.

@@ -159,6 +159,12 @@ export class ConsoleServer extends ReadyResource {
     return this.opts.host ?? '127.0.0.1'
   }
 
+  /** This console's boot id (auth.ts): `autolease console` mints login codes for it. */
+  get boot(): string {
+    if (this.auth === null) throw new AutoleaseError('CLOSED', 'the console is not open')
+    return this.auth.boot
+  }
+
   /** Where a browser on this machine reaches it. */
   get url(): string {
     const h = this.host === '0.0.0.0' ? '127.0.0.1' : this.host === '::' ? '::1' : this.host

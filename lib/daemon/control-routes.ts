@@ -46,9 +46,12 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     if (ttlMs > MAX_INVITE_TTL_MS) throw new AutoleaseError('INVALID_ARGUMENT', `ttlMs must be at most ${MAX_INVITE_TTL_MS} (366 days)`)
     const role = optStr(p, 'role') ?? DEFAULT_INVITE_ROLE
     if (!(INVITE_ROLES as readonly string[]).includes(role)) throw new AutoleaseError('INVALID_ARGUMENT', `role must be writer or indexer, got ${JSON.stringify(role.slice(0, 40))}`)
-    const info = pairing.createInvite({ ttlMs, role: role as InviteRole })
-    return { invite: info.invite, expiresAt: info.expiresAt, role: info.role }
+    const info = await pairing.createInvite({ ttlMs, role: role as InviteRole })
+    return { id: info.id, invite: info.invite, expiresAt: info.expiresAt, role: info.role }
   })
+  // Invites live on the device that made them (pairing.ts): these list and void this device's own.
+  c.handle('invite.list', async () => (await pairing.list()) as unknown as Json)
+  c.handle('invite.revoke', async (p) => (await pairing.revoke(str(p, 'id'))) as unknown as Json)
   c.handle('devices', async () => {
     const writers = await log.writers('tip')
     const confirmed = new Set((await log.writers('confirmed')).map((w) => `${w.key}:${w.indexer}:${w.removed}`))
@@ -65,7 +68,9 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     if (key === log.self) throw new AutoleaseError('INVALID_ARGUMENT', 'a device cannot remove itself; run remove-device on another indexer')
     const known = (await log.writers('tip')).find((w) => w.key === key)
     if (!known) throw new AutoleaseError('INVALID_ARGUMENT', `${key} is not a writer of this group`)
-    if (known.removed) return { result: 'already-removed', key }
+    if (known.removed) return { result: 'already-removed', key, invitesVoided: 0 }
+    // Before the removal is appended: no invite of this device is answered from here on (other devices void theirs when the removal reaches them).
+    const invitesVoided = pairing.voidAll('device-removed')
     await log.append({ type: 'remove-writer', key })
     await waitForConfirmed(
       log,
@@ -73,7 +78,7 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
       CONFIRM_TIMEOUT_MS,
       'the removal to be confirmed (only indexers may remove; the last indexer cannot be removed)'
     )
-    return { result: 'removed', key }
+    return { result: 'removed', key, invitesVoided }
   })
   c.handle('history', async () => (await log.tenures(SIGNER_LEASE, 'confirmed')) as unknown as Json)
 

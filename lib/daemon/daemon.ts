@@ -170,8 +170,8 @@ export type DaemonStatus = {
    * version carries capabilities, so the others rank and nominate by it).
    */
   capability: { forge: boolean; capable: boolean; reason: string | null; announced: boolean }
-  /** The web console's address (start --http-port), null without one. */
-  console: { url: string } | null
+  /** The web console's address (start --http-port) and boot id (login codes are minted for it: lib/console/auth.ts), null without one. */
+  console: { url: string; boot: string } | null
   /**
    * The log's generation (docs/generations.md): its number and autobase
    * key, its seal once confirmed, the generations left and still kept, and
@@ -648,7 +648,7 @@ export class Daemon extends ReadyResource {
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
       forge: this.forgeStatus(),
       capability: this.capabilities!.state(),
-      console: this.console === null ? null : { url: this.console.url },
+      console: this.console === null ? null : { url: this.console.url, boot: this.console.boot },
       generation: await log.generationInfo(),
       disk: { bytes: du(this.lock!.paths.dir) },
       pid: process.pid

@@ -14,13 +14,33 @@
  * once its promotion is in effect.
  *
  * Invariants enforced here alone:
+ * - The joiner proves it holds the key it presents: its request carries its
+ *   writer core's signing public key (the writer key is derived from it, as
+ *   corestore derives it) and an Ed25519 signature over PROOF_PREFIX and the
+ *   invite id. A key it cannot sign for is refused before the invite is
+ *   touched. Writer keys are public (`devices`, `status`): without the
+ *   proof, anyone who later held the invite text could present the key that
+ *   used it and be answered again (group key, generation key).
  * - An invite admits exactly one device: the first writer key that presents
- *   it. The check and the mark are one synchronous step, before anything is
- *   awaited: checked, awaited, then marked, two concurrent requests with one
- *   invite both got in (two add-writer ops from one invite, reproduced).
- *   The same device may present it again (lost reply, retry) and gets the
- *   role it was granted the first time; any other key gets "invite used".
- *   An expired invite is refused by both sides.
+ *   it with a valid proof. The check and the mark are one synchronous step,
+ *   with nothing awaited between them: checked, awaited, then marked, two
+ *   concurrent requests with one invite both got in (two add-writer ops
+ *   from one invite, reproduced). The same device may present it again
+ *   (lost reply, retry) and gets the role it was granted the first time;
+ *   any other key gets "invite used".
+ * - Nothing is answered after the invite's expiry, used or not, and nothing
+ *   once it is void: `invite revoke`, or any device's removal seen in this
+ *   device's log after the invite was made (`remove-device` here voids them
+ *   at once), void it; the log is read for removals before a request is
+ *   marked and again right before its answer.
+ *   Invites are not replicated: each lives in the memory of the device that
+ *   made it, the only device that can answer it, so that device's voiding
+ *   is the one that counts. Every open invite is voided by a removal, not
+ *   only those the removed device made: an invite is a bearer secret, and
+ *   which invite texts a device's user saw cannot be known.
+ * - A device that is not an indexer in its own view when a request comes
+ *   answers none (its add-writer would be rejected, and its answer would
+ *   still hand out keys); its own removal voids its invites like any other.
  * - The inviter decides the role, never the joiner: the role granted is the
  *   invite's, lowered to writer when the joiner asks for no more (`join
  *   --no-indexer`). A joiner asking for indexer on a writer invite is added
@@ -29,15 +49,20 @@
  * - Only an indexer can invite: apply ignores writer ops from others.
  * - An invite never changes a member: a key that is already a writer of
  *   the group (or was removed: apply keeps it removed) is refused, and the
- *   invite it presented is spent all the same (fail-safe). The key a
- *   candidate sends proves nothing about who holds it, and an add-writer
+ *   invite it presented is spent all the same (fail-safe). An add-writer
  *   {indexer: false} for an indexer demotes it: a writer invite could have
  *   demoted any indexer but the last. A retry by the device that used the
  *   invite (its add-writer already there) is answered again, nothing
  *   appended.
  *
- * Not guaranteed: invites live in the inviting daemon's memory; a restarted
- * daemon forgets its open invites (they then can never be used: fail-safe).
+ * Not guaranteed: blind-pairing encrypts a request and its answer under
+ * keys derived from the invite (and the request's session, sent in the
+ * clear): whoever holds the invite text and sees the joiner's request while
+ * the invite is open can read the answer too. An invite is worth the
+ * group's keys until it expires or is voided, and after its use only to
+ * the device that used it. Invites live in the inviting daemon's memory; a
+ * restarted daemon forgets its open invites (they then can never be used:
+ * fail-safe).
  * The answer waits (up to ADDED_IN_EFFECT_MS) until the add-writer is in
  * effect in the generation it names: a seal ordered before it moves it to
  * the next generation (re-appended there), and the answer names that one.
@@ -46,6 +71,8 @@
  * may do is decided by the add-writer op in the log alone.
  */
 import BlindPairing from 'blind-pairing'
+import Hypercore from 'hypercore'
+import sodium from 'sodium-native'
 import type { AdditionalData, CreatedInvite, MemberRequest, Member } from 'blind-pairing'
 import type Hyperswarm from 'hyperswarm'
 import Corestore from 'corestore'
@@ -54,6 +81,7 @@ import b4a from 'b4a'
 import { randomBytes } from 'node:crypto'
 import z32 from 'z32'
 import { IntentLog } from '../log/generations.js'
+import type { LocalKey } from '../log/intent-log.js'
 import { GroupLog } from '../families.js'
 import { GenerationDirs } from './generation-dirs.js'
 import type { StoragePaths } from './storage-lock.js'
@@ -65,6 +93,12 @@ const FLAG_INDEXER = 1
 const STATUS_REJECTED = 1
 const STATUS_USED = 2
 const STATUS_EXPIRED = 3
+/** What a joiner signs, before the invite id: nothing else autolease signs starts so. */
+const PROOF_PREFIX = b4a.from('autolease/invite-proof/v1\n')
+/** The joiner's userData: writer key, flags, the signing public key the writer key derives from, the proof. */
+const USER_DATA_BYTES = 32 + 1 + 32 + 64
+/** The shortest invite id prefix `invite revoke` takes. */
+const MIN_ID_PREFIX = 8
 
 export type InviteRole = 'writer' | 'indexer'
 export const INVITE_ROLES: readonly InviteRole[] = ['writer', 'indexer']
@@ -87,6 +121,8 @@ const MEMBERSHIP_SETTLE_MS = 20_000
 const ROLE_BYTE: Record<InviteRole, number> = { writer: 0, indexer: 1 }
 
 interface OpenInvite {
+  /** The invite id (hex): public, sent in the clear with each request; it names the invite, it does not open it. */
+  id: string
   publicKey: Uint8Array
   expiresAt: number
   role: InviteRole
@@ -94,12 +130,24 @@ interface OpenInvite {
   seed: Uint8Array
   /** The device (writer key, hex) that used it and the role it was granted, once used. */
   usedBy: { key: string; role: InviteRole } | null
+  /** Why it may no longer be answered, once void. */
+  voided: 'revoked' | 'device-removed' | null
 }
 
 export interface InviteInfo {
+  id: string
   invite: string
   expiresAt: number
   role: InviteRole
+}
+
+/** An invite that can still be answered, as `invite list` shows it (never the invite text). */
+export interface OpenInviteInfo {
+  id: string
+  role: InviteRole
+  expiresAt: number
+  /** The device that used it (only it may ask again, until expiry); null while unused. */
+  usedBy: string | null
 }
 
 /** What blind-pairing hands the member's onadd: the parts used here. */
@@ -111,6 +159,10 @@ export class PairingHost extends ReadyResource {
   private member: Member | null = null
   private readonly invites = new Map<string, OpenInvite>()
   private readonly wall: () => number
+  /** Removed writers already seen: a new one voids every invite (module header). Null until open. */
+  private removedSeen: Set<string> | null = null
+  private noticing: Promise<void> | null = null
+  private renotice = false
 
   constructor(log: IntentLog, swarm: Hyperswarm, opts: { pollMs?: number; wall?: () => number } = {}) {
     super()
@@ -120,6 +172,7 @@ export class PairingHost extends ReadyResource {
   }
 
   override async _open(): Promise<void> {
+    this.removedSeen = await this.removedKeys()
     this.member = this.pairing.addMember({ discoveryKey: this.log.discoveryKey, onadd: (req) => this.handle(req) })
     await this.member.ready()
   }
@@ -159,7 +212,98 @@ export class PairingHost extends ReadyResource {
     }
   }
 
-  createInvite(opts: { ttlMs?: number; role?: InviteRole } = {}): InviteInfo {
+  /**
+   * Whether this device is an indexer of the group in its own view (not
+   * removed). The view, not autobase's flag: right after a generation
+   * switch a device's new autobase may not count it as an indexer yet.
+   */
+  private async selfIndexer(): Promise<boolean> {
+    return (await this.log.writers('tip')).some((w) => w.key === this.log.self && w.indexer && !w.removed)
+  }
+
+  private async removedKeys(): Promise<Set<string>> {
+    return new Set((await this.log.writers('tip')).filter((w) => w.removed).map((w) => w.key))
+  }
+
+  /**
+   * Void every invite if this device's log shows a removal it had not seen.
+   * Run on demand, never per log update (a read of the view each time):
+   * before an invite is made, before a request is marked and again before
+   * it is answered, and before a list; so every answer is checked against
+   * the log as this device has it then. Once at a time; a call during a
+   * check runs it again after.
+   */
+  private async noticeRemovals(): Promise<void> {
+    if (this.noticing !== null) {
+      this.renotice = true
+      return this.noticing
+    }
+    this.noticing = (async () => {
+      do {
+        this.renotice = false
+        if (this.removedSeen === null || this.closing !== null) return
+        for (const key of await this.removedKeys()) {
+          if (this.removedSeen.has(key)) continue
+          this.removedSeen.add(key)
+          this.voidAll('device-removed')
+        }
+      } while (this.renotice)
+    })().finally(() => {
+      this.noticing = null
+    })
+    return this.noticing
+  }
+
+  /** Void every invite this device made (used ones too: their device may no longer ask again). Returns how many were open. */
+  voidAll(reason: 'revoked' | 'device-removed'): number {
+    let n = 0
+    for (const open of this.invites.values()) {
+      if (open.voided !== null) continue
+      open.voided = reason
+      n++
+    }
+    return n
+  }
+
+  /** Forget invites past their expiry (they are refused either way; a joiner checks expiry itself first). */
+  private prune(): void {
+    const now = this.wall()
+    for (const [id, open] of this.invites) if (now >= open.expiresAt) this.invites.delete(id)
+  }
+
+  /** The invites this device can still answer: not expired, not void. */
+  async list(): Promise<OpenInviteInfo[]> {
+    await this.noticeRemovals()
+    return this.openInvites()
+  }
+
+  private openInvites(): OpenInviteInfo[] {
+    this.prune()
+    return [...this.invites.values()]
+      .filter((o) => o.voided === null)
+      .sort((a, b) => a.expiresAt - b.expiresAt || a.id.localeCompare(b.id))
+      .map((o) => ({ id: o.id, role: o.role, expiresAt: o.expiresAt, usedBy: o.usedBy?.key ?? null }))
+  }
+
+  /** Void the invite whose id starts with `prefix` (at least MIN_ID_PREFIX hex characters): it is never answered again, not even to the device that used it. */
+  async revoke(prefix: string): Promise<OpenInviteInfo> {
+    const p = prefix.trim().toLowerCase()
+    if (!/^[0-9a-f]+$/.test(p) || p.length < MIN_ID_PREFIX || p.length > 64) {
+      throw new AutoleaseError('INVALID_ARGUMENT', `an invite id is ${MIN_ID_PREFIX} to 64 hex characters (as \`invite list\` shows it), got ${JSON.stringify(prefix.slice(0, 80))}`)
+    }
+    const matches = (await this.list()).filter((o) => o.id.startsWith(p))
+    if (matches.length === 0) throw new AutoleaseError('INVALID_ARGUMENT', `no open invite ${p} on this device (an invite lives on the device that made it; \`invite list\` there)`)
+    if (matches.length > 1) throw new AutoleaseError('INVALID_ARGUMENT', `invite id ${p} is ambiguous: ${matches.length} open invites start with it`)
+    const info = matches[0]!
+    this.invites.get(info.id)!.voided = 'revoked'
+    return info
+  }
+
+  /**
+   * A new invite. Bad arguments throw at once; the invite is made once the
+   * removals in the log so far are noted, so that only later ones void it.
+   */
+  createInvite(opts: { ttlMs?: number; role?: InviteRole } = {}): Promise<InviteInfo> {
     const ttlMs = opts.ttlMs ?? DEFAULT_INVITE_TTL_MS
     const role = opts.role ?? DEFAULT_INVITE_ROLE
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_INVITE_TTL_MS) {
@@ -167,13 +311,19 @@ export class PairingHost extends ReadyResource {
     }
     if (!INVITE_ROLES.includes(role)) throw new AutoleaseError('INVALID_ARGUMENT', `invite role must be writer or indexer, got ${JSON.stringify(role)}`)
     if (!this.log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can invite a device (this device is not an indexer)')
+    return this.noticeRemovals().then(() => this.mint(ttlMs, role))
+  }
+
+  private mint(ttlMs: number, role: InviteRole): InviteInfo {
     // blind-pairing stores expiry in whole seconds: round up so the invite never claims less time than we enforce.
     const expiresAt = Math.ceil((this.wall() + ttlMs) / 1000) * 1000
     const seed = randomBytes(32)
     // One invite: one seed, so one id and one key pair; the answer is signed with it when it is made.
     const created: CreatedInvite = BlindPairing.createInvite(this.log.key, { expires: expiresAt, seed })
-    this.invites.set(b4a.toString(created.id, 'hex'), { publicKey: created.publicKey, expiresAt, role, seed, usedBy: null })
-    return { invite: z32.encode(created.invite), expiresAt, role }
+    const id = b4a.toString(created.id, 'hex')
+    this.prune()
+    this.invites.set(id, { id, publicKey: created.publicKey, expiresAt, role, seed, usedBy: null, voided: null })
+    return { id, invite: z32.encode(created.invite), expiresAt, role }
   }
 
   /** The signed answer: the role granted and the generation the joiner is added in (now). */
@@ -183,17 +333,28 @@ export class PairingHost extends ReadyResource {
   }
 
   /**
-   * One pairing request (blind-pairing's member onadd). Everything up to
-   * the mark runs before the first await: see the module header.
+   * One pairing request (blind-pairing's member onadd). Everything from the
+   * last await before the mark to the mark is synchronous: see the module
+   * header.
    */
   async handle(req: PairingRequest): Promise<void> {
     const open = this.invites.get(b4a.toString(req.inviteId, 'hex'))
     if (!open) return // not one of ours: another member may own it
-    const joiner = parseUserData(req.open(open.publicKey))
-    if (joiner === null) return req.deny({ status: STATUS_REJECTED })
+    let joiner: Joiner | null
+    try {
+      joiner = parseUserData(req.open(open.publicKey))
+    } catch {
+      return // not sealed to this invite's key
+    }
+    // Proved before anything else: a key the joiner cannot sign for neither uses the invite nor is answered.
+    if (joiner === null || !provesKey(joiner, req.inviteId)) return req.deny({ status: STATUS_REJECTED })
+    await this.noticeRemovals()
+    const indexer = await this.selfIndexer()
+    // Nothing is awaited from here to the mark.
+    if (open.voided !== null || !indexer) return req.deny({ status: STATUS_REJECTED })
+    if (this.wall() >= open.expiresAt) return req.deny({ status: STATUS_EXPIRED })
     const fresh = open.usedBy === null
     if (open.usedBy === null) {
-      if (this.wall() >= open.expiresAt) return req.deny({ status: STATUS_EXPIRED })
       open.usedBy = { key: joiner.key, role: open.role === 'indexer' && joiner.indexer ? 'indexer' : 'writer' }
     } else if (open.usedBy.key !== joiner.key) {
       return req.deny({ status: STATUS_USED })
@@ -202,8 +363,7 @@ export class PairingHost extends ReadyResource {
     // From here on the invite is this device's, whatever happens next.
     const known = (await this.log.writers('tip')).find((w) => w.key === joiner.key)
     if (known?.removed) return req.deny({ status: STATUS_REJECTED })
-    // A member never presents an invite: the key it sends proves nothing, and
-    // an add-writer {indexer: false} for an indexer demotes it.
+    // A member never presents an invite: an add-writer {indexer: false} for an indexer demotes it.
     if (known !== undefined && fresh) return req.deny({ status: STATUS_REJECTED })
     if (known === undefined) {
       // One membership change at a time: adding an indexer while the previous
@@ -213,6 +373,10 @@ export class PairingHost extends ReadyResource {
       await this.log.append({ type: 'add-writer', key: joiner.key, indexer: role === 'indexer' })
     }
     await this.inEffect(joiner.key, ADDED_IN_EFFECT_MS)
+    // Voided while the add-writer took effect (revoked, a removal: this device's own too): no keys leave this device.
+    // Not the roster check again: just after a switch it could fail for a moment, and the invite is spent by now.
+    await this.noticeRemovals()
+    if (open.voided !== null) return req.deny({ status: STATUS_REJECTED })
     // The current generation's key (from generation 1 on), sent inside the pairing protocol's answer, which only the invite's holder opens.
     req.confirm({ key: this.log.key, encryptionKey: this.log.generationEncryptionKey, additional: this.answer(open, role) })
   }
@@ -237,12 +401,12 @@ export interface JoinOptions {
 }
 
 /** Decode a z32 invite; INVALID_ARGUMENT if it is not one. */
-export function decodeInvite(text: string): { bytes: Uint8Array; expiresAt: number; discoveryKey: Uint8Array } {
+export function decodeInvite(text: string): { bytes: Uint8Array; id: Uint8Array; expiresAt: number; discoveryKey: Uint8Array } {
   try {
     // blind-pairing checks Buffer.isBuffer: hand it a Buffer, not a plain Uint8Array.
     const bytes = b4a.from(z32.decode(text.trim()))
     const d = BlindPairing.decodeInvite(bytes)
-    return { bytes, expiresAt: d.expires, discoveryKey: d.discoveryKey }
+    return { bytes, id: d.id, expiresAt: d.expires, discoveryKey: d.discoveryKey }
   } catch {
     throw new AutoleaseError('INVALID_ARGUMENT', 'not a valid invite (expected the one-line text printed by `autolease invite`)')
   }
@@ -265,7 +429,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
   let pairing: BlindPairing | null = null
   let log: IntentLog | null = null
   let timer: NodeJS.Timeout | null = null
-  let local: { key: Uint8Array; release(): Promise<void> } | null = null
+  let local: LocalKey | null = null
   try {
     await store.ready()
     local = await IntentLog.holdLocalKey(store)
@@ -275,7 +439,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     pairing = new BlindPairing(swarm.swarm, { poll: 1_000 })
 
     const acceptsIndexer = (opts.maxRole ?? 'indexer') === 'indexer'
-    const userData = b4a.concat([self, b4a.from([acceptsIndexer ? FLAG_INDEXER : 0])])
+    const userData = joinerUserData(self, acceptsIndexer, local.keyPair, invite.id)
     // Set by the answer (a callback: kept in an object so its type is not narrowed away).
     const answer: { generation: { generation: number; key: Uint8Array } | null; encryptionKey: Uint8Array | null } = { generation: null, encryptionKey: null }
     const paired = await new Promise<JoinResult>((resolve, reject) => {
@@ -378,9 +542,40 @@ function debug(msg: string): void {
   if (process.env.AUTOLEASE_DEBUG) process.stderr.write(`[join ${new Date().toISOString()}] ${msg}\n`)
 }
 
-function parseUserData(data: Uint8Array | null): { key: string; indexer: boolean } | null {
-  if (data === null || data.byteLength !== 33) return null
-  return { key: b4a.toString(data.subarray(0, 32), 'hex'), indexer: (data[32]! & FLAG_INDEXER) !== 0 }
+interface Joiner {
+  /** Its writer key (hex). */
+  key: string
+  indexer: boolean
+  publicKey: Uint8Array
+  proof: Uint8Array
+}
+
+/** The proof a joiner sends: its writer core's key pair's signature over PROOF_PREFIX and the invite id. */
+export function inviteProof(inviteId: Uint8Array, keyPair: { secretKey: Uint8Array }): Uint8Array {
+  const sig = b4a.alloc(sodium.crypto_sign_BYTES)
+  sodium.crypto_sign_detached(sig, b4a.concat([PROOF_PREFIX, inviteId]), keyPair.secretKey)
+  return sig
+}
+
+/** A joiner's request data: writer key, flags, its signing public key, the proof. */
+export function joinerUserData(key: Uint8Array, acceptsIndexer: boolean, keyPair: { publicKey: Uint8Array; secretKey: Uint8Array }, inviteId: Uint8Array): Uint8Array {
+  return b4a.concat([key, b4a.from([acceptsIndexer ? FLAG_INDEXER : 0]), keyPair.publicKey, inviteProof(inviteId, keyPair)])
+}
+
+function parseUserData(data: Uint8Array | null): Joiner | null {
+  // A joiner from before proofs sent 33 bytes: it proves nothing, so it is refused.
+  if (data === null || data.byteLength !== USER_DATA_BYTES) return null
+  return { key: b4a.toString(data.subarray(0, 32), 'hex'), indexer: (data[32]! & FLAG_INDEXER) !== 0, publicKey: data.subarray(33, 65), proof: data.subarray(65) }
+}
+
+/** The writer key is the one a core signed by `publicKey` has (as corestore makes the device's own), and the proof is that key's signature. */
+function provesKey(joiner: Joiner, inviteId: Uint8Array): boolean {
+  try {
+    if (b4a.toString(Hypercore.key({ version: 1, signers: [{ publicKey: joiner.publicKey }] }), 'hex') !== joiner.key) return false
+    return sodium.crypto_sign_verify_detached(joiner.proof, b4a.concat([PROOF_PREFIX, inviteId]), joiner.publicKey)
+  } catch {
+    return false
+  }
 }
 
 /**

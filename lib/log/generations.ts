@@ -59,7 +59,7 @@ import b4a from 'b4a'
 import type Corestore from 'corestore'
 import type { ReplicationStream } from 'corestore'
 import type { Duplex } from 'node:stream'
-import { GenerationLog, NAMESPACE, type ReadMode, type StallDiagnosis } from './intent-log.js'
+import { GenerationLog, NAMESPACE, type LocalKey, type ReadMode, type StallDiagnosis } from './intent-log.js'
 import type { OrderDivergence } from './order-check.js'
 import type { Fold, View } from './apply.js'
 import { decodeOp, SIGNER_LEASE, type EventOp, type Op, type SealOp } from './ops.js'
@@ -264,7 +264,7 @@ interface Muxer {
 
 export class IntentLog extends ReadyResource {
   /** This device's identity for a storage, without opening the log (pairing sends it before joining); release() once the log is open (GenerationLog.holdLocalKey). */
-  static holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<{ key: Uint8Array; release(): Promise<void> }> {
+  static holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<LocalKey> {
     return GenerationLog.holdLocalKey(store, namespace)
   }
 

@@ -106,6 +106,13 @@ export interface IntentLogOptions {
 
 export type { IntentLog } from './generations.js'
 
+/** This device's writer key in a storage, with its signing pair, held open until release() (GenerationLog.holdLocalKey). */
+export interface LocalKey {
+  key: Uint8Array
+  keyPair: { publicKey: Uint8Array; secretKey: Uint8Array }
+  release(): Promise<void>
+}
+
 export type ReadMode = 'tip' | 'confirmed'
 
 export const NAMESPACE = 'autolease'
@@ -118,13 +125,17 @@ export class GenerationLog extends ReadyResource {
    * autobase's getLocalKey closes its session at once, and a log opened
    * right after found the core still closing: `SESSION_CLOSED: Cannot make
    * sessions on a closing core` (a join failed so, once in ~20).
+   * `keyPair` is that core's signing pair: an invite's joiner signs with it
+   * to prove it holds the key it presents (lib/daemon/pairing.ts).
    */
-  static async holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<{ key: Uint8Array; release(): Promise<void> }> {
+  static async holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<LocalKey> {
     // The core autobase's getLocalKey and the base itself open: name 'local' in the base's namespace.
     const core = store.namespace(namespace).get({ name: 'local', active: false })
     await core.ready()
+    const pair = core.keyPair
+    if (pair === null || pair.secretKey === null) throw new AutoleaseError('INVALID_CONFIG', "this storage holds no secret key for its own writer core (was it copied without its seed?)")
     let released: Promise<void> | null = null
-    return { key: core.key!, release: () => (released ??= core.close()) }
+    return { key: core.key!, keyPair: { publicKey: pair.publicKey, secretKey: pair.secretKey }, release: () => (released ??= core.close()) }
   }
 
   readonly base: Autobase<View>

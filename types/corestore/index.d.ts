@@ -4,6 +4,8 @@ declare module 'corestore' {
   /** A hypercore as autolease uses it: read-only inspection of lengths and hashes. */
   export interface Hypercore {
     readonly key: Uint8Array | null
+    /** The signing key pair of a core this store writes (its secret key is derived from the store's seed); null for a core it only reads. */
+    readonly keyPair: { publicKey: Uint8Array; secretKey: Uint8Array | null } | null
     readonly discoveryKey: Uint8Array | null
     readonly length: number
     /** Blocks 0..contiguousLength-1 are all stored here. */

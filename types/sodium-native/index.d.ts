@@ -14,4 +14,9 @@ declare module 'sodium-native' {
   /** false when the box was not sealed to this key pair (or was tampered with). */
   export function crypto_box_seal_open(m: Uint8Array, c: Uint8Array, pk: Uint8Array, sk: Uint8Array): boolean
   export function randombytes_buf(buf: Uint8Array): void
+  /** Ed25519 detached signatures (hypercore's signing keys): an invite joiner's proof of its key (lib/daemon/pairing.ts). */
+  export const crypto_sign_BYTES: number
+  export const crypto_sign_PUBLICKEYBYTES: number
+  export function crypto_sign_detached(sig: Uint8Array, m: Uint8Array, sk: Uint8Array): void
+  export function crypto_sign_verify_detached(sig: Uint8Array, m: Uint8Array, pk: Uint8Array): boolean
 }
