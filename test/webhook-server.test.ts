@@ -11,7 +11,7 @@ import { isAutoleaseError } from '../lib/errors.js'
 import { decodeOp, encodeOp, type EventOp } from '../lib/log/ops.js'
 import { toEventOp } from '../lib/queue/webhook-payload.js'
 import { WebhookSecrets } from '../lib/queue/webhook-secrets.js'
-import { DEFAULT_MAX_BODY_BYTES, WebhookServer, type WebhookIntake, type WebhookServerOptions } from '../lib/queue/webhook-server.js'
+import { DEFAULT_MAX_BODY_BYTES, WebhookServer, type IntakeVerdict, type WebhookIntake, type WebhookServerOptions } from '../lib/queue/webhook-server.js'
 import { thrown } from './helpers/props.js'
 import { waitFor } from './helpers/cluster.js'
 import { allExamples, example, mutate, mutations, seedFromEnv, utf8, withHeadSha, withRepo } from './webhook-helpers.js'
@@ -33,8 +33,8 @@ class MemoryIntake implements WebhookIntake {
   failAppend = false
   calls = 0
 
-  canAppend(): boolean {
-    return this.writable
+  appendable(): IntakeVerdict {
+    return this.writable ? { ok: true } : { ok: false, reason: 'not-writable' }
   }
 
   async managed(tenant: string, repo: string): Promise<boolean> {
@@ -387,20 +387,41 @@ test('a request whose body can never complete frees its body slot: a client gone
   t.alike(answers.map(([s]) => s), [400, 202, 408, 202], 'each answered and counted once')
 })
 
-test('at most maxConnections sockets: one more is closed at once', async (t) => {
-  const { server } = await setup(t, { maxConnections: 2 })
-  const open = [connect(server.port, '127.0.0.1'), connect(server.port, '127.0.0.1')]
-  for (const s of open) {
+test('at most maxConnections sockets: one more closes the oldest without a complete request in hand; when every one has one, itself', async (t) => {
+  // Node's own maxConnections closed the newest: sockets that send nothing (reconnecting at their timeouts) kept every delivery out.
+  const { server, intake } = await setup(t, { maxConnections: 2 })
+  const open: Array<ReturnType<typeof connect>> = []
+  const closed = [false, false]
+  for (const i of [0, 1]) {
+    const s = connect(server.port, '127.0.0.1')
+    open.push(s)
     s.on('error', () => {})
+    s.on('close', () => (closed[i] = true))
     t.teardown(() => s.destroy())
     await new Promise((resolve) => s.once('connect', resolve))
+    await new Promise((resolve) => setTimeout(resolve, 50)) // connection order is server-side order
   }
+  const served = await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 3000, false)
+  t.ok(served.startsWith('HTTP/1.1 200 '), `a third connection is served: ${served.split('\r\n')[0] ?? '(nothing)'}`)
+  await waitFor(() => closed[0] === true, 3000, 'the oldest idle socket closed')
+  t.is(closed[1], false, 'the other one stays')
+  open[1]!.destroy()
+
+  // Two deliveries with their whole body in hand (their appends held): a third connection is the one closed.
+  let release: () => void = () => {}
+  const held = new Promise<void>((resolve) => (release = resolve))
+  intake.append = async (op) => {
+    await held
+    intake.ops.push(op)
+  }
+  const pending = [deliver(server, labeled()), deliver(server, labeled())]
+  await waitFor(() => server['busy'].size === 2, 3000, 'both deliveries read and waiting on the append')
   const started = Date.now()
-  const extra = await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 3000, false)
-  t.is(extra, '', 'the third connection gets no answer')
+  t.is(await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 3000, false), '', 'the third connection gets no answer')
   t.ok(Date.now() - started < 2000, 'it is closed at once')
-  for (const s of open) s.destroy()
-  await waitFor(async () => (await send(server, 'GET', '/healthz', null, {}).catch(() => null))?.status === 200, 3000, 'served again once the others closed')
+  release()
+  t.alike((await Promise.all(pending)).map((r) => r.status), [202, 202], 'the two deliveries are stored')
+  t.is(intake.ops.length, 2)
 })
 
 test('415: content types other than JSON or form', async (t) => {
@@ -416,7 +437,7 @@ test('503 with Retry-After when the device cannot append or the append fails; no
   const { server, intake } = await setup(t)
   intake.writable = false
   const r1 = await deliver(server, labeled())
-  t.is(r1.status, 503, 'canAppend() false: 503')
+  t.alike([r1.status, r1.json], [503, { ok: false, error: 'cannot append', reason: 'not-writable' }], 'appendable() refuses: 503, with its reason')
   t.is(r1.headers['retry-after'], '5')
   t.is(intake.calls, 0, 'append not attempted')
   intake.writable = true
@@ -461,7 +482,8 @@ test('/healthz, unknown paths, other methods', async (t) => {
   const ok = await send(server, 'GET', '/healthz', null, {})
   t.alike([ok.status, ok.json], [200, { ok: true }])
   intake.writable = false
-  t.is((await send(server, 'GET', '/healthz', null, {})).status, 503, 'cannot append: 503')
+  const down = await send(server, 'GET', '/healthz', null, {})
+  t.alike([down.status, down.json], [503, { ok: false, error: 'cannot append', reason: 'not-writable' }], 'cannot append: 503, and why')
   t.is((await send(server, 'GET', '/nope', null, {})).status, 404)
   t.is((await send(server, 'GET', '/webhook/acme/extra', null, {})).status, 404)
   const get = await send(server, 'GET', '/webhook/acme', null, {})
