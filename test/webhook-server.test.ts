@@ -366,6 +366,36 @@ test('at most maxConcurrentBodies bodies are read at once: the next request wait
   t.is((await deliver(server, labeled())).status, 202, 'every slot is free again')
 })
 
+test('slow senders hold no slot for long and never ahead of a whole body: an unknown tenant takes none, a holder is cut at bodyTimeoutMs, a complete body goes first', async (t) => {
+  const { server, intake, answers } = await setup(t, { maxConcurrentBodies: 1, bodyTimeoutMs: 800 })
+  const head = (tenant: string): string => `POST /webhook/${tenant} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Hub-Signature-256: sha256=${'0'.repeat(64)}\r\nContent-Length: 9\r\n\r\n{"a":`
+  const slow = (tenant: string): { got: () => string } => {
+    const socket = connect(server.port, '127.0.0.1')
+    let got = ''
+    socket.on('error', () => {})
+    socket.on('data', (c: Buffer) => (got += c.toString('latin1')))
+    t.teardown(() => socket.destroy())
+    socket.write(head(tenant))
+    return { got: () => got }
+  }
+  // An unknown tenant's slow body: no slot taken, so the one slot still serves a delivery at once.
+  const stranger = slow('initech')
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.is((await deliver(server, labeled())).status, 202, 'beside a slow unknown-tenant body, a delivery is served')
+  // The one slot held by a slow body, and another slow body waiting ahead of the delivery.
+  const holder = slow('acme')
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const waiter = slow('acme')
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const reply = await deliver(server, labeled())
+  t.is(reply.status, 202, 'the delivery is served once the holder is cut')
+  t.ok(holder.got().startsWith('HTTP/1.1 408 '), `the holder was cut at its body deadline: ${holder.got().split('\r\n')[0] ?? '(nothing)'}`)
+  t.is(waiter.got(), '', 'the slow body that waited longer was passed over: the whole body went first')
+  await waitFor(() => stranger.got().startsWith('HTTP/1.1 408 ') && waiter.got().startsWith('HTTP/1.1 408 '), 5000, 'the other slow bodies cut too')
+  t.is(intake.ops.length, 2)
+  t.is(answers.filter(([s, r]) => s === 408 && r === 'body too slow').length, 3, 'each slow body answered 408 once')
+})
+
 test('a request whose body can never complete frees its body slot: a client gone mid-body, a client stalled past the request timeout', async (t) => {
   // One slot: on the old code the first such request held it for good, and every later delivery waited unanswered
   // (fuzz-webhook seed 247480: 16 truncated bodies, then the intake answered nothing).
@@ -449,6 +479,42 @@ test('503 with Retry-After when the device cannot append or the append fails; no
   intake.failAppend = false
   t.is((await deliver(server, labeled())).status, 202, 'recovers')
   t.is(intake.ops.length, 1)
+})
+
+/** A `/autolease queue` comment on PR `pr` (example issue_comment 0, made a PR's, repository rewritten) with this author_association. */
+function commandComment(pr: number, comment: number, association: string): Uint8Array {
+  const p = withRepo(example('issue_comment', 0, 'created'), 'acme/widgets')
+  const issue = p.issue as Record<string, unknown>
+  issue.number = pr
+  issue.pull_request = { url: `https://api.github.com/repos/acme/widgets/pulls/${pr}` }
+  const c = p.comment as Record<string, unknown>
+  Object.assign(c, { id: comment, body: '/autolease queue', author_association: association })
+  return utf8(JSON.stringify(p))
+}
+
+test('comment commands of authors without a strong association: one op per PR and window; a strong one always; a failed append spends nothing', async (t) => {
+  let now = 0
+  const { server, intake, answers } = await setup(t, { now: () => now, commandWindowMs: 60_000 })
+  const send = (pr: number, comment: number, association: string): Promise<Reply> => deliver(server, commandComment(pr, comment, association), { event: 'issue_comment' })
+  t.is((await send(1, 11, 'NONE')).status, 202, 'the first weak command on PR 1: 202')
+  t.is(intake.ops.length, 1, 'and stored')
+  const limited = await send(1, 12, 'CONTRIBUTOR')
+  t.alike([limited.status, limited.json], [202, { ok: true, ignored: 'command rate' }], 'a second on PR 1 within the window: 202 ignored (GitHub must not retry it)')
+  t.is(intake.ops.length, 1, 'not stored')
+  t.is((await send(1, 13, 'MEMBER')).status, 202, 'a strong author on PR 1: 202')
+  t.is(intake.ops.length, 2, 'stored: no window for strong authors')
+  t.is((await send(2, 14, 'NONE')).status, 202, 'a weak command on PR 2')
+  t.is(intake.ops.length, 3, 'stored: each PR has its own window')
+  intake.failAppend = true
+  t.is((await send(3, 15, 'NONE')).status, 503, 'the append fails: 503')
+  intake.failAppend = false
+  t.is((await send(3, 15, 'NONE')).status, 202, 'asked again: the window was not spent by the failed append')
+  t.is(intake.ops.length, 4)
+  now = 60_000
+  t.is((await send(1, 16, 'NONE')).status, 202, 'a window later, PR 1 takes a weak command again')
+  t.is(intake.ops.length, 5)
+  t.alike(intake.ops.map((o) => o.command?.comment), [11, 13, 14, 15, 16], 'the stored commands, in order')
+  t.is(answers.filter(([, r]) => r === 'ignored: command rate').length, 1, 'one answer reported as rate-limited')
 })
 
 test('503 when the intake hangs past intakeTimeoutMs', async (t) => {
