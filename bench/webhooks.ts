@@ -214,7 +214,7 @@ export async function webhookThroughput(opts: {
         port: 0,
         secrets: { secretsFor: (t) => (t === TENANT ? [SECRET] : []) },
         intake: {
-          canAppend: () => d.log.writable && d.log.closing === null,
+          appendable: () => d.log.appendable(),
           managed: async (tenant, repo) => (await r.repo(tenant, repo, 'tip')) !== null,
           append: async (op) => {
             const t0 = now()

@@ -3,7 +3,9 @@
  * @octokit/webhooks-examples (github.com and every GHES version shipped)
  * maps to an op or is ignored, never invalid and never a throw, and every
  * op passes the codec; a command rewritten into each example on a PR maps
- * to that command; the grammar is strict and bounded.
+ * to that command, its author association read as a hint (strong for
+ * OWNER, MEMBER, COLLABORATOR); the grammar is strict and bounded; the
+ * intake's command window (one per PR and window, bounded).
  */
 import test from 'brittle'
 import { createRequire } from 'node:module'
@@ -11,6 +13,7 @@ import { readdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { decodeOp, encodeOp } from '../lib/log/ops.js'
 import { parseCommand, toEventOp, type WebhookMapping } from '../lib/queue/webhook-payload.js'
+import { CommandWindow } from '../lib/queue/comment-commands.js'
 
 const require = createRequire(import.meta.url)
 const EXAMPLES_DIR = dirname(require.resolve('@octokit/webhooks-examples/package.json'))
@@ -79,7 +82,53 @@ test('the grammar: the first line only, exact words, bounded; never a throw for 
     t.is(parseCommand(body), null, `not a command: ${JSON.stringify(String(body)).slice(0, 40)}`)
   }
   const huge = '/autolease queue\n' + 'x'.repeat(10_000_000)
-  const started = performance.now()
   t.alike(parseCommand(huge), { verb: 'queue', priority: null }, 'a 10 MB body: its first line')
-  t.ok(performance.now() - started < 50, 'and only its first characters are read')
+  // Only the first COMMAND_SCAN characters are read: a command after 300 spaces is none (above), whatever the body's length.
+  t.is(parseCommand(`${' '.repeat(300)}/autolease queue\n${'x'.repeat(10_000_000)}`), null, 'a command past the scanned prefix of a 10 MB body: none')
+})
+
+test('author_association: strong for OWNER, MEMBER, COLLABORATOR; weak for anything else, absent or odd; no command, no association', (t) => {
+  const base = examples().find((e) => e.payload.action === 'created')!.payload
+  const withAssociation = (association: unknown): WebhookMapping => {
+    const p = structuredClone(base)
+    const comment = p.comment as Record<string, unknown>
+    comment.body = '/autolease queue'
+    if (association === undefined) delete comment.author_association
+    else comment.author_association = association
+    ;(p.issue as Record<string, unknown>).pull_request = { url: 'x' }
+    return mapped(p)
+  }
+  const association = (a: unknown): unknown => {
+    const r = withAssociation(a)
+    return r.kind === 'op' ? r.association : r.kind
+  }
+  for (const a of ['OWNER', 'MEMBER', 'COLLABORATOR']) t.is(association(a), 'strong', a)
+  for (const a of ['CONTRIBUTOR', 'FIRST_TIME_CONTRIBUTOR', 'FIRST_TIMER', 'MANNEQUIN', 'NONE', 'owner', '', 42, null, undefined, { a: 1 }]) {
+    t.is(association(a), 'weak', `${JSON.stringify(a) ?? 'absent'}: weak`)
+  }
+  const plain = structuredClone(base)
+  ;(plain.comment as Record<string, unknown>).body = 'looks good'
+  t.is(mapped(plain).kind, 'ignored', 'a comment that is no command is no op')
+})
+
+test('the command window: one per PR and window; PRs, repos and tenants apart; an undo gives the window back; bounded, refusing when full', (t) => {
+  let now = 0
+  const w = new CommandWindow({ now: () => now, windowMs: 1_000, max: 3 })
+  const first = w.admit('acme', 'acme/app', 1)
+  t.ok(first !== null, 'the first command on a PR is admitted')
+  t.is(w.admit('acme', 'acme/app', 1), null, 'a second within the window is not')
+  t.is(w.admit('acme', 'Acme/App', 1), null, 'nor in another case of the repo name')
+  t.ok(w.admit('acme', 'acme/app', 2) !== null, 'another PR has its own window')
+  t.ok(w.admit('globex', 'acme/app', 1) !== null, 'another tenant too')
+  t.is(w.admit('acme', 'acme/other', 1), null, 'full (3 windows open): refused, not let through')
+  now = 999
+  t.is(w.admit('acme', 'acme/app', 1), null, 'still within the window')
+  now = 1_000
+  t.ok(w.admit('acme', 'acme/app', 1) !== null, 'a window later: admitted again (and the expired ones are forgotten)')
+  const undo = w.admit('acme', 'acme/other', 1)
+  t.ok(undo !== null)
+  undo!()
+  t.ok(w.admit('acme', 'acme/other', 1) !== null, 'undone (not stored): the PR may command again at once')
+  first!()
+  t.is(w.admit('acme', 'acme/app', 1), null, 'a stale undo (from an earlier window) takes nothing back')
 })

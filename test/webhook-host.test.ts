@@ -39,7 +39,7 @@ test('a request without a Host header gets the intake’s own JSON answer, repor
   const server = new WebhookServer({
     port: 0,
     secrets: WebhookSecrets.load(path),
-    intake: { canAppend: () => true, managed: async () => true, append: async () => {} },
+    intake: { appendable: () => ({ ok: true }), managed: async () => true, append: async () => {} },
     onanswer: (status, reason) => answers.push([status, reason])
   })
   await server.ready()

@@ -27,9 +27,10 @@ function mapped(event: string, payload: unknown, overrides: Partial<{ tenant: st
 }
 
 /** The op every field of which the test states; defaults are the non-PR nulls. */
-function expected(body: Uint8Array, fields: Partial<EventOp> & Pick<EventOp, 'event' | 'repo'>): { kind: 'op'; op: EventOp } {
+function expected(body: Uint8Array, fields: Partial<EventOp> & Pick<EventOp, 'event' | 'repo'>): { kind: 'op'; op: EventOp; association: null } {
   return {
     kind: 'op',
+    association: null,
     op: {
       type: 'event',
       tenant: TENANT,

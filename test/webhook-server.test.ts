@@ -11,7 +11,7 @@ import { isAutoleaseError } from '../lib/errors.js'
 import { decodeOp, encodeOp, type EventOp } from '../lib/log/ops.js'
 import { toEventOp } from '../lib/queue/webhook-payload.js'
 import { WebhookSecrets } from '../lib/queue/webhook-secrets.js'
-import { DEFAULT_MAX_BODY_BYTES, WebhookServer, type WebhookIntake, type WebhookServerOptions } from '../lib/queue/webhook-server.js'
+import { DEFAULT_MAX_BODY_BYTES, WebhookServer, type IntakeVerdict, type WebhookIntake, type WebhookServerOptions } from '../lib/queue/webhook-server.js'
 import { thrown } from './helpers/props.js'
 import { waitFor } from './helpers/cluster.js'
 import { allExamples, example, mutate, mutations, seedFromEnv, utf8, withHeadSha, withRepo } from './webhook-helpers.js'
@@ -33,8 +33,8 @@ class MemoryIntake implements WebhookIntake {
   failAppend = false
   calls = 0
 
-  canAppend(): boolean {
-    return this.writable
+  appendable(): IntakeVerdict {
+    return this.writable ? { ok: true } : { ok: false, reason: 'not-writable' }
   }
 
   async managed(tenant: string, repo: string): Promise<boolean> {
@@ -366,6 +366,36 @@ test('at most maxConcurrentBodies bodies are read at once: the next request wait
   t.is((await deliver(server, labeled())).status, 202, 'every slot is free again')
 })
 
+test('slow senders hold no slot for long and never ahead of a whole body: an unknown tenant takes none, a holder is cut at bodyTimeoutMs, a complete body goes first', async (t) => {
+  const { server, intake, answers } = await setup(t, { maxConcurrentBodies: 1, bodyTimeoutMs: 800 })
+  const head = (tenant: string): string => `POST /webhook/${tenant} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Hub-Signature-256: sha256=${'0'.repeat(64)}\r\nContent-Length: 9\r\n\r\n{"a":`
+  const slow = (tenant: string): { got: () => string } => {
+    const socket = connect(server.port, '127.0.0.1')
+    let got = ''
+    socket.on('error', () => {})
+    socket.on('data', (c: Buffer) => (got += c.toString('latin1')))
+    t.teardown(() => socket.destroy())
+    socket.write(head(tenant))
+    return { got: () => got }
+  }
+  // An unknown tenant's slow body: no slot taken, so the one slot still serves a delivery at once.
+  const stranger = slow('initech')
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.is((await deliver(server, labeled())).status, 202, 'beside a slow unknown-tenant body, a delivery is served')
+  // The one slot held by a slow body, and another slow body waiting ahead of the delivery.
+  const holder = slow('acme')
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const waiter = slow('acme')
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const reply = await deliver(server, labeled())
+  t.is(reply.status, 202, 'the delivery is served once the holder is cut')
+  t.ok(holder.got().startsWith('HTTP/1.1 408 '), `the holder was cut at its body deadline: ${holder.got().split('\r\n')[0] ?? '(nothing)'}`)
+  t.is(waiter.got(), '', 'the slow body that waited longer was passed over: the whole body went first')
+  await waitFor(() => stranger.got().startsWith('HTTP/1.1 408 ') && waiter.got().startsWith('HTTP/1.1 408 '), 5000, 'the other slow bodies cut too')
+  t.is(intake.ops.length, 2)
+  t.is(answers.filter(([s, r]) => s === 408 && r === 'body too slow').length, 3, 'each slow body answered 408 once')
+})
+
 test('a request whose body can never complete frees its body slot: a client gone mid-body, a client stalled past the request timeout', async (t) => {
   // One slot: on the old code the first such request held it for good, and every later delivery waited unanswered
   // (fuzz-webhook seed 247480: 16 truncated bodies, then the intake answered nothing).
@@ -387,20 +417,41 @@ test('a request whose body can never complete frees its body slot: a client gone
   t.alike(answers.map(([s]) => s), [400, 202, 408, 202], 'each answered and counted once')
 })
 
-test('at most maxConnections sockets: one more is closed at once', async (t) => {
-  const { server } = await setup(t, { maxConnections: 2 })
-  const open = [connect(server.port, '127.0.0.1'), connect(server.port, '127.0.0.1')]
-  for (const s of open) {
+test('at most maxConnections sockets: one more closes the oldest without a complete request in hand; when every one has one, itself', async (t) => {
+  // Node's own maxConnections closed the newest: sockets that send nothing (reconnecting at their timeouts) kept every delivery out.
+  const { server, intake } = await setup(t, { maxConnections: 2 })
+  const open: Array<ReturnType<typeof connect>> = []
+  const closed = [false, false]
+  for (const i of [0, 1]) {
+    const s = connect(server.port, '127.0.0.1')
+    open.push(s)
     s.on('error', () => {})
+    s.on('close', () => (closed[i] = true))
     t.teardown(() => s.destroy())
     await new Promise((resolve) => s.once('connect', resolve))
+    await new Promise((resolve) => setTimeout(resolve, 50)) // connection order is server-side order
   }
+  const served = await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 3000, false)
+  t.ok(served.startsWith('HTTP/1.1 200 '), `a third connection is served: ${served.split('\r\n')[0] ?? '(nothing)'}`)
+  await waitFor(() => closed[0] === true, 3000, 'the oldest idle socket closed')
+  t.is(closed[1], false, 'the other one stays')
+  open[1]!.destroy()
+
+  // Two deliveries with their whole body in hand (their appends held): a third connection is the one closed.
+  let release: () => void = () => {}
+  const held = new Promise<void>((resolve) => (release = resolve))
+  intake.append = async (op) => {
+    await held
+    intake.ops.push(op)
+  }
+  const pending = [deliver(server, labeled()), deliver(server, labeled())]
+  await waitFor(() => server['busy'].size === 2, 3000, 'both deliveries read and waiting on the append')
   const started = Date.now()
-  const extra = await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 3000, false)
-  t.is(extra, '', 'the third connection gets no answer')
+  t.is(await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 3000, false), '', 'the third connection gets no answer')
   t.ok(Date.now() - started < 2000, 'it is closed at once')
-  for (const s of open) s.destroy()
-  await waitFor(async () => (await send(server, 'GET', '/healthz', null, {}).catch(() => null))?.status === 200, 3000, 'served again once the others closed')
+  release()
+  t.alike((await Promise.all(pending)).map((r) => r.status), [202, 202], 'the two deliveries are stored')
+  t.is(intake.ops.length, 2)
 })
 
 test('415: content types other than JSON or form', async (t) => {
@@ -416,7 +467,7 @@ test('503 with Retry-After when the device cannot append or the append fails; no
   const { server, intake } = await setup(t)
   intake.writable = false
   const r1 = await deliver(server, labeled())
-  t.is(r1.status, 503, 'canAppend() false: 503')
+  t.alike([r1.status, r1.json], [503, { ok: false, error: 'cannot append', reason: 'not-writable' }], 'appendable() refuses: 503, with its reason')
   t.is(r1.headers['retry-after'], '5')
   t.is(intake.calls, 0, 'append not attempted')
   intake.writable = true
@@ -428,6 +479,42 @@ test('503 with Retry-After when the device cannot append or the append fails; no
   intake.failAppend = false
   t.is((await deliver(server, labeled())).status, 202, 'recovers')
   t.is(intake.ops.length, 1)
+})
+
+/** A `/autolease queue` comment on PR `pr` (example issue_comment 0, made a PR's, repository rewritten) with this author_association. */
+function commandComment(pr: number, comment: number, association: string): Uint8Array {
+  const p = withRepo(example('issue_comment', 0, 'created'), 'acme/widgets')
+  const issue = p.issue as Record<string, unknown>
+  issue.number = pr
+  issue.pull_request = { url: `https://api.github.com/repos/acme/widgets/pulls/${pr}` }
+  const c = p.comment as Record<string, unknown>
+  Object.assign(c, { id: comment, body: '/autolease queue', author_association: association })
+  return utf8(JSON.stringify(p))
+}
+
+test('comment commands of authors without a strong association: one op per PR and window; a strong one always; a failed append spends nothing', async (t) => {
+  let now = 0
+  const { server, intake, answers } = await setup(t, { now: () => now, commandWindowMs: 60_000 })
+  const send = (pr: number, comment: number, association: string): Promise<Reply> => deliver(server, commandComment(pr, comment, association), { event: 'issue_comment' })
+  t.is((await send(1, 11, 'NONE')).status, 202, 'the first weak command on PR 1: 202')
+  t.is(intake.ops.length, 1, 'and stored')
+  const limited = await send(1, 12, 'CONTRIBUTOR')
+  t.alike([limited.status, limited.json], [202, { ok: true, ignored: 'command rate' }], 'a second on PR 1 within the window: 202 ignored (GitHub must not retry it)')
+  t.is(intake.ops.length, 1, 'not stored')
+  t.is((await send(1, 13, 'MEMBER')).status, 202, 'a strong author on PR 1: 202')
+  t.is(intake.ops.length, 2, 'stored: no window for strong authors')
+  t.is((await send(2, 14, 'NONE')).status, 202, 'a weak command on PR 2')
+  t.is(intake.ops.length, 3, 'stored: each PR has its own window')
+  intake.failAppend = true
+  t.is((await send(3, 15, 'NONE')).status, 503, 'the append fails: 503')
+  intake.failAppend = false
+  t.is((await send(3, 15, 'NONE')).status, 202, 'asked again: the window was not spent by the failed append')
+  t.is(intake.ops.length, 4)
+  now = 60_000
+  t.is((await send(1, 16, 'NONE')).status, 202, 'a window later, PR 1 takes a weak command again')
+  t.is(intake.ops.length, 5)
+  t.alike(intake.ops.map((o) => o.command?.comment), [11, 13, 14, 15, 16], 'the stored commands, in order')
+  t.is(answers.filter(([, r]) => r === 'ignored: command rate').length, 1, 'one answer reported as rate-limited')
 })
 
 test('503 when the intake hangs past intakeTimeoutMs', async (t) => {
@@ -461,7 +548,8 @@ test('/healthz, unknown paths, other methods', async (t) => {
   const ok = await send(server, 'GET', '/healthz', null, {})
   t.alike([ok.status, ok.json], [200, { ok: true }])
   intake.writable = false
-  t.is((await send(server, 'GET', '/healthz', null, {})).status, 503, 'cannot append: 503')
+  const down = await send(server, 'GET', '/healthz', null, {})
+  t.alike([down.status, down.json], [503, { ok: false, error: 'cannot append', reason: 'not-writable' }], 'cannot append: 503, and why')
   t.is((await send(server, 'GET', '/nope', null, {})).status, 404)
   t.is((await send(server, 'GET', '/webhook/acme/extra', null, {})).status, 404)
   const get = await send(server, 'GET', '/webhook/acme', null, {})

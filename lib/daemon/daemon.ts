@@ -383,7 +383,7 @@ export class Daemon extends ReadyResource {
         ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),
         secrets: this.secrets,
         intake: {
-          canAppend: () => log.writable && log.closing === null && this.closing === null,
+          appendable: () => (this.closing !== null ? { ok: false, reason: 'closing' } : log.appendable()),
           managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
           append: async (op) => void (await grouped.append(op))
         },

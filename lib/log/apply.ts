@@ -95,8 +95,11 @@ export type { View }
  * as the seal was appended is never left without a key for the next
  * generation. In a group at 8 the stamp is ignored and never written, as a
  * version-8 build does.
+ * Version 10: a comment command is refused while its author has
+ * COMMANDS_PER_AUTHOR_MAX pending in the repo (lib/queue/queue-apply.ts,
+ * `author-commands-full`). In a group at 1-9 commands count as before.
  */
-export const APPLY_VERSION = 9
+export const APPLY_VERSION = 10
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])

@@ -70,6 +70,8 @@ export type RejectionReason =
   | 'repo-frozen'
   /** A comment command while COMMANDS_PENDING_MAX of the repo's wait for the holder (apply version 6). */
   | 'commands-full'
+  /** Apply version 10: a comment command while COMMANDS_PER_AUTHOR_MAX of its author's wait for the holder in the repo. */
+  | 'author-commands-full'
   /** Apply version 8 (docs/generations.md): a gen-keys or seal op for a generation that is not the next, or not this view's. */
   | 'stale-generation'
   /** A seal whose author registered no writer key for the next generation. */

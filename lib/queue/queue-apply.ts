@@ -67,6 +67,15 @@
  *   and set no fact, and a fact of theirs already in the head-SHA index is
  *   left out when the gate is judged. Another App's check of the same
  *   name, or the App's check of another name, counts as ever.
+ *
+ * Apply version 10 (a group at 1-9 keeps its rules byte for byte):
+ * - a comment command is refused (`author-commands-full`) while its author
+ *   (login, case-folded) has COMMANDS_PER_AUTHOR_MAX pending in the repo,
+ *   so commenters without write access cannot fill the repo's pending
+ *   bound and a maintainer's command always finds room. Each author's
+ *   pending comment ids are kept (`cmdu/`) from their command's record to
+ *   its answer; commands recorded before the upgrade are in no author's
+ *   list and count only in the repo's bound, as before.
  */
 import type { ViewTx } from '../log/view-tx.js'
 import {
@@ -109,6 +118,8 @@ import {
   type RepoFlag,
   COMMANDS_MAX,
   COMMANDS_PENDING_MAX,
+  COMMANDS_PER_AUTHOR_MAX,
+  authorCommandsKey,
   commandKey,
   commandSeqKey,
   commandStateKey,
@@ -155,6 +166,7 @@ const V4 = 4
 const V5 = 5
 const V6 = 6
 const V7 = 7
+const V10 = 10
 
 export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: string): Promise<void> {
   const key = repoKey(op.tenant, op.repo)
@@ -258,7 +270,7 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
   const results: Array<{ pr: number; result: QueueResult }> = []
   if (op.event === 'issue_comment') {
     // Version 6 only (apply.ts counts it before, as a build before 6 does).
-    if (op.command !== undefined && op.pr !== null) await recordCommand(tx, scope, op.pr, op.command, op.ts, count)
+    if (op.command !== undefined && op.pr !== null) await recordCommand(tx, scope, op.pr, op.command, op.ts, count, version)
   } else if (op.event === 'pull_request') {
     if (op.pr !== null && op.sha !== null) await indexSha(tx, scope, op.sha, op.pr, null)
     let fact = pullRequestFact(op, config, version)
@@ -733,7 +745,7 @@ async function keepLabels(scope: RepoScope, pr: number, labels: readonly string[
  * COMMANDS_MAX, a few evicted per op; a pending command is never evicted
  * from the pending set.
  */
-async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: NonNullable<EventOp['command']>, ts: number, count: Count): Promise<void> {
+async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: NonNullable<EventOp['command']>, ts: number, count: Count, version: number): Promise<void> {
   const { tenant, repo } = scope
   const key = commandKey(tenant, repo, command.comment)
   if ((await tx.get<CommandEntry>(key)) !== null) {
@@ -748,6 +760,12 @@ async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: 
     scope.audit(ts, 'rejected', pr, null, null, `comment ${command.comment}: ${COMMANDS_PENDING_MAX} commands wait for the holder`)
     return
   }
+  if (await authorCommandsFull(tx, scope, command.user, version)) {
+    await count('author-commands-full')
+    scope.audit(ts, 'rejected', pr, null, null, `comment ${command.comment}: ${COMMANDS_PER_AUTHOR_MAX} commands of ${command.user} wait for the holder`)
+    return
+  }
+  if (version >= V10) await addAuthorCommand(tx, scope, command.user, command.comment)
   const entry: CommandEntry = {
     comment: command.comment,
     pr,
@@ -777,6 +795,30 @@ async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: 
   scope.audit(ts, 'command', pr, null, null, `${commandText(entry)} by ${command.user} (comment ${command.comment}): pending`)
 }
 
+/** Version 10: whether the author already has COMMANDS_PER_AUTHOR_MAX commands pending in the repo. */
+async function authorCommandsFull(tx: ViewTx, scope: RepoScope, user: string, version: number): Promise<boolean> {
+  if (version < V10) return false
+  const pending = (await tx.get<number[]>(authorCommandsKey(scope.tenant, scope.repo, user))) ?? []
+  return pending.length >= COMMANDS_PER_AUTHOR_MAX
+}
+
+/** Version 10: the command is pending in its author's list (removed by its answer: removeAuthorCommand). */
+async function addAuthorCommand(tx: ViewTx, scope: RepoScope, user: string, comment: number): Promise<void> {
+  const key = authorCommandsKey(scope.tenant, scope.repo, user)
+  tx.put(key, [...((await tx.get<number[]>(key)) ?? []), comment])
+}
+
+/** Version 10: an answered command leaves its author's list (one recorded before the upgrade is in none: nothing to do). */
+async function removeAuthorCommand(tx: ViewTx, scope: RepoScope, user: string, comment: number, version: number): Promise<void> {
+  if (version < V10) return
+  const key = authorCommandsKey(scope.tenant, scope.repo, user)
+  const pending = await tx.get<number[]>(key)
+  if (pending === null || !pending.includes(comment)) return
+  const rest = pending.filter((c) => c !== comment)
+  if (rest.length === 0) tx.del(key)
+  else tx.put(key, rest)
+}
+
 function commandText(c: Pick<CommandEntry, 'verb' | 'priority'>): string {
   return c.priority === null ? c.verb : `${c.verb} ${c.priority}`
 }
@@ -801,6 +843,7 @@ async function answerCommand(tx: ViewTx, scope: RepoScope, config: RepoConfig, o
     }
   }
   tx.del(pendingKey)
+  await removeAuthorCommand(tx, scope, pending.user, op.comment, version)
   const stateKey = commandStateKey(tenant, repo)
   const state = (await tx.get<CommandState>(stateKey)) ?? { first: 0, next: 0, pending: 1 }
   tx.put(stateKey, { ...state, pending: Math.max(0, state.pending - 1) } satisfies CommandState)

@@ -40,6 +40,7 @@ const QUEUE_KEY_PREFIXES = [
   'cmdseq/',
   'cstate/',
   'cmdq/',
+  'cmdu/',
   'qapp/'
 ]
 

@@ -168,6 +168,14 @@ export const commandStateKey = (tenant: string, repo: string): string => `cstate
 export const pendingCommandPrefix = (tenant: string, repo: string): string => `cmdq/${scope(tenant, repo)}/`
 export const pendingCommandKey = (tenant: string, repo: string, comment: number): string => pendingCommandPrefix(tenant, repo) + pad(comment, 16)
 
+/**
+ * Apply version 10: the comment ids of one author's pending commands in a
+ * repo (login case-folded: GitHub logins are case-insensitive), at most
+ * COMMANDS_PER_AUTHOR_MAX; the key is gone when none is pending.
+ */
+export const COMMANDS_PER_AUTHOR_MAX = 3
+export const authorCommandsKey = (tenant: string, repo: string, user: string): string => `cmdu/${scope(tenant, repo)}/${user.toLowerCase()}`
+
 export interface CommandEntry {
   comment: number
   pr: number

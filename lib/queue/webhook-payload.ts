@@ -16,7 +16,10 @@
  * - issue_comment (apply version 6): a `created` comment on a PR whose
  *   first line is a command (parseCommand: strict, the body's first 200
  *   characters only) becomes an op with `command`; every other comment is
- *   `ignored`. Whether its author may command is the holder's question.
+ *   `ignored`. Whether its author may command is the holder's question;
+ *   the comment's `author_association` comes back beside the op as a hint
+ *   (`association`: strong for OWNER, MEMBER, COLLABORATOR) that the intake
+ *   uses only to bound how many commands it appends, never to grant one.
  * - Every well-formed delivery GitHub sends for the five events is taken
  *   (an op or `ignored`, never `invalid`; checked against every example in
  *   @octokit/webhooks-examples, github.com and GHES): where a field the
@@ -47,7 +50,13 @@ export interface WebhookInput {
   ts: number
 }
 
-export type WebhookMapping = { kind: 'op'; op: EventOp } | { kind: 'ignored'; reason: string } | { kind: 'invalid'; reason: string }
+/** A command's author association as a hint (see the header); null for every op that carries no command. */
+export type CommandAssociation = 'strong' | 'weak' | null
+
+export type WebhookMapping = { kind: 'op'; op: EventOp; association: CommandAssociation } | { kind: 'ignored'; reason: string } | { kind: 'invalid'; reason: string }
+
+/** Associations that say the author is a maintainer of some kind (GitHub's author_association). */
+export const STRONG_ASSOCIATIONS: readonly string[] = ['OWNER', 'MEMBER', 'COLLABORATOR']
 
 /** Limits of the op codec (lib/log/ops.ts), restated only to give a precise reason; the codec stays the final judge. */
 const MAX_LABELS = 100
@@ -102,6 +111,7 @@ function map(input: WebhookInput): WebhookMapping {
     ts: input.ts
   }
   let op: EventOp
+  let association: CommandAssociation = null
   switch (event) {
     case 'issue_comment': {
       const issue = object(field(payload, 'issue'), 'issue')
@@ -118,6 +128,8 @@ function map(input: WebhookInput): WebhookMapping {
       if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new Invalid('comment.id missing or not an id')
       const command: CommentCommand = { comment: id, user: login, verb: parsed.verb, priority: parsed.priority }
       op = { ...base, pr: prNumber(field(issue, 'number'), 'issue.number'), command }
+      const said = field(comment, 'author_association')
+      association = typeof said === 'string' && STRONG_ASSOCIATIONS.includes(said) ? 'strong' : 'weak'
       break
     }
     case 'pull_request': {
@@ -170,7 +182,7 @@ function map(input: WebhookInput): WebhookMapping {
       }
       break
   }
-  return { kind: 'op', op: throughCodec(op) }
+  return { kind: 'op', op: throughCodec(op), association }
 }
 
 /**

@@ -5,10 +5,13 @@
  * whether this device can take deliveries.
  *
  * Invariants enforced here alone:
- * - 2xx means stored or deliberately ignored: an event op is answered 202
- *   only after `intake.append` resolved (GitHub never redelivers, so a 2xx
- *   for an event that was not stored loses it for good). Every failure to
- *   store answers 503 with Retry-After.
+ * - 2xx means stored where it will be applied, or deliberately ignored: an
+ *   event op is answered 202 only after `intake.append` resolved, and only
+ *   while the intake's verdict (`appendable`) says an op appended now can
+ *   be applied (GitHub never redelivers on its own, so a 2xx for an event
+ *   that was not stored, or stored in a generation that rejects it and is
+ *   never left, loses it for good). Every failure answers 503 with
+ *   Retry-After; `/healthz` answers 503 with the verdict's reason.
  * - Nothing reaches the parser unauthenticated: the signature is checked
  *   over the exact raw body bytes, in constant time, against every secret
  *   of the tenant named in the path (a rotation accepts the previous one),
@@ -18,11 +21,31 @@
  *   refused with 413 before any of it is read when its Content-Length says
  *   so, and as soon as the limit is passed when it is chunked (nothing past
  *   the limit is buffered). At most `maxConcurrentBodies` (16) bodies are
- *   read at once; a request beyond that waits, unread (TCP backpressure),
- *   until one finishes or its request timeout ends it; at most
- *   `maxConnections` (256) sockets are open (Node closes new ones at once).
- *   So bodies in memory are bounded by 16 MiB plus socket buffers. Before,
- *   8 unsigned 24 MiB posts took a daemon from 46 to 329 MiB RSS.
+ *   kept while read; a request beyond that waits, unread (TCP
+ *   backpressure), until a slot frees or its request timeout ends it; at
+ *   most `maxConnections` (256) sockets are open. So bodies in memory are
+ *   bounded by 16 MiB plus socket buffers. Before, 8 unsigned 24 MiB posts
+ *   took a daemon from 46 to 329 MiB RSS.
+ * - A genuine delivery is answered within GitHub's 10 s whatever
+ *   unauthenticated clients do (GitHub sends its body at once; a slow
+ *   client is the only one that needs long): a body slot is held at most
+ *   `bodyTimeoutMs` (3 s) before the whole body is in, else 408 and the
+ *   connection closed; a freed slot goes first to a waiting request whose
+ *   body has all arrived (in the socket's buffer), so slow senders queue
+ *   behind it, never in front; an unknown tenant's body is read (discarded
+ *   as it comes, so nothing is kept) without a slot, under the same
+ *   deadline; a new connection beyond `maxConnections` closes the oldest
+ *   one with no complete request in hand (an idle or slow socket), not
+ *   itself; and `intakeTimeoutMs` counts from the request's arrival. No
+ *   limit looks at the client's address: deliveries of several devices may
+ *   come through one reverse proxy. Before, 16 sockets trickling a byte
+ *   every 2 s to an unknown tenant held every slot, and a signed delivery
+ *   waited 29.6 s.
+ * - Comment commands of authors without a strong association (OWNER,
+ *   MEMBER, COLLABORATOR: a hint, never a verdict, as private org members
+ *   arrive as NONE or CONTRIBUTOR) are appended at most once per PR and
+ *   window (CommandWindow, local state, bounded); the rest are answered
+ *   202 ignored, so strangers cannot fill the log.
  * - Tenant names cannot be probed: an unknown tenant and a bad signature
  *   get the same answer (status, headers, body) at the same point. The
  *   checks that need no secret (size, content type, a signature header at
@@ -31,9 +54,9 @@
  *   is answered as a bad signature is, after the body. Refused before its
  *   body, an unknown tenant would be told apart by when the answer comes
  *   (or by 401 where a known one gets 413 for a long chunked body).
- * - Bounded time per request: headers and whole requests time out; the
- *   intake stage is bounded below GitHub's 10 s, so nothing slow runs
- *   before the answer beyond the append.
+ * - Bounded time per request: headers, bodies and whole requests time out;
+ *   the intake stage ends below GitHub's 10 s after the request arrived, so
+ *   nothing slow runs before the answer beyond the append.
  * - Never crashes the daemon: malformed requests, aborted connections and
  *   handler errors become answers (or a closed socket), never an uncaught
  *   exception. Every answer is JSON and reported once through `onanswer`.
@@ -43,12 +66,16 @@ import type { Socket } from 'node:net'
 import { verify } from '@octokit/webhooks-methods'
 import ReadyResource from 'ready-resource'
 import type { EventOp } from '../log/ops.js'
+import { CommandWindow } from './comment-commands.js'
 import { toEventOp } from './webhook-payload.js'
 import type { WebhookSecretSource } from './webhook-secrets.js'
 
+/** Whether an op appended now can be applied, and if not why (IntentLog.appendable, with the daemon's own closing). */
+export type IntakeVerdict = { ok: true } | { ok: false; reason: string }
+
 export interface WebhookIntake {
-  /** Whether this device can append right now (a writer, not closing). */
-  canAppend(): boolean
+  /** Whether an op appended now would be applied (a writer, not closing, not stuck in a generation it cannot leave). */
+  appendable(): IntakeVerdict
   /** Whether `repo` is a managed repo of `tenant` (read from the local view). */
   managed(tenant: string, repo: string): Promise<boolean>
   /** Append the event op to this device's own writer core; resolves once it is stored there (survives a SIGKILL). */
@@ -70,10 +97,16 @@ export interface WebhookServerOptions {
   maxBodyBytes?: number
   /** Bodies being read at once (each up to maxBodyBytes); more wait unread. Default 16. */
   maxConcurrentBodies?: number
-  /** Open sockets; beyond this, Node closes new connections at once. Default 256. */
+  /** Open sockets; a new one beyond this closes the oldest without a complete request (or itself, when there is none). Default 256. */
   maxConnections?: number
+  /** A body must be all in within this of its read starting (its slot granted); else 408 and closed. Default 3 s. */
+  bodyTimeoutMs?: number
+  /** A PR takes at most one command op per window from authors without a strong association. Default 10 min. */
+  commandWindowMs?: number
   /** Wall-clock ms for the op's `ts`. */
   clock?: () => number
+  /** Monotonic ms (the command window). Default performance.now. */
+  now?: () => number
   /** Every answer's status and short reason (metrics, logs). Must not throw; a throw is swallowed. */
   onanswer?: (status: number, reason: string) => void
   /** Whole request (headers and body) must arrive within this; default 30 s. */
@@ -87,13 +120,15 @@ export interface WebhookServerOptions {
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 const DEFAULT_MAX_CONCURRENT_BODIES = 16
 const DEFAULT_MAX_CONNECTIONS = 256
+const DEFAULT_BODY_TIMEOUT_MS = 3_000
 /** The one answer to every authentication failure, whatever failed (see the header). */
 const UNAUTHORIZED = 'bad signature or unknown tenant'
 const RETRY_AFTER_S = '5'
 const JSON_TYPES = new Set(['application/json', 'application/x-www-form-urlencoded'])
 const WEBHOOK_PATH = /^\/webhook\/([^/]*)$/
 
-type Answer = { status: number; reason: string; body: Record<string, unknown>; headers?: Record<string, string> }
+/** `close`: the connection is closed once the answer is out (a body that did not come in time is never read on). */
+type Answer = { status: number; reason: string; body: Record<string, unknown>; headers?: Record<string, string>; close?: true }
 
 export class WebhookServer extends ReadyResource {
   port: number
@@ -105,6 +140,9 @@ export class WebhookServer extends ReadyResource {
   private readonly clock: () => number
   private readonly onanswer: (status: number, reason: string) => void
   private readonly intakeTimeoutMs: number
+  private readonly bodyTimeoutMs: number
+  private readonly maxConnections: number
+  private readonly commands: CommandWindow
   private readonly server: Server
   private readonly sockets = new Set<Socket>()
   private readonly inflight = new Set<Promise<void>>()
@@ -135,6 +173,9 @@ export class WebhookServer extends ReadyResource {
       }
     }
     this.intakeTimeoutMs = opts.intakeTimeoutMs ?? 9_000
+    this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS
+    this.maxConnections = opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS
+    this.commands = new CommandWindow({ now: opts.now ?? (() => performance.now()), ...(opts.commandWindowMs !== undefined ? { windowMs: opts.commandWindowMs } : {}) })
     const requestTimeout = opts.requestTimeoutMs ?? 30_000
     const headersTimeout = Math.min(opts.headersTimeoutMs ?? 10_000, requestTimeout)
     // Node checks both timeouts only every connectionsCheckingInterval (30 s by default): check often enough for them to mean something.
@@ -143,8 +184,18 @@ export class WebhookServer extends ReadyResource {
     // (an empty 400, found by fuzzing past Node's header cap) was neither JSON nor counted in onanswer.
     this.server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval, requireHostHeader: false }, (req, res) => this.onrequest(req, res))
     this.server.keepAliveTimeout = 5_000
-    this.server.maxConnections = opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS
+    // Not Node's maxConnections: it closes the newest connection, so sockets that send nothing (reconnecting at their
+    // timeouts) would shut genuine deliveries out for good. The oldest socket without a complete request goes instead.
     this.server.on('connection', (socket: Socket) => {
+      socket.on('error', () => {})
+      if (this.sockets.size >= this.maxConnections) {
+        const victim = this.evictable()
+        if (victim === null) {
+          socket.destroy()
+          return
+        }
+        this.destroySocket(victim)
+      }
       this.sockets.add(socket)
       socket.on('close', () => this.sockets.delete(socket))
     })
@@ -173,7 +224,23 @@ export class WebhookServer extends ReadyResource {
     await Promise.allSettled([...this.inflight])
   }
 
+  /** The oldest socket that is idle, in its headers, or short of a whole body (sockets iterate in connection order), or null. */
+  private evictable(): Socket | null {
+    for (const s of this.sockets) {
+      const reading = this.current.get(s)
+      if (!this.busy.has(s) || reading === undefined || !reading.req.complete) return s
+    }
+    return null
+  }
+
+  private destroySocket(socket: Socket): void {
+    this.sockets.delete(socket)
+    this.current.get(socket)?.req.destroy()
+    socket.destroy()
+  }
+
   private onrequest(req: IncomingMessage, res: ServerResponse): void {
+    const arrival = performance.now()
     req.on('error', () => {})
     res.on('error', () => {})
     const socket = req.socket
@@ -188,7 +255,7 @@ export class WebhookServer extends ReadyResource {
       this.busy.delete(socket)
       if (this.closeWhenAnswered.delete(socket)) socket.destroySoon()
     })
-    const done = this.route(req)
+    const done = this.route(req, arrival)
       .catch(() => ({ status: 500, reason: 'internal error', body: { ok: false, error: 'internal error' } }) satisfies Answer)
       .then((answer) => this.send(req, res, answer))
       .catch(() => {
@@ -198,19 +265,20 @@ export class WebhookServer extends ReadyResource {
     this.inflight.add(done)
   }
 
-  private async route(req: IncomingMessage): Promise<Answer | null> {
+  private async route(req: IncomingMessage, arrival: number): Promise<Answer | null> {
     const path = (req.url ?? '').split('?')[0] ?? ''
     if (path === '/healthz') {
       if (req.method !== 'GET' && req.method !== 'HEAD') return fail(405, 'method not allowed', { Allow: 'GET, HEAD' })
-      return this.intake.canAppend() ? ok(200, 'healthy', {}) : fail(503, 'cannot append')
+      const verdict = this.intake.appendable()
+      return verdict.ok ? ok(200, 'healthy', {}) : { status: 503, reason: 'cannot append', body: { ok: false, error: 'cannot append', reason: verdict.reason } }
     }
     const m = WEBHOOK_PATH.exec(path)
     if (m === null) return fail(404, 'not found')
     if (req.method !== 'POST') return fail(405, 'method not allowed', { Allow: 'POST' })
-    return this.webhook(req, m[1] ?? '')
+    return this.webhook(req, m[1] ?? '', arrival)
   }
 
-  private async webhook(req: IncomingMessage, tenant: string): Promise<Answer | null> {
+  private async webhook(req: IncomingMessage, tenant: string, arrival: number): Promise<Answer | null> {
     // Nothing here depends on the tenant: every tenant, known or not, gets these answers alike, before its body is read.
     const length = contentLength(req.headers['content-length'])
     if (length !== null && length > this.maxBodyBytes) return fail(413, 'payload too large')
@@ -219,16 +287,24 @@ export class WebhookServer extends ReadyResource {
     const signature = req.headers['x-hub-signature-256']
     if (typeof signature !== 'string' || signature === '') return unauthorized('missing signature')
 
-    // An unknown tenant's body is read like any other but never kept.
+    // An unknown tenant's body is read like any other, under the same limits, but never kept: so it needs no slot.
     const secrets = this.secrets.secretsFor(tenant)
+    if (secrets.length === 0) {
+      const read = await this.readBody(req, 'discard')
+      if (read === 'aborted') return null
+      if (read === 'too-large') return fail(413, 'payload too large')
+      if (read === 'slow') return tooSlow()
+      return unauthorized('unknown tenant')
+    }
     const release = await this.bodies.acquire(req)
     if (release === null) return null
     let body: Uint8Array
     let text: string | null
     try {
-      const read = await this.readBody(req, secrets.length > 0 ? length : 'discard')
+      const read = await this.readBody(req, length)
       if (read === 'aborted') return null
       if (read === 'too-large') return fail(413, 'payload too large')
+      if (read === 'slow') return tooSlow()
       if (read === 'discarded') return unauthorized('unknown tenant')
       body = read
       text = this.decode(body)
@@ -249,15 +325,24 @@ export class WebhookServer extends ReadyResource {
     if (mapped.kind === 'ignored') return { status: 202, reason: `ignored: ${mapped.reason}`, body: { ok: true, ignored: mapped.reason } }
     const op = mapped.op
 
-    const deadline = performance.now() + this.intakeTimeoutMs
+    // From the request's arrival: time spent waiting for a body slot counts against GitHub's 10 s too.
+    const deadline = arrival + this.intakeTimeoutMs
     const managed = await within(this.intake.managed(tenant, op.repo), deadline)
     if (managed === timedOut) return fail(503, 'intake timed out', { 'Retry-After': RETRY_AFTER_S })
     if (!managed) return { status: 202, reason: 'ignored: unmanaged repository', body: { ok: true, ignored: 'unmanaged repository' } }
-    if (!this.intake.canAppend()) return fail(503, 'cannot append', { 'Retry-After': RETRY_AFTER_S })
+    const verdict = this.intake.appendable()
+    if (!verdict.ok) return { status: 503, reason: `cannot append: ${verdict.reason}`, body: { ok: false, error: 'cannot append', reason: verdict.reason }, headers: { 'Retry-After': RETRY_AFTER_S } }
+    // A command from an author without a strong association: at most one per PR and window (see the header).
+    let admitted: (() => void) | null = null
+    if (op.command !== undefined && op.pr !== null && mapped.association !== 'strong') {
+      admitted = this.commands.admit(tenant, op.repo, op.pr)
+      if (admitted === null) return { status: 202, reason: 'ignored: command rate', body: { ok: true, ignored: 'command rate' } }
+    }
     let stored: unknown
     try {
       stored = await within(this.intake.append(op), deadline)
     } catch {
+      admitted?.() // not stored: the PR's window is not spent
       return fail(503, 'append failed', { 'Retry-After': RETRY_AFTER_S })
     }
     if (stored === timedOut) return fail(503, 'append timed out', { 'Retry-After': RETRY_AFTER_S })
@@ -266,11 +351,11 @@ export class WebhookServer extends ReadyResource {
 
   /**
    * The body, at most maxBodyBytes of it: reading stops at the limit
-   * (nothing past it is buffered). `expected` is its Content-Length (the
-   * buffer is allocated once) or null (chunked); 'discard' reads it to the
-   * end (within the limit) and keeps nothing.
+   * (nothing past it is buffered), and at bodyTimeoutMs ('slow'). `expected`
+   * is its Content-Length (the buffer is allocated once) or null (chunked);
+   * 'discard' reads it to the end (within the limits) and keeps nothing.
    */
-  private readBody(req: IncomingMessage, expected: number | null | 'discard'): Promise<Uint8Array | 'discarded' | 'too-large' | 'aborted'> {
+  private readBody(req: IncomingMessage, expected: number | null | 'discard'): Promise<Uint8Array | 'discarded' | 'too-large' | 'slow' | 'aborted'> {
     return new Promise((resolve) => {
       if (req.destroyed) return resolve('aborted')
       const keep = expected !== 'discard'
@@ -278,9 +363,16 @@ export class WebhookServer extends ReadyResource {
       const chunks: Buffer[] = []
       let size = 0
       let settled = false
-      const finish = (result: Uint8Array | 'discarded' | 'too-large' | 'aborted'): void => {
+      const timer = setTimeout(() => {
+        chunks.length = 0
+        whole = null
+        req.pause()
+        finish('slow')
+      }, this.bodyTimeoutMs)
+      const finish = (result: Uint8Array | 'discarded' | 'too-large' | 'slow' | 'aborted'): void => {
         if (settled) return
         settled = true
+        clearTimeout(timer)
         req.off('data', ondata)
         req.off('end', onend)
         req.off('close', onclose)
@@ -332,8 +424,19 @@ export class WebhookServer extends ReadyResource {
     }
     // An answer given before the whole body was read closes the connection rather than reading the rest.
     if (!req.complete) headers.Connection = 'close'
+    if (answer.close === true) headers.Connection = 'close'
     res.writeHead(answer.status, headers)
-    res.end(req.method === 'HEAD' ? undefined : payload)
+    if (answer.close !== true) {
+      res.end(req.method === 'HEAD' ? undefined : payload)
+      return
+    }
+    // The rest of the body is never read: the socket goes once the answer is out (or soon, if the client does not read it).
+    const close = (): void => {
+      req.destroy()
+      req.socket.destroy()
+    }
+    res.end(payload, close)
+    setTimeout(close, 1_000).unref()
   }
 
   private onclienterror(err: NodeJS.ErrnoException, socket: Socket): void {
@@ -444,18 +547,27 @@ function contentLength(header: string | undefined): number | null {
   return Number.isSafeInteger(n) && n >= 0 ? n : null
 }
 
+/** A body not all in within bodyTimeoutMs: known tenant or not, the same answer. */
+function tooSlow(): Answer {
+  return { status: 408, reason: 'body too slow', body: { ok: false, error: 'request timeout' }, close: true }
+}
+
 /** Every authentication failure: one status and one body, whatever failed; `reason` is for onanswer only. */
 function unauthorized(reason: string): Answer {
   return { status: 401, reason, body: { ok: false, error: UNAUTHORIZED } }
 }
 
 /**
- * A counting semaphore over requests: at most N hold a slot. A waiter
- * whose request closes first gets null and leaves the queue.
+ * A counting semaphore over requests: at most N hold a slot. A freed slot
+ * goes to the first waiter whose body has all arrived (parsed into its
+ * request's buffer: Node reads a waiting request's bytes up to the stream's
+ * high-water mark, so a delivery's body sent at once is complete there),
+ * else to the first waiter. A waiter whose request closes first gets null
+ * and leaves the queue.
  */
 class Slots {
   private free: number
-  private readonly waiting = new Set<() => void>()
+  private readonly waiting = new Map<() => void, IncomingMessage>()
 
   constructor(size: number) {
     if (!Number.isSafeInteger(size) || size < 1) throw new RangeError(`maxConcurrentBodies must be a positive integer, got ${size}`)
@@ -477,7 +589,7 @@ class Slots {
         this.waiting.delete(grant)
         resolve(null)
       }
-      this.waiting.add(grant)
+      this.waiting.set(grant, req)
       req.once('close', onclose)
     })
   }
@@ -487,13 +599,20 @@ class Slots {
     return () => {
       if (released) return
       released = true
-      const next = this.waiting.values().next()
-      if (next.done === true) {
+      let next: (() => void) | null = null
+      for (const [grant, req] of this.waiting) {
+        if (req.complete) {
+          next = grant
+          break
+        }
+        next ??= grant
+      }
+      if (next === null) {
         this.free++
         return
       }
-      this.waiting.delete(next.value)
-      next.value()
+      this.waiting.delete(next)
+      next()
     }
   }
 }

@@ -102,7 +102,7 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
       port: 0,
       secrets: { secretsFor: (tenant) => (tenants.includes(tenant) ? [SECRET] : []) },
       intake: {
-        canAppend: () => d.log.writable && d.log.closing === null,
+        appendable: () => d.log.appendable(),
         managed: async (tenant, repo) => (await r.repo(tenant, repo, 'tip')) !== null,
         append: async (op) => void (await grouped.append(op))
       }

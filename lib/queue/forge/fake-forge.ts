@@ -87,7 +87,10 @@
  *   again under a new delivery id. Collaborator permissions per user
  *   (`setPermission`; a user never given one has `none`), read at
  *   `GET /collaborators/{user}/permission` as GitHub answers it
- *   (`permission` and `role_name`). Reactions on comments
+ *   (`permission` and `role_name`). A comment's `author_association` is
+ *   COLLABORATOR for a user given a permission, else NONE, unless set
+ *   (`setAssociation`: a private org member arrives as NONE or
+ *   CONTRIBUTOR whatever its permission). Reactions on comments
  *   (`POST /issues/comments/{id}/reactions`: 201, or 200 when the same
  *   user already reacted with that content, as GitHub) are kept per
  *   comment (`reactions`), every request among the mutations.
@@ -379,6 +382,8 @@ interface RepoState {
   merges: MergeRecord[]
   /** Collaborator permission per login (lower-cased); absent: none. */
   permissions: Map<string, FakePermission>
+  /** author_association overrides per user (lower-cased login). */
+  associations: Map<string, string>
   /** Reactions per comment id. */
   reactions: Map<number, ReactionRecord[]>
 }
@@ -787,6 +792,11 @@ export class FakeForge extends ReadyResource {
     if (!['admin', 'maintain', 'write', 'triage', 'read', 'none'].includes(level)) throw new Error(`not a permission: ${String(level)}`)
     if (level === 'none') r.permissions.delete(user.toLowerCase())
     else r.permissions.set(user.toLowerCase(), level)
+  }
+
+  /** The `author_association` GitHub reports on `user`'s comments (default: COLLABORATOR with a permission, else NONE). */
+  setAssociation(repo: string, user: string, association: 'OWNER' | 'MEMBER' | 'COLLABORATOR' | 'CONTRIBUTOR' | 'FIRST_TIME_CONTRIBUTOR' | 'NONE'): void {
+    this.repoState(repo).associations.set(user.toLowerCase(), association)
   }
 
   /** `user` comments `body` on PR `number`: an `issue_comment` (created) webhook. Returns the comment's id. */
@@ -1564,6 +1574,7 @@ export class FakeForge extends ReadyResource {
       protect: this.protect,
       approve: this.approve,
       setPermission: this.setPermission,
+      setAssociation: this.setAssociation,
       commentBy: this.commentBy,
       replayComment: this.replayComment,
       reactions: this.reactions,
@@ -1779,6 +1790,7 @@ export class FakeForge extends ReadyResource {
         ci: null,
         merges: [],
         permissions: new Map(),
+        associations: new Map(),
         reactions: new Map()
       }
       this.repoMap.set(key, r)
@@ -2239,7 +2251,7 @@ export class FakeForge extends ReadyResource {
       user: this.userJson(c.user),
       created_at: iso(c.createdAt),
       updated_at: iso(c.createdAt),
-      author_association: 'NONE'
+      author_association: r.associations.get(c.user.toLowerCase()) ?? (r.permissions.has(c.user.toLowerCase()) ? 'COLLABORATOR' : 'NONE')
     }
   }
 
