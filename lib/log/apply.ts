@@ -95,8 +95,13 @@ export type { View }
  * as the seal was appended is never left without a key for the next
  * generation. In a group at 8 the stamp is ignored and never written, as a
  * version-8 build does.
+ * Version 10: a gen-keys whose box key no founder can seal to, or naming
+ * keys another identity registered, is rejected (generation-family.ts
+ * KEY_CHECK_VERSION), so no writer's registration can stop a seal or take
+ * another device's place in the next generation. In a group at 9 they are
+ * accepted, as a version-9 build does.
  */
-export const APPLY_VERSION = 9
+export const APPLY_VERSION = 10
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])

@@ -77,9 +77,10 @@ import {
 } from './generation-layout.js'
 import { GENERATIONS_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
 import { differingEntries, genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
-import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
+import { boxKeyPair, newGenerationKey, openKey, sealKey, usableBoxKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
-import { MAX_GEN_KEYS } from './ops.js'
+import { MAX_GEN_KEYS, MAX_SHARE_BOXES } from './ops.js'
+import { shareRecipients, type Candidate } from './share-recipients.js'
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 
@@ -151,6 +152,14 @@ export interface GenerationHooks {
   beforeSwitch?(generation: number): Promise<void>
 }
 
+/**
+ * Why this device has no key for the next generation: it was removed, it
+ * registered no keys (or its registration was rejected), its box key is
+ * unusable, the share had no room left (MAX_SHARE_BOXES), or it was not
+ * named for another reason (a founder's choice this device cannot see).
+ */
+export type ExclusionReason = 'removed' | 'no-keys' | 'unusable-box' | 'no-room' | 'not-shared'
+
 /** A type, not an interface: a Json value as it stands (the daemon's status). */
 export type GenerationInfo = {
   /** The current generation's number and autobase key (hex). */
@@ -162,6 +171,8 @@ export type GenerationInfo = {
   retained: number[]
   /** Bytes on disk per generation kept, and in all. */
   bytes: { total: number; byGeneration: Record<string, number> }
+  /** The next generation this device was left out of and why (it cannot follow: re-pair it), or null. */
+  excluded: { generation: number; reason: ExclusionReason } | null
 }
 
 export interface GenerationEvents {
@@ -266,8 +277,8 @@ export class IntentLog extends ReadyResource {
   private box: BoxKeyPair | null = null
   /** The key this device made as a founder, for the generation and attempt it founds. */
   private shared: { generation: number; attempt: number; key: Uint8Array } | null = null
-  /** The next generation this device was told it cannot follow (warned once). */
-  private excluded: number | null = null
+  /** The next generation this device was left out of, and why (warned once per generation). */
+  private excluded: { generation: number; reason: ExclusionReason } | null = null
 
   constructor(storage: Corestore | GenerationStorage, opts: IntentLogOptions) {
     super()
@@ -635,7 +646,8 @@ export class IntentLog extends ReadyResource {
       key: b4a.toString(this.cur.key, 'hex'),
       sealed: seal === null ? null : { attempt: seal.attempt, next: seal.next, founder: seal.founder },
       retained: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
-      bytes: { total, byGeneration }
+      bytes: { total, byGeneration },
+      excluded: this.excluded === null ? null : { ...this.excluded }
     }
   }
 
@@ -881,7 +893,9 @@ export class IntentLog extends ReadyResource {
    * The founder's key for the next generation of this attempt: made once and
    * shared (a `share` op in the sealed generation, one sealed box per
    * device of the frozen state that is not removed, itself included, so
-   * that it finds the key again after a crash).
+   * that it finds the key again after a crash). A member it cannot seal to,
+   * or past the share's room, is left out and named (share-recipients.ts):
+   * one recipient never stops the switch.
    */
   private async shareKey(n: number, seal: SealRecord): Promise<Uint8Array | null> {
     const cur = this.cur
@@ -892,26 +906,78 @@ export class IntentLog extends ReadyResource {
     }
     const key = newGenerationKey()
     const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
-    const boxes: Array<{ identity: string; box: string }> = []
+    const candidates: Candidate[] = []
     for (const w of (await cur.writers('confirmed')).filter((x) => !x.removed)) {
       const k = keyed.find((e) => e.identity === w.key)
-      if (k !== undefined) boxes.push({ identity: w.key, box: b4a.toString(sealKey(key, b4a.from(k.box, 'hex')), 'hex') })
+      if (k !== undefined) candidates.push({ identity: w.key, indexer: w.indexer, box: k.box })
+    }
+    const { included, left } = shareRecipients(candidates, this.identity)
+    const boxes: Array<{ identity: string; box: string }> = []
+    for (const c of included) {
+      let box: Uint8Array
+      try {
+        box = sealKey(key, b4a.from(c.box, 'hex'))
+      } catch {
+        // The pure check passed and libsodium still refused: left out all the same, never a stop.
+        left.push({ identity: c.identity, reason: 'unusable-box' })
+        continue
+      }
+      boxes.push({ identity: c.identity, box: b4a.toString(box, 'hex') })
+    }
+    if (left.length > 0) {
+      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} is not shared with ${left.length} member(s), who must re-pair: ${left.slice(0, 8).map((l) => `${l.identity.slice(0, 12)} (${l.reason})`).join(', ')}${left.length > 8 ? ', ...' : ''}`))
     }
     this.shared = { generation: n, attempt: seal.attempt, key }
     await cur.append({ type: 'share', generation: n, next: seal.next, boxes })
     return key
   }
 
-  /** The next generation's key from its founder's confirmed share, or null (none yet, or none for this device: it was removed). */
+  /** The next generation's key from its founder's confirmed share, or null (none yet, or none for this device: it was removed or left out). */
   private async sharedKey(seal: SealRecord): Promise<Uint8Array | null> {
     const share = await this.cur.value<ShareRecord>(GEN_SHARE_KEY, 'confirmed')
     if (share === null || share.attempt !== seal.attempt) return null
     const key = this.openShare(share)
-    if (key === null && this.excluded !== seal.next) {
-      this.excluded = seal.next
-      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} was not shared with this device (it was removed, or registered no key): it cannot follow the group`))
+    if (key !== null) {
+      this.excluded = null
+      return key
     }
-    return key
+    if (this.excluded?.generation !== seal.next) {
+      const reason = await this.exclusionReason(share)
+      this.excluded = { generation: seal.next, reason }
+      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} was not shared with this device (${reason}): it cannot follow the group and must re-pair (wipe its storage and join with a new invite)`))
+    }
+    return null
+  }
+
+  /** Why a share holds no box this device opens, as far as its own view tells. */
+  private async exclusionReason(share: ShareRecord): Promise<ExclusionReason> {
+    const me = (await this.cur.writers('confirmed')).find((w) => w.key === this.identity)
+    if (me === undefined || me.removed) return 'removed'
+    const mine = await this.cur.value<GenKeysEntry>(genkeyKey(this.identity), 'confirmed')
+    if (mine === null) return 'no-keys'
+    if (!usableBoxKey(mine.box) || mine.box !== this.boxHex()) return 'unusable-box'
+    if (share.boxes.length >= MAX_SHARE_BOXES) return 'no-room'
+    return 'not-shared'
+  }
+
+  /**
+   * Why an op this device appends now cannot be applied in the group
+   * (null: nothing known stops it): it was left out of the next generation
+   * (`excluded`), its generation is sealed and no switch was committed
+   * within foundTimeoutMs of this device seeing the seal, its snapshot
+   * differs from the founder's (`mismatch`), or its order of the current
+   * generation is not the quorum's (`diverged`). A synchronous read of what
+   * the manager last saw: the intake answers 503 on it.
+   */
+  applyBlocked(): { reason: 'excluded' | 'sealed' | 'mismatch' | 'diverged'; generation: number; detail: string } | null {
+    if (this.excluded !== null) return { reason: 'excluded', generation: this.excluded.generation, detail: `left out of generation ${this.excluded.generation}: ${this.excluded.reason}` }
+    if (this.mismatch !== null) return { reason: 'mismatch', generation: this.currentNumber, detail: `the next generation's snapshot ${this.mismatch} is not this device's` }
+    if (this.gens.get(this.currentNumber)?.log.orderDiverged) return { reason: 'diverged', generation: this.currentNumber, detail: `this device's order of generation ${this.currentNumber} is not the quorum's` }
+    const seen = this.sealSeen
+    if (seen !== null && seen.generation === this.currentNumber && this.clock.now() - seen.at >= this.rotation.foundTimeoutMs) {
+      return { reason: 'sealed', generation: this.currentNumber, detail: `generation ${this.currentNumber} is sealed and no switch was committed for ${Math.round((this.clock.now() - seen.at) / 1000)} s` }
+    }
+    return null
   }
 
   private openShare(share: ShareRecord): Uint8Array | null {
