@@ -81,6 +81,7 @@ import { boxKeyPair, newGenerationKey, openKey, sealKey, usableBoxKey, type BoxK
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
 import { MAX_GEN_KEYS, MAX_SHARE_BOXES } from './ops.js'
 import { shareRecipients, type Candidate } from './share-recipients.js'
+import { MAX_OPEN_RETAINED, planRetained } from './retained.js'
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 
@@ -167,8 +168,10 @@ export type GenerationInfo = {
   key: string
   /** The current generation's seal, once one is confirmed. */
   sealed: { attempt: number; next: number; founder: string } | null
-  /** Generations left and kept (retention). */
+  /** Generations left and kept (retention), open or closed. */
   retained: number[]
+  /** Those of them open now (at most MAX_OPEN_RETAINED, retained.ts). */
+  retainedOpen: number[]
   /** Bytes on disk per generation kept, and in all. */
   bytes: { total: number; byGeneration: Record<string, number> }
   /** The next generation this device was left out of and why (it cannot follow: re-pair it), or null. */
@@ -202,6 +205,8 @@ const keyPairName = (n: number): string => `autolease/generation/${n}`
 const GENESIS_BATCH = 16
 /** How long close waits for a tick in progress before closing the logs under it. */
 const CLOSE_TICK_WAIT_MS = 5_000
+/** A kept generation's storage opened to serve a peer is closed after this long without a request (serveRetained). */
+const SERVE_IDLE_MS = 60_000
 /** A tick running this long is reported (once per tick): the manager is waiting on its log. */
 const TICK_SLOW_MS = 30_000
 /** Old op id -> re-appended op id entries kept for outcome reads (the newest). */
@@ -277,6 +282,12 @@ export class IntentLog extends ReadyResource {
   private box: BoxKeyPair | null = null
   /** The key this device made as a founder, for the generation and attempt it founds. */
   private shared: { generation: number; attempt: number; key: Uint8Array } | null = null
+  /** Discovery keys (hex) of the cores of each kept generation that is closed: a peer asking for one opens it (serveRetained). */
+  private readonly closedRetained = new Map<string, number>()
+  /** When a peer last asked for a core of each kept generation (this device's monotonic clock). */
+  private readonly demandedAt = new Map<number, number>()
+  /** Kept generations whose storage is open to serve a peer's demand (serveRetained). */
+  private readonly serving = new Map<number, Promise<Corestore>>()
   /** The next generation this device was left out of, and why (warned once per generation). */
   private excluded: { generation: number; reason: ExclusionReason } | null = null
 
@@ -342,9 +353,7 @@ export class IntentLog extends ReadyResource {
     }
     this.currentNumber = n
     this.groupKey = this.opts.key === undefined || this.opts.key === null ? current.key : toKey(this.opts.key)
-    for (const r of p?.retained ?? []) {
-      await this.openLog(r.generation, storage.open(r.generation), true, { key: b4a.from(r.key, 'hex'), ...(r.writer === 'registered' ? { keyPair: await this.keyPair(r.generation) } : {}) })
-    }
+    await this.openRetained(p?.retained ?? [])
     // What a crash left: a generation older than every one kept is no longer needed.
     const kept = new Set([n, ...(p?.retained ?? []).map((r) => r.generation)])
     for (const g of storage.list()) if (g < n && !kept.has(g)) storage.remove(g)
@@ -402,6 +411,7 @@ export class IntentLog extends ReadyResource {
 
   /** Every generation closed; the current one stays known (a read after close behaves as the closed log's does). */
   private async closeAll(): Promise<void> {
+    await this.closeIdleServing()
     for (const n of [...this.gens.keys()].sort((a, b) => b - a)) await this.closeGen(n, n !== this.currentNumber)
     this.wakeup.destroy()
   }
@@ -507,6 +517,13 @@ export class IntentLog extends ReadyResource {
     if (!mux) return
     mux.pair({ protocol: 'hypercore/alpha' }, (id) => {
       for (const g of this.gens.values()) g.store._attachMaybe(mux, id).catch(() => {})
+      // A core of a kept generation that is closed: open it for the peer that asks (retained.ts).
+      const m = this.closedRetained.get(b4a.toString(id, 'hex'))
+      if (m !== undefined && !this.gens.has(m)) {
+        this.serveRetained(m)
+          .then((store) => store?._attachMaybe(mux, id))
+          .catch(() => {})
+      }
     })
   }
 
@@ -636,7 +653,7 @@ export class IntentLog extends ReadyResource {
     const seal = await this.cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
     const byGeneration: Record<string, number> = {}
     let total = 0
-    for (const n of this.gens.keys()) {
+    for (const n of new Set([...this.gens.keys(), ...(this.pointerCache?.retained ?? []).map((r) => r.generation)])) {
       const bytes = this.storage?.bytes(n) ?? 0
       byGeneration[String(n)] = bytes
       total += bytes
@@ -645,7 +662,8 @@ export class IntentLog extends ReadyResource {
       number: this.currentNumber,
       key: b4a.toString(this.cur.key, 'hex'),
       sealed: seal === null ? null : { attempt: seal.attempt, next: seal.next, founder: seal.founder },
-      retained: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
+      retained: [...new Set([...(this.pointerCache?.retained ?? []).map((r) => r.generation), ...[...this.gens.keys()].filter((n) => n < this.currentNumber)])].sort((a, b) => a - b),
+      retainedOpen: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
       bytes: { total, byGeneration },
       excluded: this.excluded === null ? null : { ...this.excluded }
     }
@@ -1055,6 +1073,7 @@ export class IntentLog extends ReadyResource {
     }
     await this.opts.hooks?.beforeSwitch?.(founded.next)
     if (this.closing !== null) return
+    await this.makeRoom()
     await this.switchTo(n, founded.next, founded.key)
   }
 
@@ -1141,44 +1160,137 @@ export class IntentLog extends ReadyResource {
     return out
   }
 
-  /** A generation left stays until every member of the current one arrived here, or its retention ran out. */
+  /**
+   * The generations left (retained.ts): one no member needs any more, or
+   * past its retention, is deleted; of the others at most MAX_OPEN_RETAINED
+   * stay open, the rest are closed and opened again when a peer asks.
+   */
   private async tendRetained(): Promise<void> {
     const p = this.pointer()
     if (p === null || p.retained.length === 0) return
-    const arrived = await this.everyoneArrived()
-    const now = this.clock.wall()
-    for (const r of p.retained) {
-      const expired = now - r.switchedAt >= this.rotation.retentionMs
-      if (arrived || expired) await this.drop(r.generation, arrived ? 'arrived' : 'retention')
-    }
+    const kept = p.retained.map((r) => ({ generation: r.generation, switchedAt: r.switchedAt, demandedAt: this.demandedAt.get(r.generation) ?? null }))
+    const plan = planRetained(kept, await this.oldestNeeded(), this.clock.wall(), this.rotation.retentionMs)
+    for (const d of plan.drop) await this.drop(d.generation, d.reason)
+    for (const m of plan.close) if (this.gens.has(m)) await this.closeRetained(m)
+    await this.closeIdleServing()
   }
 
-  /** Every member the current generation's genesis added (not removed since) registered its keys here. */
-  private async everyoneArrived(): Promise<boolean> {
+  /**
+   * The oldest generation a member still needs: of the members the current
+   * generation's genesis added (not removed since), the lowest generation
+   * one last registered its keys in (each registers in every generation it
+   * arrives in, and steps through them in turn), or null when all of them
+   * arrived here. A device added here (an invite) needs none.
+   */
+  private async oldestNeeded(): Promise<number | null> {
     const cur = this.cur
     const members = await cur.read('confirmed', async (v) => {
       const ids: string[] = []
       for await (const e of v.createReadStream({ gte: GEN_KEY_PREFIX, lt: GEN_KEY_PREFIX + '\uffff' }, { wait: false })) ids.push(e.key.slice(GEN_KEY_PREFIX.length))
       return ids
     })
+    let oldest: number | null = null
     for (const id of members) {
       const w = await cur.value<WriterEntry>(WRITER_PREFIX + id, 'confirmed')
       if (w === null || w.removed) continue
       const k = await cur.value<GenKeysEntry>(genkeyKey(id), 'confirmed')
-      if (k === null || k.first <= this.currentNumber) return false
+      if (k !== null && k.first > this.currentNumber) continue
+      const last = k === null ? 0 : k.first - 1
+      if (oldest === null || last < oldest) oldest = last
     }
-    return true
+    return oldest
+  }
+
+  /** Startup: the kept generations, the newest MAX_OPEN_RETAINED open, the others closed (their cores served on demand). */
+  private async openRetained(retained: readonly RetainedGeneration[]): Promise<void> {
+    const newest = [...retained].sort((a, b) => b.generation - a.generation)
+    for (const [i, r] of newest.entries()) {
+      if (i < MAX_OPEN_RETAINED) await this.openKept(r)
+      else await this.indexClosed(r.generation, null)
+    }
+  }
+
+  private async openKept(r: RetainedGeneration): Promise<void> {
+    await this.openLog(r.generation, this.storage!.open(r.generation), true, { key: b4a.from(r.key, 'hex'), ...(r.writer === 'registered' ? { keyPair: await this.keyPair(r.generation) } : {}) })
+  }
+
+  /** Remembers the discovery keys of kept generation m's cores (from its open store, else opened for the read). */
+  private async indexClosed(m: number, open: Corestore | null): Promise<void> {
+    const store = open ?? this.storage!.open(m)
+    try {
+      await store.ready()
+      const storage = (store as unknown as { storage: { createDiscoveryKeyStream(): AsyncIterable<Uint8Array> } }).storage
+      for await (const dk of storage.createDiscoveryKeyStream()) this.closedRetained.set(b4a.toString(dk, 'hex'), m)
+    } finally {
+      if (open === null) await store.close()
+    }
+  }
+
+  /** Closes kept generation m, keeping it on disk and its cores' discovery keys (a peer asking opens it again). */
+  private async closeRetained(m: number): Promise<void> {
+    const g = this.gens.get(m)
+    if (g === undefined || m === this.currentNumber) return
+    await this.indexClosed(m, g.store)
+    await this.closeGen(m)
+  }
+
+  /**
+   * A peer asked for a core of kept generation m, closed here: its storage
+   * is opened to serve it (a corestore alone: no autobase, so it asks no
+   * peer for anything, and two devices serving each other an old
+   * generation never wake each other's up), and closed again once nobody
+   * asked for SERVE_IDLE_MS.
+   */
+  private serveRetained(m: number): Promise<Corestore | null> {
+    this.demandedAt.set(m, this.clock.now())
+    const pending = this.serving.get(m)
+    if (pending !== undefined) return pending
+    if (this.closing !== null || !this.pointer()?.retained.some((x) => x.generation === m)) return Promise.resolve(null)
+    const store = this.storage!.open(m)
+    const opening = store.ready().then(
+      () => store,
+      async (err: unknown) => {
+        this.serving.delete(m)
+        await store.close().catch(() => {})
+        throw err
+      }
+    )
+    this.serving.set(m, opening)
+    return opening
+  }
+
+  /** Stores opened to serve a kept generation that nobody asked for lately are closed (and any of a generation dropped). */
+  private async closeIdleServing(): Promise<void> {
+    const now = this.clock.now()
+    const kept = new Set((this.pointer()?.retained ?? []).map((r) => r.generation))
+    for (const [m, opening] of [...this.serving]) {
+      if (kept.has(m) && !this.gens.has(m) && now - (this.demandedAt.get(m) ?? 0) < SERVE_IDLE_MS && this.closing === null) continue
+      this.serving.delete(m)
+      const store = await opening.catch(() => null)
+      await store?.close().catch(() => {})
+    }
+  }
+
+  /** Before a switch adds the generation left to those kept open: room for it within MAX_OPEN_RETAINED. */
+  private async makeRoom(): Promise<void> {
+    const open = [...this.gens.keys()].filter((m) => m < this.currentNumber).sort((a, b) => (this.demandedAt.get(b) ?? -Infinity) - (this.demandedAt.get(a) ?? -Infinity) || b - a)
+    for (const m of open.slice(MAX_OPEN_RETAINED - 1)) await this.closeRetained(m)
   }
 
   /** Close generation m and delete its storage; the pointer forgets it. */
   private async drop(m: number, reason: 'arrived' | 'retention' | 'abandoned'): Promise<void> {
     if (m === this.currentNumber) return
     await this.closeGen(m)
+    const served = this.serving.get(m)
+    this.serving.delete(m)
+    if (served !== undefined) await (await served.catch(() => null))?.close().catch(() => {})
     const storage = this.storage!
     storage.remove(m)
     const p = this.pointer()
     if (p !== null && p.retained.some((r) => r.generation === m)) this.setPointer({ ...p, retained: p.retained.filter((r) => r.generation !== m) })
     if (this.frozen?.generation === m) this.frozen = null
+    for (const [dk, g] of this.closedRetained) if (g === m) this.closedRetained.delete(dk)
+    this.demandedAt.delete(m)
     this.emit('dropped', { generation: m, reason })
   }
 }
