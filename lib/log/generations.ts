@@ -176,6 +176,8 @@ export type GenerationInfo = {
   bytes: { total: number; byGeneration: Record<string, number> }
   /** The next generation this device was left out of and why (it cannot follow: re-pair it), or null. */
   excluded: { generation: number; reason: ExclusionReason } | null
+  /** Devices removed in the current generation: they can still read it, until the next generation starts (§12). */
+  revocationPending: string[]
 }
 
 export interface GenerationEvents {
@@ -665,7 +667,8 @@ export class IntentLog extends ReadyResource {
       retained: [...new Set([...(this.pointerCache?.retained ?? []).map((r) => r.generation), ...[...this.gens.keys()].filter((n) => n < this.currentNumber)])].sort((a, b) => a - b),
       retainedOpen: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
       bytes: { total, byGeneration },
-      excluded: this.excluded === null ? null : { ...this.excluded }
+      excluded: this.excluded === null ? null : { ...this.excluded },
+      revocationPending: await this.pendingRevocations()
     }
   }
 
@@ -825,6 +828,28 @@ export class IntentLog extends ReadyResource {
     if (decision.action !== 'seal') return
     await cur.append(op)
     this.emit('sealed', { generation: n, attempt: 0, reason: decision.reason })
+  }
+
+  /**
+   * The devices removed in the current generation (their removal's op id
+   * names a writer of this autobase, confirmed): each still holds this
+   * generation's key, so its read revocation takes effect only when the
+   * next generation starts. Empty without generations (generation 0 for
+   * good: never in effect).
+   */
+  async pendingRevocations(): Promise<string[]> {
+    const cur = this.cur
+    const out: string[] = []
+    for (const w of await cur.writers('confirmed')) {
+      if (!w.removed || w.removedOp === null) continue
+      if (await cur.hasWriter(w.removedOp.slice(0, w.removedOp.lastIndexOf(':')))) out.push(w.key)
+    }
+    return out
+  }
+
+  /** Whether generations move on here at all (a GenerationStorage; a plain Corestore is generation 0 for good). */
+  get rotates(): boolean {
+    return this.storage !== null
   }
 
   /**
