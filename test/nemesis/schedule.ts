@@ -39,6 +39,7 @@ export const MINOR_KINDS = [
   'queue-retry',
   'queue-remove',
   'malformed-ops',
+  'hostile-writer',
   'wall-step'
 ] as const
 
