@@ -270,8 +270,11 @@ async function cmdDevices(f: { storage: string; json?: boolean }): Promise<numbe
 }
 
 async function cmdRemove(key: string, f: { storage: string }): Promise<number> {
-  const r = (await call(socketOf(f.storage), 'remove-device', { key }, 60_000)) as { result: string; key: string }
+  const r = (await call(socketOf(f.storage), 'remove-device', { key }, 150_000)) as { result: string; key: string; readRevocation?: { inEffect: boolean; generation: number | null; warning?: string } }
   out(`${r.result === 'removed' ? 'removed' : 'already removed'}: ${r.key}`)
+  const rev = r.readRevocation
+  if (rev?.inEffect) out(`read revocation in effect from generation ${rev.generation}: it cannot read anything appended since`)
+  else if (rev !== undefined) process.stderr.write(`warning: ${rev.warning ?? 'read revocation is not in effect yet'}\n`)
   return EXIT.OK
 }
 

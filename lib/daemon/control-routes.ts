@@ -34,6 +34,8 @@ export interface RouteContext {
 }
 
 const CONFIRM_TIMEOUT_MS = 30_000
+/** How long remove-device waits for the generation that revokes the removed device's reads (a seal starts at once). */
+const REVOCATION_WAIT_MS = 60_000
 
 export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
   const { log, elector, leases, pairing, queue, runs } = ctx
@@ -63,12 +65,16 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
       confirmed: confirmed.has(`${w.key}:${w.indexer}:${w.removed}`)
     }))
   })
-  c.handle('remove-device', async (p) => {
+  c.handle('remove-device', async (p): Promise<Json> => {
     const key = writerKey(p)
     if (key === log.self) throw new AutoleaseError('INVALID_ARGUMENT', 'a device cannot remove itself; run remove-device on another indexer')
     const known = (await log.writers('tip')).find((w) => w.key === key)
     if (!known) throw new AutoleaseError('INVALID_ARGUMENT', `${key} is not a writer of this group`)
-    if (known.removed) return { result: 'already-removed', key, invitesVoided: 0 }
+    const revocationWait = optNumber(p, 'revocationTimeoutMs') ?? REVOCATION_WAIT_MS
+    if (known.removed) {
+      const pending = (await log.pendingRevocations()).includes(key)
+      return { result: 'already-removed', key, invitesVoided: 0, readRevocation: pending ? await readRevocation(log, key, log.generation, revocationWait) : { inEffect: true, generation: log.generation } }
+    }
     // Before the removal is appended: no invite of this device is answered from here on (other devices void theirs when the removal reaches them).
     const invitesVoided = pairing.voidAll('device-removed')
     await log.append({ type: 'remove-writer', key })
@@ -78,7 +84,7 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
       CONFIRM_TIMEOUT_MS,
       'the removal to be confirmed (only indexers may remove; the last indexer cannot be removed)'
     )
-    return { result: 'removed', key, invitesVoided }
+    return { result: 'removed', key, invitesVoided, readRevocation: await readRevocation(log, key, log.generation, revocationWait) }
   })
   c.handle('history', async () => (await log.tenures(SIGNER_LEASE, 'confirmed')) as unknown as Json)
 
@@ -311,4 +317,26 @@ function writerKey(p: Params): string {
   const hex = bytes ? b4a.toString(bytes, 'hex') : ''
   if (!isWriterKeyHex(hex)) throw new AutoleaseError('INVALID_ARGUMENT', `not a device key: "${text}" (64 hex characters or z32)`)
   return hex
+}
+
+/**
+ * Whether the removed device's read revocation is in effect: the group
+ * moved past `from`, the generation the removal was confirmed in (the next
+ * generation's key is never sealed to a removed device, docs/generations.md
+ * §12). Waits up to `timeoutMs` for that switch; until then the removed
+ * device can still read everything of `from`, and the answer says so.
+ */
+async function readRevocation(log: IntentLog, key: string, from: number, timeoutMs: number): Promise<Json> {
+  if (!log.rotates) return { inEffect: false, generation: null, warning: 'this device keeps the log in one generation: a removed device can read everything it replicated, and every later op' }
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    if (log.generation > from && !(await log.pendingRevocations()).includes(key)) return { inEffect: true, generation: log.generation }
+    if (Date.now() >= until) break
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  return {
+    inEffect: false,
+    generation: null,
+    warning: `read revocation is not in effect yet: the removed device can still read generation ${from} (everything up to the next switch); 'autolease status' lists it under generation.revocationPending until the group has moved on`
+  }
 }

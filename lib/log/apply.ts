@@ -95,7 +95,12 @@ export type { View }
  * as the seal was appended is never left without a key for the next
  * generation. In a group at 8 the stamp is ignored and never written, as a
  * version-8 build does.
- * Version 10: a comment command is refused while its author has
+ * Version 10: a gen-keys whose box key no founder can seal to, or naming
+ * keys another identity registered, is rejected (generation-family.ts
+ * KEY_CHECK_VERSION), so no writer's registration can stop a seal or take
+ * another device's place in the next generation. In a group at 9 they are
+ * accepted, as a version-9 build does.
+ * Also at version 10: a comment command is refused while its author has
  * COMMANDS_PER_AUTHOR_MAX pending in the repo (lib/queue/queue-apply.ts,
  * `author-commands-full`). In a group at 1-9 commands count as before.
  */

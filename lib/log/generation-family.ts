@@ -27,10 +27,18 @@
  *   its own view's). Writers are then added from the snapshot alone: each
  *   member not removed, with its registered key for this generation and
  *   its indexer flag.
+ * - From apply version 10 a registration cannot hurt another device or a
+ *   founder: a gen-keys whose box key no founder could seal to (a
+ *   small-order point, judged by a pure check) is rejected (`bad-box`), and
+ *   so is one naming a writer key or box key another identity registered
+ *   (genowner/, first come first kept) or any device's identity
+ *   (`keys-taken`). Below 10 a low-order box once made every founder's
+ *   seal throw, and a copied key gave the identity that sorts last another
+ *   device's writer key (and its indexer flag) at the next genesis.
  * - Nothing here reads a clock or throws on input: a malformed line is
  *   counted and skipped; a family's restore that refuses an entry is too.
  *
- * Owns: gen/ (this generation's own, never carried) and genkey/ (carried).
+ * Owns: gen/ (this generation's own, never carried), genkey/ and genowner/ (carried).
  */
 import type { ApplyHost } from 'autobase'
 import b4a from 'b4a'
@@ -45,10 +53,12 @@ import {
   GEN_SEAL_KEY,
   GEN_SHARE_KEY,
   GENKEY_PREFIX,
+  GENOWNER_PREFIX,
   genAuthorKey,
   genCutKey,
   genKeyKey,
   genkeyKey,
+  genownerKey,
   genRejectedKey,
   registeredKey,
   type FoundedRecord,
@@ -59,6 +69,7 @@ import {
   type ShareRecord
 } from './generation-layout.js'
 import { EMPTY_DIGEST, nextDigest, parseLine, type SnapshotEntry } from './snapshot.js'
+import { usableBoxKey } from './key-box.js'
 
 /**
  * The apply version generations start at: below it the generation ops are
@@ -76,6 +87,14 @@ export const GENERATIONS_VERSION = 8
  * after; test/generations.test.ts).
  */
 export const ROSTER_STAMP_VERSION = 9
+
+/**
+ * The apply version from which a gen-keys must name a box key a founder
+ * can seal to and keys no other identity registered (unusableBox,
+ * keysTaken): below it one writer's registration could stop every seal of
+ * the group for good.
+ */
+export const KEY_CHECK_VERSION = 10
 
 /** Puts one snapshot entry back through the family that owns it; false when none does (apply.ts, over the fold's families). */
 export type RestoreEntry = (tx: ViewTx, entry: SnapshotEntry) => Promise<boolean>
@@ -96,8 +115,9 @@ export async function writerKeyOf(tx: ViewTx, identity: string): Promise<string>
 }
 
 const isGenKey = (key: string): boolean => key.startsWith('gen/')
-const isGenkey = (key: string): boolean => key.startsWith(GENKEY_PREFIX)
+const isGenkey = (key: string): boolean => key.startsWith(GENKEY_PREFIX) || key.startsWith(GENOWNER_PREFIX)
 const GENKEYS = prefixRange(GENKEY_PREFIX)
+const GENOWNERS = prefixRange(GENOWNER_PREFIX)
 
 export const generationFamily: OpFamily = {
   name: 'generations',
@@ -110,10 +130,10 @@ export const generationFamily: OpFamily = {
     genesis: (_op, c) => c.count('invalid-genesis')
   },
   owns: (key) => isGenKey(key) || isGenkey(key),
-  // Only the registered keys travel: gen/ is this generation's own.
+  // Only the registered keys (and from version 10 who registered each) travel: gen/ is this generation's own.
   async snapshot(view) {
     const out: ViewEntry[] = []
-    for await (const e of view.createReadStream(GENKEYS)) out.push({ key: e.key, value: e.value })
+    for (const range of [GENKEYS, GENOWNERS]) for await (const e of view.createReadStream(range)) out.push({ key: e.key, value: e.value })
     return out
   },
   async restore(view, entries) {
@@ -126,9 +146,67 @@ export const generationFamily: OpFamily = {
 
 async function applyGenKeys(c: ApplyContext, op: GenKeysOp): Promise<void> {
   if (op.first <= (await viewGeneration(c.tx))) return c.count('stale-generation')
-  const entry: GenKeysEntry = { identity: c.writer.key, first: op.first, keys: op.keys, box: op.box, opId: c.id }
-  c.tx.put(genkeyKey(c.writer.key), entry)
+  const identity = c.writer.key
+  if (c.version >= KEY_CHECK_VERSION) {
+    if (unusableBox(op)) return c.count('bad-box')
+    if (await keysTaken(c.tx, identity, op)) return c.count('keys-taken')
+    await claimKeys(c.tx, identity, op)
+  }
+  const entry: GenKeysEntry = { identity, first: op.first, keys: op.keys, box: op.box, opId: c.id }
+  c.tx.put(genkeyKey(identity), entry)
 }
+
+/** Version 10: a box key every founder's seal would fail on (a small-order point, in any encoding). */
+function unusableBox(op: GenKeysOp): boolean {
+  return !usableBoxKey(op.box)
+}
+
+/**
+ * Version 10: a key of the op that another identity registered first
+ * (genowner/ names it), or that is a device's identity (its writer key in
+ * the generation it joined: a writer key signs one log). A key the
+ * author's own standing registration names is its own: a registration
+ * from before version 10 has no genowner/ entries, and a copy claimed
+ * since gives way to it (claimKeys).
+ */
+async function keysTaken(tx: ViewTx, identity: string, op: GenKeysOp): Promise<boolean> {
+  const own = await tx.get<GenKeysEntry>(genkeyKey(identity))
+  for (const key of [...op.keys, op.box]) {
+    const owner = await tx.get<string>(genownerKey(key))
+    if (owner !== null && owner !== identity && !names(own, key)) return true
+    if ((await tx.get(writerKey(key))) !== null) return true
+  }
+  return false
+}
+
+/**
+ * Version 10: the author's keys recorded as its own, and those of its
+ * previous registration it no longer names freed. A key another identity
+ * claimed while the author's older registration named it was copied
+ * (keys derive from each device's own seed): that identity's registration
+ * is voided with every key it claimed.
+ */
+async function claimKeys(tx: ViewTx, identity: string, op: GenKeysOp): Promise<void> {
+  const before = await tx.get<GenKeysEntry>(genkeyKey(identity))
+  const now = new Set([...op.keys, op.box])
+  for (const key of before === null ? [] : [...before.keys, before.box]) {
+    if (!now.has(key) && (await tx.get<string>(genownerKey(key))) === identity) tx.del(genownerKey(key))
+  }
+  for (const key of now) {
+    const owner = await tx.get<string>(genownerKey(key))
+    if (owner !== null && owner !== identity) await voidRegistration(tx, owner)
+    tx.put(genownerKey(key), identity)
+  }
+}
+
+async function voidRegistration(tx: ViewTx, identity: string): Promise<void> {
+  const entry = await tx.get<GenKeysEntry>(genkeyKey(identity))
+  if (entry === null) return
+  for (const key of [...entry.keys, entry.box]) if ((await tx.get<string>(genownerKey(key))) === identity) tx.del(genownerKey(key))
+  tx.del(genkeyKey(identity))
+}
+
+const names = (entry: GenKeysEntry | null, key: string): boolean => entry !== null && (entry.box === key || entry.keys.includes(key))
 
 /** The first seal of a generation (the gate handles every op once one is in). */
 async function applyFirstSeal(c: ApplyContext, op: SealOp): Promise<void> {

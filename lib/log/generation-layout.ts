@@ -30,12 +30,15 @@ export const GEN_KEY_PREFIX = 'gen/key/'
 export const GEN_REJECTED_PREFIX = 'gen/rejected/'
 /** Per identity: the writer keys it registered for later generations (GenKeysEntry). */
 export const GENKEY_PREFIX = 'genkey/'
+/** Apply version 10: per registered writer key and box key (hex), the identity that registered it (carried, like genkey/). */
+export const GENOWNER_PREFIX = 'genowner/'
 
 export const genCutKey = (writerKey: string): string => GEN_CUT_PREFIX + writerKey
 export const genAuthorKey = (writerKey: string): string => GEN_AUTHOR_PREFIX + writerKey
 export const genKeyKey = (identity: string): string => GEN_KEY_PREFIX + identity
 export const genRejectedKey = (reason: GenerationRejection): string => GEN_REJECTED_PREFIX + reason
 export const genkeyKey = (identity: string): string => GENKEY_PREFIX + identity
+export const genownerKey = (key: string): string => GENOWNER_PREFIX + key
 
 export type GenerationRejection =
   /** A state-changing op after the seal. */

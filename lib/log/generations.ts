@@ -83,9 +83,11 @@ import {
 } from './generation-layout.js'
 import { GENERATIONS_VERSION, ROSTER_STAMP_VERSION } from './generation-family.js'
 import { differingEntries, genesisOps, packSnapshot, type PackedSnapshot } from './snapshot.js'
-import { boxKeyPair, newGenerationKey, openKey, sealKey, type BoxKeyPair } from './key-box.js'
+import { boxKeyPair, newGenerationKey, openKey, sealKey, usableBoxKey, type BoxKeyPair } from './key-box.js'
 import { decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type RotationConfig } from './rotation.js'
-import { MAX_GEN_KEYS } from './ops.js'
+import { MAX_GEN_KEYS, MAX_SHARE_BOXES } from './ops.js'
+import { shareRecipients, type Candidate } from './share-recipients.js'
+import { MAX_OPEN_RETAINED, planRetained } from './retained.js'
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 
@@ -196,6 +198,14 @@ export interface GenerationHooks {
  */
 export type SwitchStep = 'sealed' | 'shared' | 'created' | 'switched' | 'dropping'
 
+/**
+ * Why this device has no key for the next generation: it was removed, it
+ * registered no keys (or its registration was rejected), its box key is
+ * unusable, the share had no room left (MAX_SHARE_BOXES), or it was not
+ * named for another reason (a founder's choice this device cannot see).
+ */
+export type ExclusionReason = 'removed' | 'no-keys' | 'unusable-box' | 'no-room' | 'not-shared'
+
 /** A type, not an interface: a Json value as it stands (the daemon's status). */
 export type GenerationInfo = {
   /** The current generation's number and autobase key (hex). */
@@ -203,12 +213,18 @@ export type GenerationInfo = {
   key: string
   /** The current generation's seal, once one is confirmed. */
   sealed: { attempt: number; next: number; founder: string } | null
-  /** Generations left and kept (retention). */
+  /** Generations left and kept (retention), open or closed. */
   retained: number[]
+  /** Those of them open now (at most MAX_OPEN_RETAINED, retained.ts). */
+  retainedOpen: number[]
   /** Bytes on disk per generation kept, and in all. */
   bytes: { total: number; byGeneration: Record<string, number> }
   /** Generations followed without writing, their storage set aside (where to, and when). */
   readOnly: ReadOnlyGeneration[]
+  /** The next generation this device was left out of and why (it cannot follow: re-pair it), or null. */
+  excluded: { generation: number; reason: ExclusionReason } | null
+  /** Devices removed in the current generation: they can still read it, until the next generation starts (§12). */
+  revocationPending: string[]
 }
 
 export interface GenerationEvents {
@@ -294,6 +310,8 @@ const readOnlyKeyPairName = (n: number): string => `autolease/generation/${n}/re
 const GENESIS_BATCH = 16
 /** How long close waits for a tick in progress before closing the logs under it. */
 const CLOSE_TICK_WAIT_MS = 5_000
+/** A kept generation's storage opened to serve a peer is closed after this long without a request (serveRetained). */
+const SERVE_IDLE_MS = 60_000
 /** A tick running this long is reported (once per tick): the manager is waiting on its log. */
 const TICK_SLOW_MS = 30_000
 /** Old op id -> re-appended op id entries kept for outcome reads (the newest). */
@@ -369,8 +387,14 @@ export class IntentLog extends ReadyResource {
   private box: BoxKeyPair | null = null
   /** The key this device made as a founder, for the generation and attempt it founds. */
   private shared: { generation: number; attempt: number; key: Uint8Array } | null = null
-  /** The next generation this device was told it cannot follow (warned once). */
-  private excluded: number | null = null
+  /** Discovery keys (hex) of the cores of each kept generation that is closed: a peer asking for one opens it (serveRetained). */
+  private readonly closedRetained = new Map<string, number>()
+  /** When a peer last asked for a core of each kept generation (this device's monotonic clock). */
+  private readonly demandedAt = new Map<number, number>()
+  /** Kept generations whose storage is open to serve a peer's demand (serveRetained). */
+  private readonly serving = new Map<number, Promise<Corestore>>()
+  /** The next generation this device was left out of, and why (warned once per generation). */
+  private excluded: { generation: number; reason: ExclusionReason } | null = null
 
   constructor(storage: Corestore | GenerationStorage, opts: IntentLogOptions) {
     super()
@@ -444,18 +468,7 @@ export class IntentLog extends ReadyResource {
     }
     this.currentNumber = n
     this.groupKey = this.opts.key === undefined || this.opts.key === null ? current.key : toKey(this.opts.key)
-    for (const r of p?.retained ?? []) {
-      let retained: Corestore
-      try {
-        retained = await this.openStore(r.generation)
-      } catch (err) {
-        if (!manage || isLockError(err)) throw err
-        // A generation left is not needed to act: set aside, forgotten (the peers that still need it get it from the others).
-        this.setAsideLeft(r.generation, err as Error)
-        continue
-      }
-      await this.openLog(r.generation, retained, true, { key: b4a.from(r.key, 'hex'), ...(await this.writerKeyPair(r.generation, r.writer)) })
-    }
+    await this.openRetained(p?.retained ?? [], manage)
     p = this.pointerCache
     // What a crash left: a store half made or half deleted, and a generation older than every one kept (no longer needed).
     if (manage) storage.tidy()
@@ -582,6 +595,7 @@ export class IntentLog extends ReadyResource {
 
   /** Every generation closed; the current one stays known (a read after close behaves as the closed log's does). */
   private async closeAll(): Promise<void> {
+    await this.closeIdleServing()
     for (const n of [...this.gens.keys()].sort((a, b) => b - a)) await this.closeGen(n, n !== this.currentNumber)
     this.wakeup.destroy()
   }
@@ -661,7 +675,7 @@ export class IntentLog extends ReadyResource {
       versionAhead: cur.versionAhead,
       orderDiverged: cur.orderDiverged !== null,
       mismatch: this.mismatch,
-      notShared: this.excluded,
+      notShared: this.excluded?.generation ?? null,
       seal: this.sealSeen === null ? null : { generation: this.sealSeen.generation, attempt: this.sealSeen.attempt, seenAt: this.sealSeen.at },
       now: this.clock.now(),
       foundTimeoutMs: this.rotation.foundTimeoutMs
@@ -705,6 +719,13 @@ export class IntentLog extends ReadyResource {
     if (!mux) return
     mux.pair({ protocol: 'hypercore/alpha' }, (id) => {
       for (const g of this.gens.values()) g.store._attachMaybe(mux, id).catch(() => {})
+      // A core of a kept generation that is closed: open it for the peer that asks (retained.ts).
+      const m = this.closedRetained.get(b4a.toString(id, 'hex'))
+      if (m !== undefined && !this.gens.has(m)) {
+        this.serveRetained(m)
+          .then((store) => store?._attachMaybe(mux, id))
+          .catch(() => {})
+      }
     })
   }
 
@@ -834,7 +855,7 @@ export class IntentLog extends ReadyResource {
     const seal = await this.cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
     const byGeneration: Record<string, number> = {}
     let total = 0
-    for (const n of this.gens.keys()) {
+    for (const n of new Set([...this.gens.keys(), ...(this.pointerCache?.retained ?? []).map((r) => r.generation)])) {
       const bytes = this.storage?.bytes(n) ?? 0
       byGeneration[String(n)] = bytes
       total += bytes
@@ -843,9 +864,12 @@ export class IntentLog extends ReadyResource {
       number: this.currentNumber,
       key: b4a.toString(this.cur.key, 'hex'),
       sealed: seal === null ? null : { attempt: seal.attempt, next: seal.next, founder: seal.founder },
-      retained: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
+      retained: [...new Set([...(this.pointerCache?.retained ?? []).map((r) => r.generation), ...[...this.gens.keys()].filter((n) => n < this.currentNumber)])].sort((a, b) => a - b),
+      retainedOpen: [...this.gens.keys()].filter((n) => n < this.currentNumber).sort((a, b) => a - b),
       bytes: { total, byGeneration },
-      readOnly: this.storage === null ? [] : (this.pointer()?.readOnly ?? [])
+      readOnly: this.storage === null ? [] : (this.pointer()?.readOnly ?? []),
+      excluded: this.excluded === null ? null : { ...this.excluded },
+      revocationPending: await this.pendingRevocations()
     }
   }
 
@@ -1009,6 +1033,28 @@ export class IntentLog extends ReadyResource {
   }
 
   /**
+   * The devices removed in the current generation (their removal's op id
+   * names a writer of this autobase, confirmed): each still holds this
+   * generation's key, so its read revocation takes effect only when the
+   * next generation starts. Empty without generations (generation 0 for
+   * good: never in effect).
+   */
+  async pendingRevocations(): Promise<string[]> {
+    const cur = this.cur
+    const out: string[] = []
+    for (const w of await cur.writers('confirmed')) {
+      if (!w.removed || w.removedOp === null) continue
+      if (await cur.hasWriter(w.removedOp.slice(0, w.removedOp.lastIndexOf(':')))) out.push(w.key)
+    }
+    return out
+  }
+
+  /** Whether generations move on here at all (a GenerationStorage; a plain Corestore is generation 0 for good). */
+  get rotates(): boolean {
+    return this.storage !== null
+  }
+
+  /**
    * A device was removed in this generation (its removal's op id names a
    * writer of this autobase): the generation ends at once, so that the
    * next one, whose key it never gets, starts (docs/generations.md §12).
@@ -1123,7 +1169,9 @@ export class IntentLog extends ReadyResource {
    * The founder's key for the next generation of this attempt: made once and
    * shared (a `share` op in the sealed generation, one sealed box per
    * device of the frozen state that is not removed, itself included, so
-   * that it finds the key again after a crash).
+   * that it finds the key again after a crash). A member it cannot seal to,
+   * or past the share's room, is left out and named (share-recipients.ts):
+   * one recipient never stops the switch.
    */
   private async shareKey(n: number, seal: SealRecord): Promise<Uint8Array | null> {
     const cur = this.cur
@@ -1134,10 +1182,26 @@ export class IntentLog extends ReadyResource {
     }
     const key = newGenerationKey()
     const keyed = await cur.values<GenKeysEntry>(GENKEY_PREFIX, 'confirmed')
-    const boxes: Array<{ identity: string; box: string }> = []
+    const candidates: Candidate[] = []
     for (const w of (await cur.writers('confirmed')).filter((x) => !x.removed)) {
       const k = keyed.find((e) => e.identity === w.key)
-      if (k !== undefined) boxes.push({ identity: w.key, box: b4a.toString(sealKey(key, b4a.from(k.box, 'hex')), 'hex') })
+      if (k !== undefined) candidates.push({ identity: w.key, indexer: w.indexer, box: k.box })
+    }
+    const { included, left } = shareRecipients(candidates, this.identity)
+    const boxes: Array<{ identity: string; box: string }> = []
+    for (const c of included) {
+      let box: Uint8Array
+      try {
+        box = sealKey(key, b4a.from(c.box, 'hex'))
+      } catch {
+        // The pure check passed and libsodium still refused: left out all the same, never a stop.
+        left.push({ identity: c.identity, reason: 'unusable-box' })
+        continue
+      }
+      boxes.push({ identity: c.identity, box: b4a.toString(box, 'hex') })
+    }
+    if (left.length > 0) {
+      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} is not shared with ${left.length} member(s), who must re-pair: ${left.slice(0, 8).map((l) => `${l.identity.slice(0, 12)} (${l.reason})`).join(', ')}${left.length > 8 ? ', ...' : ''}`))
     }
     this.shared = { generation: n, attempt: seal.attempt, key }
     await cur.append({ type: 'share', generation: n, next: seal.next, boxes })
@@ -1145,16 +1209,32 @@ export class IntentLog extends ReadyResource {
     return key
   }
 
-  /** The next generation's key from its founder's confirmed share, or null (none yet, or none for this device: it was removed). */
+  /** The next generation's key from its founder's confirmed share, or null (none yet, or none for this device: it was removed or left out). */
   private async sharedKey(seal: SealRecord): Promise<Uint8Array | null> {
     const share = await this.cur.value<ShareRecord>(GEN_SHARE_KEY, 'confirmed')
     if (share === null || share.attempt !== seal.attempt) return null
     const key = this.openShare(share)
-    if (key === null && this.excluded !== seal.next) {
-      this.excluded = seal.next
-      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} was not shared with this device (it was removed, or registered no key): it cannot follow the group`))
+    if (key !== null) {
+      this.excluded = null
+      return key
     }
-    return key
+    if (this.excluded?.generation !== seal.next) {
+      const reason = await this.exclusionReason(share)
+      this.excluded = { generation: seal.next, reason }
+      this.emit('warning', new AutoleaseError('NOT_WRITABLE', `generation ${seal.next} was not shared with this device (${reason}): it cannot follow the group and must re-pair (wipe its storage and join with a new invite)`))
+    }
+    return null
+  }
+
+  /** Why a share holds no box this device opens, as far as its own view tells. */
+  private async exclusionReason(share: ShareRecord): Promise<ExclusionReason> {
+    const me = (await this.cur.writers('confirmed')).find((w) => w.key === this.identity)
+    if (me === undefined || me.removed) return 'removed'
+    const mine = await this.cur.value<GenKeysEntry>(genkeyKey(this.identity), 'confirmed')
+    if (mine === null) return 'no-keys'
+    if (!usableBoxKey(mine.box) || mine.box !== this.boxHex()) return 'unusable-box'
+    if (share.boxes.length >= MAX_SHARE_BOXES) return 'no-room'
+    return 'not-shared'
   }
 
   private openShare(share: ShareRecord): Uint8Array | null {
@@ -1232,6 +1312,7 @@ export class IntentLog extends ReadyResource {
     }
     await this.opts.hooks?.beforeSwitch?.(founded.next)
     if (this.closing !== null) return
+    await this.makeRoom()
     await this.switchTo(n, founded.next, founded.key)
   }
 
@@ -1328,39 +1409,137 @@ export class IntentLog extends ReadyResource {
     return out
   }
 
-  /** A generation left stays until every member of the current one arrived here, or its retention ran out. */
+  /**
+   * The generations left (retained.ts): one no member needs any more, or
+   * past its retention, is deleted; of the others at most MAX_OPEN_RETAINED
+   * stay open, the rest are closed and opened again when a peer asks.
+   */
   private async tendRetained(): Promise<void> {
     const p = this.pointer()
     if (p === null || p.retained.length === 0) return
-    const arrived = await this.everyoneArrived()
-    const now = this.clock.wall()
-    for (const r of p.retained) {
-      const expired = now - r.switchedAt >= this.rotation.retentionMs
-      if (arrived || expired) await this.drop(r.generation, arrived ? 'arrived' : 'retention')
-    }
+    const kept = p.retained.map((r) => ({ generation: r.generation, switchedAt: r.switchedAt, demandedAt: this.demandedAt.get(r.generation) ?? null }))
+    const plan = planRetained(kept, await this.oldestNeeded(), this.clock.wall(), this.rotation.retentionMs)
+    for (const d of plan.drop) await this.drop(d.generation, d.reason)
+    for (const m of plan.close) if (this.gens.has(m)) await this.closeRetained(m)
+    await this.closeIdleServing()
   }
 
-  /** Every member the current generation's genesis added (not removed since) registered its keys here. */
-  private async everyoneArrived(): Promise<boolean> {
+  /**
+   * The oldest generation a member still needs: of the members the current
+   * generation's genesis added (not removed since), the lowest generation
+   * one last registered its keys in (each registers in every generation it
+   * arrives in, and steps through them in turn), or null when all of them
+   * arrived here. A device added here (an invite) needs none.
+   */
+  private async oldestNeeded(): Promise<number | null> {
     const cur = this.cur
     const members = await cur.read('confirmed', async (v) => {
       const ids: string[] = []
       for await (const e of v.createReadStream({ gte: GEN_KEY_PREFIX, lt: GEN_KEY_PREFIX + '\uffff' }, { wait: false })) ids.push(e.key.slice(GEN_KEY_PREFIX.length))
       return ids
     })
+    let oldest: number | null = null
     for (const id of members) {
       const w = await cur.value<WriterEntry>(WRITER_PREFIX + id, 'confirmed')
       if (w === null || w.removed) continue
       const k = await cur.value<GenKeysEntry>(genkeyKey(id), 'confirmed')
-      if (k === null || k.first <= this.currentNumber) return false
+      if (k !== null && k.first > this.currentNumber) continue
+      const last = k === null ? 0 : k.first - 1
+      if (oldest === null || last < oldest) oldest = last
     }
-    return true
+    return oldest
+  }
+
+  /** Startup: the kept generations, the newest MAX_OPEN_RETAINED open, the others closed (their cores served on demand). */
+  private async openRetained(retained: readonly RetainedGeneration[], manage: boolean): Promise<void> {
+    const newest = [...retained].sort((a, b) => b.generation - a.generation)
+    for (const [i, r] of newest.entries()) {
+      try {
+        if (i < MAX_OPEN_RETAINED) await this.openKept(r)
+        else await this.indexClosed(r.generation, null)
+      } catch (err) {
+        if (!manage || isLockError(err)) throw err
+        // A generation left is not needed to act: set aside, forgotten (the peers that still need it get it from the others).
+        this.setAsideLeft(r.generation, err as Error)
+      }
+    }
+  }
+
+  private async openKept(r: RetainedGeneration): Promise<void> {
+    const store = await this.openStore(r.generation)
+    await this.openLog(r.generation, store, true, { key: b4a.from(r.key, 'hex'), ...(await this.writerKeyPair(r.generation, r.writer)) })
+  }
+
+  /** Remembers the discovery keys of kept generation m's cores (from its open store, else opened for the read). */
+  private async indexClosed(m: number, open: Corestore | null): Promise<void> {
+    const store = open ?? this.storage!.open(m)
+    try {
+      await store.ready()
+      const storage = (store as unknown as { storage: { createDiscoveryKeyStream(): AsyncIterable<Uint8Array> } }).storage
+      for await (const dk of storage.createDiscoveryKeyStream()) this.closedRetained.set(b4a.toString(dk, 'hex'), m)
+    } finally {
+      if (open === null) await store.close()
+    }
+  }
+
+  /** Closes kept generation m, keeping it on disk and its cores' discovery keys (a peer asking opens it again). */
+  private async closeRetained(m: number): Promise<void> {
+    const g = this.gens.get(m)
+    if (g === undefined || m === this.currentNumber) return
+    await this.indexClosed(m, g.store)
+    await this.closeGen(m)
+  }
+
+  /**
+   * A peer asked for a core of kept generation m, closed here: its storage
+   * is opened to serve it (a corestore alone: no autobase, so it asks no
+   * peer for anything, and two devices serving each other an old
+   * generation never wake each other's up), and closed again once nobody
+   * asked for SERVE_IDLE_MS.
+   */
+  private serveRetained(m: number): Promise<Corestore | null> {
+    this.demandedAt.set(m, this.clock.now())
+    const pending = this.serving.get(m)
+    if (pending !== undefined) return pending
+    if (this.closing !== null || !this.pointer()?.retained.some((x) => x.generation === m)) return Promise.resolve(null)
+    const store = this.storage!.open(m)
+    const opening = store.ready().then(
+      () => store,
+      async (err: unknown) => {
+        this.serving.delete(m)
+        await store.close().catch(() => {})
+        throw err
+      }
+    )
+    this.serving.set(m, opening)
+    return opening
+  }
+
+  /** Stores opened to serve a kept generation that nobody asked for lately are closed (and any of a generation dropped). */
+  private async closeIdleServing(): Promise<void> {
+    const now = this.clock.now()
+    const kept = new Set((this.pointer()?.retained ?? []).map((r) => r.generation))
+    for (const [m, opening] of [...this.serving]) {
+      if (kept.has(m) && !this.gens.has(m) && now - (this.demandedAt.get(m) ?? 0) < SERVE_IDLE_MS && this.closing === null) continue
+      this.serving.delete(m)
+      const store = await opening.catch(() => null)
+      await store?.close().catch(() => {})
+    }
+  }
+
+  /** Before a switch adds the generation left to those kept open: room for it within MAX_OPEN_RETAINED. */
+  private async makeRoom(): Promise<void> {
+    const open = [...this.gens.keys()].filter((m) => m < this.currentNumber).sort((a, b) => (this.demandedAt.get(b) ?? -Infinity) - (this.demandedAt.get(a) ?? -Infinity) || b - a)
+    for (const m of open.slice(MAX_OPEN_RETAINED - 1)) await this.closeRetained(m)
   }
 
   /** Close generation m and delete its storage; the pointer forgets it. */
   private async drop(m: number, reason: 'arrived' | 'retention' | 'abandoned'): Promise<void> {
     if (m === this.currentNumber) return
     await this.closeGen(m)
+    const served = this.serving.get(m)
+    this.serving.delete(m)
+    if (served !== undefined) await (await served.catch(() => null))?.close().catch(() => {})
     // Forgotten first, then deleted: a crash mid-delete never leaves the pointer naming half a store (a restart deletes the rest).
     const p = this.pointer()
     if (p !== null && (p.retained.some((r) => r.generation === m) || (p.readOnly ?? []).some((r) => r.generation === m))) {
@@ -1371,6 +1550,8 @@ export class IntentLog extends ReadyResource {
     }
     this.storage!.remove(m, () => this.opts.hooks?.step?.('dropping', m))
     if (this.frozen?.generation === m) this.frozen = null
+    for (const [dk, g] of this.closedRetained) if (g === m) this.closedRetained.delete(dk)
+    this.demandedAt.delete(m)
     this.emit('dropped', { generation: m, reason })
   }
 }

@@ -76,6 +76,10 @@ export type RejectionReason =
   | 'stale-generation'
   /** A seal whose author registered no writer key for the next generation. */
   | 'no-generation-key'
+  /** Apply version 10: a gen-keys whose box key is a small-order point (key-box.ts usableBoxKey): no founder could seal to it. */
+  | 'bad-box'
+  /** Apply version 10: a gen-keys naming a writer key or box key another identity registered, or a device's identity. */
+  | 'keys-taken'
   /** Apply version 9: a first seal whose roster stamp (SealOp.rosterOp) is not this view's: a writer was added or removed under it. */
   | 'roster-changed'
   /** A founded op, or a seal past the first attempt, in a generation that holds no seal. */

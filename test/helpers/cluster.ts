@@ -44,6 +44,8 @@ export interface ClusterOptions {
   hooks?: (i: number) => GenerationHooks
   /** Device i's fold, when not the group's (a faulty apply, for tests). */
   fold?: (i: number) => Fold | undefined
+  /** Found the group at this apply version (as an older build founds it; with generations only), not this build's. */
+  foundAt?: number
 }
 
 export class Cluster {
@@ -68,8 +70,10 @@ export class Cluster {
     for (let i = 0; i < size; i++) {
       const dir = await tmp(t)
       const first = cluster.devices[0]
-      const { store, log } = cluster.open(dir, first ? first.log.key : null, i)
+      const key = first ? first.log.key : opts.foundAt !== undefined ? await ownKey(dir) : null
+      const { store, log } = cluster.open(dir, key, i)
       await log.ready()
+      if (!first && opts.foundAt !== undefined) await log.append({ type: 'apply-version', version: opts.foundAt })
       cluster.devices.push({ index: i, dir, store, log, elector: null, events: [], inherited: [] })
       cluster.mesh.add(log)
     }
@@ -219,6 +223,17 @@ function describeHolders(cluster: Cluster, holders: number[]): string {
       return `device ${i}: confirmed ${c ? `${c.holder?.slice(0, 8)}@${c.epoch} rev ${c.rev} op ${c.opId.slice(0, 8)}:${c.opId.split(':')[1]}` : 'none'}, deadline in ${deadline === null ? '-' : Math.round(deadline - now)} ms, events ${d.events.map((e) => `${e.msg}@${e.epoch}${e.reason ? `/${e.reason}` : ''}${e.detail ? ` (${e.detail})` : ''}`).join(',')}`
     })
     .join('; ')
+}
+
+/** The identity a device's storage at `dir` will have: a group founded with it as its key starts with no apply-version op of this build's. */
+async function ownKey(dir: string): Promise<Uint8Array> {
+  const seed = new GenerationDirs(storagePaths(dir)).open(0)
+  await seed.ready()
+  const local = await GroupLog.holdLocalKey(seed)
+  const key = local.key
+  await local.release()
+  await seed.close()
+  return key
 }
 
 export async function waitFor(fn: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {

@@ -191,3 +191,44 @@ export function fuzzValue(keys: readonly string[]): fc.Arbitrary<Uint8Array> {
     { weight: 1, arbitrary: fc.constantFrom(MAX_OP_BYTES - 200, MAX_OP_BYTES + 1).map((n) => enc({ v: OP_VERSION, type: 'acquire', name: 'big/x#1', owner: 'alice', ttlMs: null, ts: 1, pad: 'z'.repeat(n) })) }
   )
 }
+
+/** X25519 u-coordinates of the small-order points, and their other encodings (u + p, the high bit set): boxes no seal can use. */
+const P = 2n ** 255n - 19n
+const SMALL_ORDER = [0n, 1n, P - 1n, 325606250916557431795983626356110631294008115727848805560023387167927233504n, 39382357235489614581723060781553021112529911719440698176882885853963445705823n]
+const le = (u: bigint): string => {
+  let hex = ''
+  for (let i = 0; i < 32; i++) hex += Number((u >> BigInt(8 * i)) & 0xffn).toString(16).padStart(2, '0')
+  return hex
+}
+export const BAD_BOXES = SMALL_ORDER.flatMap((u) => [u, u | (1n << 255n), ...(u + P < 1n << 255n ? [u + P, (u + P) | (1n << 255n)] : [])]).map(le)
+
+/** A registration as the view holds it (genkey/): what a hostile writer copies. */
+export interface Registration {
+  identity: string
+  first: number
+  keys: string[]
+  box: string
+}
+
+/**
+ * What a hostile but well-formed writer appends (issue 31): gen-keys with a
+ * box no seal can use, gen-keys copying another device's registered keys
+ * or box, and floods of named-lease acquires (its own ops count towards
+ * the seal's bound). Every one passes the codec; apply version 10 rejects
+ * the first two (bad-box, keys-taken) and the group must go on whatever
+ * it appends.
+ */
+export function hostileValue(generation: number, registrations: readonly Registration[]): fc.Arbitrary<Uint8Array> {
+  const first = fc.integer({ min: generation + 1, max: generation + 3 })
+  const ownKeys = fc.uniqueArray(hexKey, { minLength: 1, maxLength: 8 })
+  const badBox = fc.tuple(first, ownKeys, fc.constantFrom(...BAD_BOXES)).map(([f, keys, box]) => enc({ v: OP_VERSION, type: 'gen-keys', first: f, keys, box }))
+  const flood = fc.tuple(fc.integer({ min: 0, max: 999 }), fc.constantFrom(...OWNERS), fc.option(fc.integer({ min: 1_000, max: 600_000 }), { nil: null })).map(([i, owner, ttlMs]) =>
+    enc({ v: OP_VERSION, type: 'acquire', name: `flood/x#${i}`, owner, ttlMs, ts: Date.now() })
+  )
+  if (registrations.length === 0) return fc.oneof({ weight: 1, arbitrary: badBox }, { weight: 3, arbitrary: flood })
+  const copied = fc.tuple(fc.constantFrom(...registrations), fc.constantFrom('all', 'keys', 'box', 'shifted'), hexKey).map(([r, how, own]) => {
+    const keys = how === 'box' ? [own] : how === 'shifted' ? r.keys.slice(1, 4) : r.keys
+    return enc({ v: OP_VERSION, type: 'gen-keys', first: how === 'shifted' ? r.first + 1 : r.first, keys: keys.length > 0 ? keys : [own], box: how === 'keys' ? le(9n) : r.box })
+  })
+  return fc.oneof({ weight: 1, arbitrary: badBox }, { weight: 1, arbitrary: copied }, { weight: 3, arbitrary: flood })
+}

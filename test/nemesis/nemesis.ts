@@ -44,6 +44,10 @@
  *   generation half deleted), SIGKILLs itself there (AUTOLEASE_TEST_KILL,
  *   lib/daemon/test-pause.ts) and is restarted after 0-2 s; not made when
  *   no switch comes within SWITCH_KILL_WAIT_MS.
+ run one at a time with a recovery wait
+ * - hostile-writer: 5-40 hostile but well-formed ops from the same writer
+ *   (fuzz-ops.ts hostileValue: gen-keys with a small-order box or another
+ *   device's keys, floods of named-lease acquires).
  * Major faults (the first thirteen) run one at a time with a recovery wait
  * after each; minor ones every 1.5-4 s beside them. --out-of-bound instead
  * runs the one fault outside the bound: the holder's clock at 0.5 x and
@@ -183,7 +187,7 @@ class Nemesis {
       devices: o.devices,
       leaseMs: o.leaseMs,
       loopback: o.loopback ? 'asked for the loopback mode (--loopback)' : null,
-      writer: !o.outOfBound && wanted('malformed-ops'),
+      writer: !o.outOfBound && (wanted('malformed-ops') || wanted('hostile-writer')),
       runs: true,
       repos: REPOS,
       rng: this.rng.fork(),
@@ -593,6 +597,16 @@ class Nemesis {
         this.fault(kind, null, `${burst} fuzz values (fast-check seed ${seed}) appended by the plain writer`)
         const answer = await c.writerSay(JSON.stringify({ burst, seed }), 30_000)
         if (answer === null || !answer.includes('"appended"')) this.harnessErrors.push(`malformed-ops: the writer answered ${answer ?? 'nothing'}`)
+        return true
+      }
+      case 'hostile-writer': {
+        const burst = rng.int(5, 40)
+        const seed = rng.int(1, 2 ** 31 - 1)
+        const c = this.cluster
+        if (c.writer === null) return false
+        this.fault(kind, null, `${burst} hostile ops (bad boxes, copied keys, named-lease floods; fast-check seed ${seed}) appended by the plain writer`)
+        const answer = await c.writerSay(JSON.stringify({ hostile: burst, seed }), 30_000)
+        if (answer === null || !answer.includes('"appended"')) this.harnessErrors.push(`hostile-writer: the writer answered ${answer ?? 'nothing'}`)
         return true
       }
       case 'wall-step': {

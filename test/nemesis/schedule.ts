@@ -40,6 +40,7 @@ export const MINOR_KINDS = [
   'queue-retry',
   'queue-remove',
   'malformed-ops',
+  'hostile-writer',
   'wall-step'
 ] as const
 

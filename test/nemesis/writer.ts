@@ -11,7 +11,9 @@
  * `node writer.js --storage DIR --bootstrap HOST:PORT --host ADDR`; stdin
  * takes one JSON command per line, stdout answers one JSON line each:
  * `{"burst": N, "seed": S}` -> `{"appended": N, "seed": S}` once all N
- * values are in its local core. First line on stdout: `{"ready": true}`
+ * values are in its local core; `{"hostile": N, "seed": S}` the same with
+ * hostile but well-formed ops (fuzz-ops.ts hostileValue: bad boxes, copied
+ * keys, named-lease floods). First line on stdout: `{"ready": true}`
  * once it is writable and connected. SIGTERM/SIGKILL: nothing to clean.
  */
 import { parseArgs } from 'node:util'
@@ -21,7 +23,7 @@ import { GroupLog } from '../../lib/families.js'
 import { Swarm } from '../../lib/daemon/swarm.js'
 import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
-import { fuzzValue } from './fuzz-ops.js'
+import { fuzzValue, hostileValue, type Registration } from './fuzz-ops.js'
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { storage: { type: 'string' }, bootstrap: { type: 'string' }, host: { type: 'string' } } })
@@ -43,15 +45,23 @@ async function main(): Promise<void> {
   }
   console.log(JSON.stringify({ ready: true, key: log.self }))
   for await (const line of createInterface({ input: process.stdin })) {
-    let cmd: { burst?: unknown; seed?: unknown }
+    let cmd: { burst?: unknown; hostile?: unknown; seed?: unknown }
     try {
       cmd = JSON.parse(line) as typeof cmd
     } catch {
       console.log(JSON.stringify({ error: 'not JSON' }))
       continue
     }
-    const n = typeof cmd.burst === 'number' && cmd.burst > 0 && cmd.burst <= 200 ? cmd.burst : 0
     const seed = typeof cmd.seed === 'number' ? cmd.seed : 1
+    if (typeof cmd.hostile === 'number') {
+      const count = cmd.hostile > 0 && cmd.hostile <= 200 ? cmd.hostile : 0
+      const registrations = await log.values<Registration>('genkey/', 'tip')
+      const hostile = fc.sample(hostileValue(log.generation, registrations.filter((r) => r.identity !== log.self)), { numRuns: count, seed })
+      for (const v of hostile) await log.base.append(v)
+      console.log(JSON.stringify({ appended: hostile.length, seed }))
+      continue
+    }
+    const n = typeof cmd.burst === 'number' && cmd.burst > 0 && cmd.burst <= 200 ? cmd.burst : 0
     // The group's writer keys, so generated claims and attempt ids name real writers.
     const keys = [...new Set([log.self, ...(await log.writers('tip')).map((w) => w.key)])]
     const batch = fc.sample(fuzzValue(keys), { numRuns: n, seed })
