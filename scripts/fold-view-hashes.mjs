@@ -14,6 +14,10 @@
 //   (cd /tmp/old750 && npx tsc -p .) && (cd /tmp/old4d1 && npx tsc -p .)
 //   node scripts/fold-view-hashes.mjs 750183c=/tmp/old750:3 4d14bd3=/tmp/old4d1:5
 //
+// Baselines already in the fixture are kept; to add one, build only its
+// checkout, e.g. the last build before apply version 10:
+//   node scripts/fold-view-hashes.mjs 3ca7844=/tmp/old3ca:9
+//
 // Each argument is label=checkout:maxVersion (the highest apply version that
 // checkout implements: its sequences upgrade up to it). Never regenerate
 // against the code under test: a fixture is only worth the code it came from.
@@ -28,23 +32,36 @@ const SEED = 19_007
 const here = resolve(import.meta.dirname, '..')
 const { foldHashes } = await import(pathToFileURL(join(here, 'dist/test/helpers/fold-replay.js')).href)
 
-const baselines = {}
+// Baselines already recorded stay (their checkouts need not be built again): a new one is added beside them.
+const { FOLD_VIEW_HASHES: recorded } = await import(pathToFileURL(join(here, 'dist/test/fixtures/fold-view-hashes.js')).href)
+const baselines = { ...recorded }
+const given = new Set()
 for (const arg of process.argv.slice(2)) {
   const m = /^([^=]+)=(.+):(\d+)$/.exec(arg)
   if (m === null) throw new Error(`expected label=checkout:maxVersion, got ${arg}`)
   const [, label, tree, max] = m
-  const { apply } = await import(pathToFileURL(join(resolve(tree), 'dist/lib/log/apply.js')).href)
-  if (typeof apply !== 'function') throw new Error(`${tree}: dist/lib/log/apply.js has no apply(nodes, view, host)`)
+  // Where a checkout's apply lives: lib/log/apply.js until the fold became a registry, lib/families.js since.
+  let apply = null
+  for (const file of ['dist/lib/families.js', 'dist/lib/log/apply.js']) {
+    const mod = await import(pathToFileURL(join(resolve(tree), file)).href).catch(() => ({}))
+    if (typeof mod.apply === 'function') {
+      apply = mod.apply
+      break
+    }
+  }
+  if (apply === null) throw new Error(`${tree}: neither dist/lib/families.js nor dist/lib/log/apply.js exports apply(nodes, view, host)`)
   const maxVersion = Number(max)
   const hashes = await foldHashes(apply, maxVersion, SEED + maxVersion, RUNS)
   baselines[label] = { maxVersion, seed: SEED + maxVersion, hashes }
+  given.add(label)
   console.error(`${label}: ${RUNS} sequences up to version ${maxVersion}, seed ${SEED + maxVersion}`)
 }
-if (Object.keys(baselines).length === 0) throw new Error('no baseline given (see the header)')
+if (given.size === 0) throw new Error('no baseline given (see the header)')
 
 const out = `/**
- * View hashes recorded from the code BEFORE the fold became a registry of
- * op families: each baseline is the apply of that commit, replaying the
+ * View hashes recorded from older builds: each baseline is the apply of
+ * that commit (750183c and 4d14bd3: before the fold became a registry of op
+ * families; 3ca7844: the last build before apply version 10), replaying the
  * sequences test/helpers/fold-replay.ts generates from the seed (up to the
  * apply version that commit implements). Made by
  * scripts/fold-view-hashes.mjs (its header says how), never from the code

@@ -9,7 +9,9 @@
  *    leave the view hashes the code before the refactor left: 750183c (the
  *    commit the issue names, apply version 3: sequences up to version 3 of
  *    the ops it knows) and 4d14bd3 (main just before, apply version 5:
- *    sequences up to version 5, every op type). The hashes are a fixture
+ *    sequences up to version 5, every op type), and 3ca7844 (the last
+ *    build before apply version 10: groups at 1-9 fold as they did). The
+ *    hashes are a fixture
  *    made by scripts/fold-view-hashes.mjs from those commits' builds.
  * 2. Every key of a populated view belongs to exactly one family, and a
  *    snapshot restored into an empty view gives the same view hash.
