@@ -1073,7 +1073,8 @@ export class IntentLog extends ReadyResource {
   }
 
   private pointer(): GenerationPointer | null {
-    if (this.pointerCache === null) this.pointerCache = this.storage!.pointer()
+    if (this.storage === null) return null
+    if (this.pointerCache === null) this.pointerCache = this.storage.pointer()
     return this.pointerCache
   }
 
