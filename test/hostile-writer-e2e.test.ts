@@ -115,6 +115,9 @@ test('real daemons: a writer appends a zero-box gen-keys past the encoder; refus
     })
   )
   t.alike(judged, [1, 1, 1], `every indexer counts the zero box as bad-box (${Date.now() - appendedAt} ms after the raw append)`)
+  // The attacker's own view judges it the same way (apply is the same function everywhere): no registration with that box.
+  await waitFor(async () => (await log.rejected('confirmed'))['bad-box'] === 1, WITHIN_MS, "the bad-box rejection in the agent's own view").catch(() => {})
+  t.is((await log.rejected('confirmed'))['bad-box'], 1, "the agent's own view counts it as bad-box too")
   t.not((await log.value<{ box: string }>(`genkey/${agentKey}`, 'confirmed'))?.box, ZERO_BOX, 'the zero box is no registration of the agent')
 
   // Force a seal: a removal seals the generation at once (read revocation).
