@@ -179,6 +179,44 @@ test('an op appended again twice (its device arrived after the next generation w
   t.is(outcome?.result, 'claimed', 'the request is answered under its first op id, from its third copy')
 })
 
+test('a sealed generation takes no signer-lease claim or renew (each would be rejected there); a release and other ops still go; the next generation takes claims again', { timeout: 90_000 }, async (t) => {
+  let allow!: () => void
+  const allowed = new Promise<void>((resolve) => (allow = resolve))
+  const cluster = await Cluster.create(t, { size: 3, elect: false, generations: QUIET, hooks: (i) => (i === 2 ? { beforeSwitch: () => allowed } : {}) })
+  const [a, , c] = cluster.devices as [Device, Device, Device]
+  await registered(cluster)
+  const claim = () => c.log.append({ type: 'claim', name: SIGNER_LEASE, seen: null, epoch: 1, ts: Date.now() })
+  await a.log.append(await a.log.sealOp())
+  await waitFor(async () => (await c.log.value('gen/seal', 'confirmed')) !== null, 10_000, 'the seal confirmed at c')
+  // The generation manager notes the confirmed seal at its next tick: until then a claim still goes (and is rejected in apply).
+  let refused: unknown = null
+  let early = 0
+  await waitFor(
+    async () => {
+      refused = await claim().then(
+        () => {
+          early++
+          return null
+        },
+        (err: unknown) => err
+      )
+      return refused !== null
+    },
+    10_000,
+    'a claim refused'
+  )
+  t.is((refused as { code?: string }).code, 'GENERATION_SEALED', 'the claim is refused with GENERATION_SEALED, not appended')
+  await t.exception(c.log.append({ type: 'renew', name: SIGNER_LEASE, epoch: 1, owner: null, ts: Date.now() }), /sealed/, 'a renew too')
+  const release = await c.log.append({ type: 'release', name: SIGNER_LEASE, epoch: 1, owner: null, ts: Date.now() })
+  const acquire = await c.log.append({ type: 'acquire', name: 'acme/app#9', owner: 'carol', ttlMs: null, ts: Date.now() })
+  t.ok(typeof release === 'string' && typeof acquire === 'string', 'a release and a named-lease request are appended')
+  t.comment(`c appended ${early} claim(s) between the confirmed seal and the manager's tick`)
+  allow()
+  await settled(cluster, 1)
+  const id = await claim()
+  t.ok(typeof id === 'string', 'in the next generation a claim is appended again')
+})
+
 test('close is bounded while a switch waits for good (a tick waiting on its log)', { timeout: 60_000 }, async (t) => {
   let entered!: () => void
   const waiting = new Promise<void>((resolve) => (entered = resolve))

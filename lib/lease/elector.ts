@@ -505,6 +505,8 @@ export class Elector extends ReadyResource {
       }
     } catch (err) {
       if (this.closing !== null) return
+      // A sealed generation takes no claim or renew; the next one will (no warning per retryMs meanwhile).
+      if (isCoded(err) && err.code === 'GENERATION_SEALED') return
       this.emit('warning', err instanceof Error ? err : new Error(String(err)))
     }
   }

@@ -730,7 +730,28 @@ export class IntentLog extends ReadyResource {
   }
 
   async append(op: Op): Promise<string> {
+    if (this.futileInSealed(op)) {
+      throw new AutoleaseError('GENERATION_SEALED', `generation ${this.currentNumber} is sealed: a ${op.type} of the signer lease is rejected there and waits for the next generation`)
+    }
     return this.appendTo((log) => log.append(op))
+  }
+
+  /**
+   * A signer-lease claim or renew once this device has seen its current
+   * generation's seal confirmed: every node it appends from now on is
+   * ordered after the seal (it references the seal), so apply rejects it,
+   * and it is never re-appended (the elector derives it again in the next
+   * generation). Appended anyway, the standbys' claims (one per retryMs
+   * each, for the whole switch: the lease they see never changes) flooded
+   * the sealed log with nodes that the seal's own share and founded then
+   * waited behind: switches of 50-120 s under the nemesis's load, and a
+   * founder replaced as silent. A release still goes (one op, and a stop
+   * should not fail on it).
+   */
+  private futileInSealed(op: Op): boolean {
+    if (op.type !== 'claim' && op.type !== 'renew') return false
+    if (op.name !== SIGNER_LEASE) return false
+    return this.sealSeen !== null && this.sealSeen.generation === this.currentNumber
   }
 
   async appendBatch(ops: readonly Op[]): Promise<string[]> {
