@@ -33,7 +33,7 @@ test('a holder without a forge hands the signer lease to the device that has one
 
   const add = await cli(['repo', 'add', 'acme/app', '--tenant', 'acme', '--storage', dirs[0]!], 60_000)
   t.is(add.code, 0, `repo add (${add.stderr.trim()})`)
-  const after = await waitStatuses(dirs, (s) => s[1]?.role === 'holder' && s.every((x) => x?.lease.holder === s[1]!.self && x.lease.confirmed), LEASE_MS * 6, 'the device with the forge to hold').catch(
+  const after = await waitStatuses(dirs, (s) => s[1]?.role === 'holder' && s.every((x) => x?.lease.holder === s[1]!.self && x.lease.confirmed), 60_000, 'the device with the forge to hold').catch(
     async () => Promise.all(dirs.map((d) => status(d)))
   )
   t.is(after[1]?.role, 'holder', 'the device with the forge holds')
@@ -43,9 +43,12 @@ test('a holder without a forge hands the signer lease to the device that has one
   if (holderBefore !== 1) {
     t.ok(daemons[holderBefore]!.lines.some((l) => l.msg === 'handing the signer lease to a device that can run the merge queue'), 'the incapable holder said it hands over')
   }
-  // Two more leases: nobody takes it back.
-  const epoch = after[1]?.lease.epoch
+  // Two more leases: no incapable device takes it back (a renew late under load may cost device 1 an epoch, never the lease).
   await new Promise((resolve) => setTimeout(resolve, LEASE_MS * 2))
-  const later = await Promise.all(dirs.map((d) => status(d)))
-  t.alike([later[1]?.role, later[1]?.lease.epoch], ['holder', epoch], 'the capable device keeps the lease')
+  const later = await waitStatuses(dirs, (s) => s.every((x) => x?.lease.holder === after[1]?.self), 30_000, 'device 1 still the holder').catch(async () => Promise.all(dirs.map((d) => status(d))))
+  t.alike(
+    later.map((s) => s?.lease.holder),
+    dirs.map(() => after[1]?.self),
+    'the capable device keeps the lease'
+  )
 })
