@@ -19,7 +19,7 @@ export type ErrorCode =
   | 'GENERATION_MISMATCH'
   /** This device's ordered log is not the one a quorum of indexers signed (lib/log/order-check.ts): it must not act on it. */
   | 'ORDER_DIVERGED'
-  /** The current generation is sealed (its seal confirmed here): a signer-lease claim or renew would only be rejected there, so it is not appended (docs/generations.md §7). */
+  /** The current generation is sealed (its seal confirmed here): a signer-lease claim or renew would only be rejected there, so it is not appended (docs/generations.md §9). */
   | 'GENERATION_SEALED'
 
 export class AutoleaseError extends Error {

@@ -41,6 +41,7 @@
  * - A final release (`final`: the daemon is stopping) retires the loop: no
  *   claim or renew is sent after it, even when a standby nominates us back.
  */
+import { isAutoleaseError } from '../errors.js'
 import ReadyResource from 'ready-resource'
 import { systemClock, type Clock } from '../util/clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
@@ -506,7 +507,7 @@ export class Elector extends ReadyResource {
     } catch (err) {
       if (this.closing !== null) return
       // A sealed generation takes no claim or renew; the next one will (no warning per retryMs meanwhile).
-      if (isCoded(err) && err.code === 'GENERATION_SEALED') return
+      if (isAutoleaseError(err, 'GENERATION_SEALED')) return
       this.emit('warning', err instanceof Error ? err : new Error(String(err)))
     }
   }
