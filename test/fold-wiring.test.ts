@@ -41,7 +41,7 @@ for (const [commit, baseline] of Object.entries(FOLD_VIEW_HASHES)) {
     t.alike(mismatched, [], `every sequence: the view hash of ${commit}`)
     // The sequences reach what they claim to (else the fixture proves little).
     t.alike(
-      [...versions].sort(),
+      [...versions].sort((a, b) => Number(a) - Number(b)),
       Array.from({ length: baseline.maxVersion }, (_, i) => i + 1),
       `groups run at every apply version 1-${baseline.maxVersion}`
     )
