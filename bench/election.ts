@@ -35,7 +35,7 @@
  * Prints one table (autolease beside etcd, with ratios and targets) and
  * writes bench/results/<timestamp>[-quick].json; a full run of every
  * section also writes bench/results/latest.json (what
- * scripts/bench-table.mjs renders for the README).
+ * scripts/bench-table.mjs renders for docs/measured.md).
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -631,7 +631,7 @@ async function main(): Promise<void> {
   report.targets = built.targets
   daemonNotes(report)
   for (const name of skipped) report.notes.push(`QUICK: section "${name}" skipped: it would not have ended within ${QUICK_LIMIT_S} s (--quick ends within 3 minutes)`)
-  // latest.json is what README's table is made from: only a full run in which every part produced its figures may replace it.
+  // latest.json is what docs/measured.md's table is made from: only a full run in which every part produced its figures may replace it.
   const incomplete: string[] = []
   if (!opts.complete) incomplete.push(opts.quick ? 'a --quick run' : 'not every section, or tuning flags given')
   else {
@@ -662,7 +662,7 @@ async function main(): Promise<void> {
   let latest = `; latest.json ${report.meta.latest as string}`
   if (incomplete.length === 0) {
     await copyFile(file, join(dir, 'latest.json'))
-    latest = `, copied to ${join(dir, 'latest.json')} (README: node scripts/bench-table.mjs --write)`
+    latest = `, copied to ${join(dir, 'latest.json')} (docs/measured.md: node scripts/bench-table.mjs --write)`
   }
   console.log(`\nresults: ${file}${latest}  (${fmt(report.meta.durationS as number, 0)} s)`)
   if (report.errors.length > 0) process.exitCode = 1

@@ -2,7 +2,7 @@
  * The benchmark's one table: real daemons and etcd side by side (with the
  * ratio autolease / etcd), then the in-process figures, each with its
  * target where the project set one; and the target verdicts that
- * scripts/bench-table.mjs turns into the README's table.
+ * scripts/bench-table.mjs turns into docs/measured.md's table.
  */
 import type { DaemonsResult, LeaseRun, SignalTrial } from './daemons.js'
 import type { EtcdBenchResult, EtcdScenario } from './etcd.js'

@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 /**
- * The README's performance table (markdown) from a benchmark result:
+ * docs/measured.md's performance table (markdown) from a benchmark result:
  *
  *   node scripts/bench-table.mjs [--write] [bench/results/latest.json]
  *
  * Prints it on stdout; with --write, replaces what stands between the
  * `<!-- bench-table:start ... -->` and `<!-- bench-table:end -->` lines of
- * README.md instead (the markers stay; nothing else in the file changes).
+ * docs/measured.md instead (the markers stay; nothing else in the file changes).
  *
  * One row per target (handoff, failover, claim -> confirmed, idle flaps,
  * election at 9 devices vs 3), the measured values beside the target and
@@ -24,7 +24,7 @@ if (unknown.length > 0 || args.filter((a) => !a.startsWith('-')).length > 1) {
   process.stderr.write('usage: node scripts/bench-table.mjs [--write] [RESULT.json]\n')
   process.exit(2)
 }
-const README = fileURLToPath(new URL('../README.md', import.meta.url))
+const TABLE_DOC = fileURLToPath(new URL('../docs/measured.md', import.meta.url))
 const START = /^<!-- bench-table:start\b.*-->$/
 const END = /^<!-- bench-table:end -->$/
 const file = args.find((a) => !a.startsWith('-')) ?? fileURLToPath(new URL('../bench/results/latest.json', import.meta.url))
@@ -125,17 +125,17 @@ if (!write) {
   process.stdout.write(out.join('\n') + '\n')
 } else {
   // Replace only the lines between the markers; refuse (and change nothing) unless each appears exactly once, start before end.
-  const lines = readFileSync(README, 'utf8').split('\n')
+  const lines = readFileSync(TABLE_DOC, 'utf8').split('\n')
   const starts = lines.flatMap((l, i) => (START.test(l.trim()) ? [i] : []))
   const ends = lines.flatMap((l, i) => (END.test(l.trim()) ? [i] : []))
   if (starts.length !== 1 || ends.length !== 1 || starts[0] > ends[0]) {
-    process.stderr.write(`bench-table: README.md needs exactly one "<!-- bench-table:start -->" line followed by one "<!-- bench-table:end -->" line (found ${starts.length} and ${ends.length})\n`)
+    process.stderr.write(`bench-table: docs/measured.md needs exactly one "<!-- bench-table:start -->" line followed by one "<!-- bench-table:end -->" line (found ${starts.length} and ${ends.length})\n`)
     process.exit(1)
   }
   const next = [...lines.slice(0, starts[0] + 1), '', ...out, '', ...lines.slice(ends[0])].join('\n')
-  // Written to a temp file and renamed: an interrupted write never leaves a half README.
-  const tmp = `${README}.bench-table.tmp`
+  // Written to a temp file and renamed: an interrupted write never leaves a half table.
+  const tmp = `${TABLE_DOC}.bench-table.tmp`
   writeFileSync(tmp, next)
-  renameSync(tmp, README)
-  process.stderr.write(`bench-table: README.md updated from ${file}\n`)
+  renameSync(tmp, TABLE_DOC)
+  process.stderr.write(`bench-table: docs/measured.md updated from ${file}\n`)
 }
