@@ -69,14 +69,17 @@ test('(c) graceful release: a standby is confirmed without waiting leaseMs', asy
   t.is(await holder.elector!.release(), 'released')
   t.absent(holder.elector!.holding(), 'holding ends the moment the release is sent')
   const others = cluster.devices.filter((d) => d !== holder).map((d) => d.index)
-  const next = await cluster.waitForHolder(LEASE_MS * 3, others)
+  const next = await cluster.waitForHolder(30_000, others)
   const handoffMs = Date.now() - releasedAt
   mon.stop()
-  t.ok(handoffMs < LEASE_MS, `handoff in ${handoffMs} ms, less than leaseMs`)
   t.is(await confirmedEpoch(next), epoch + 1)
   t.is(mon.overlaps, 0, mon.report())
+  // That the release (not expiry) handed over is in the history: timing alone cannot show it on a loaded
+  // machine. The time is printed; how fast is the bench's (handoff rows).
   const tenures = await next.log.tenures(SIGNER_LEASE, 'confirmed')
   t.is(tenures[0]?.ended, 'released', 'the first tenure ended by release')
+  t.is(tenures[1]?.began, 'claimed', 'the standby claimed the free record (no takeover after expiry)')
+  t.comment(`handoff in ${handoffMs} ms (leaseMs ${LEASE_MS})`)
   t.ok(holder.events.some((e) => e.msg === 'demoted' && e.reason === 'released'), 'the old holder logged its demotion')
 })
 
