@@ -2,8 +2,16 @@
 // Runs every compiled brittle test file in its own process (a hung or
 // crashed file cannot take the others down), streams its TAP, and ends with
 // the closing line CI reads: `N passed, N failed`. Exit code 1 on any failure.
+//
+// The files are every *.test.js under dist/test, in its folders too (test/ has
+// a folder per layer), named and filtered by their path relative to dist/test
+// (`node scripts/run-tests.mjs queue/ worker` runs the files whose path
+// contains either), in the order of that path. A compiled file whose source
+// test/**/*.test.ts is gone (moved or deleted since the last build: tsc never
+// removes its output) is stale and not run: run twice, a moved file would
+// count twice and a deleted one would still judge.
 import { spawn } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { createRequire } from 'node:module'
 
@@ -11,11 +19,25 @@ const require = createRequire(import.meta.url)
 const brittle = join(require.resolve('brittle/package.json'), '..', 'brittle-node.js')
 const dir = 'dist/test'
 const only = process.argv.slice(2)
-const files = readdirSync(dir)
-  .filter((f) => f.endsWith('.test.js'))
+const compiled = testFiles(dir, '')
+const stale = compiled.filter((f) => !existsSync(join('test', f.replace(/\.js$/, '.ts'))))
+const files = compiled
+  .filter((f) => !stale.includes(f))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort()
   .map((f) => join(dir, f))
+if (stale.length) console.log(`# not run, their sources are gone (stale build output): ${stale.join(', ')}`)
+
+/** Paths (relative to `root`, with `/`) of every *.test.js below root/rel. */
+function testFiles(root, rel) {
+  const out = []
+  for (const entry of readdirSync(join(root, rel), { withFileTypes: true })) {
+    const path = rel === '' ? entry.name : `${rel}/${entry.name}`
+    if (entry.isDirectory()) out.push(...testFiles(root, path))
+    else if (entry.name.endsWith('.test.js')) out.push(path)
+  }
+  return out
+}
 
 const FILE_TIMEOUT_MS = 10 * 60 * 1000
 const WHY_MAX_LINES = 80

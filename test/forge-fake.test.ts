@@ -297,14 +297,17 @@ test('hold in response mode: processed at once, the answer withheld; delay adds 
   release()
 
   fake.createPull(REPO, { headSha: sha(2) })
-  const undo = fake.delay(200, /\/pulls\/2$/)
+  // A long delay, so "undone" is told from "delayed" with seconds to spare on a loaded machine.
+  const DELAY_MS = 3_000
+  const undo = fake.delay(DELAY_MS, /\/pulls\/2$/)
   const started = Date.now()
   t.is((await forgeOn(fake).getPull(REPO, 2))?.number, 2)
-  t.ok(Date.now() - started >= 190, 'delayed')
+  t.ok(Date.now() - started >= DELAY_MS - 10, 'delayed')
   undo()
   const again = Date.now()
   await forgeOn(fake).getPull(REPO, 2)
-  t.ok(Date.now() - again < 190, 'undone')
+  const ms = Date.now() - again
+  t.ok(ms < DELAY_MS - 1_000, `undone (${ms} ms)`)
 })
 
 test('the /_fake control API drives the fake over HTTP', async (t) => {

@@ -14,8 +14,8 @@
  * revocation). Checked: every indexer's reject counter (the Prometheus
  * `autolease_rejected_ops{reason="bad-box"}`) shows the op; every indexer
  * moves past generation 0; one holder is confirmed; a named lease is
- * acquired, all within 60 s of the removal (a deadline on the waits; the
- * times are printed).
+ * acquired, all by a generous deadline after the removal (a deadline on
+ * the waits, not a speed claim; the times are printed).
  *
  * On a build before apply version 10 the zero box is accepted as the
  * agent's registration, every founder's seal throws on it and the group
@@ -35,7 +35,8 @@ import { IntentLog, openStore, Swarm } from '../lib/index.js'
 import { decodeKey, readGroupFile, storagePaths } from '../lib/daemon/storage-lock.js'
 
 const LEASE_MS = 2000
-const WITHIN_MS = 60_000
+/** A deadline on each wait, not a speed claim: generous for a loaded machine (how soon is the bench's). */
+const WITHIN_MS = 120_000
 const ZERO_BOX = '00'.repeat(32)
 
 /** A free TCP port on loopback (for each indexer's --metrics-port). */
@@ -64,7 +65,7 @@ async function rejectedOps(port: number, reason: string): Promise<number> {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 const gen = (s: Status | null): number => s?.generation.number ?? -1
 
-test('real daemons: a writer appends a zero-box gen-keys past the encoder; refused, the seal switches, a holder and a named lease follow', { timeout: 420_000 }, async (t) => {
+test('real daemons: a writer appends a zero-box gen-keys past the encoder; refused, the seal switches, a holder and a named lease follow', { timeout: 540_000 }, async (t) => {
   const procs = new Procs(t)
   const bootstrap = await procs.testnet()
   const net = ['--bootstrap', bootstrap, '--host', '127.0.0.1']

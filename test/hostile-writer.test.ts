@@ -3,7 +3,8 @@
  * indexers and writers whose registrations are crafted to stop a seal (a
  * box key no seal can use, another device's keys, more members than one
  * share holds). In each the group seals, switches, elects a holder and
- * applies a webhook event in the new generation within 60 s.
+ * applies a webhook event in the new generation (by a generous deadline on
+ * the waits: a frozen group never does; the time is printed).
  *
  * Every test here uses only what a build before apply version 10 had
  * (the group's version is this build's, or 9 where a registration must be
@@ -23,7 +24,8 @@ import type { GenKeysEntry } from '../lib/log/generation-layout.js'
 /** A seal only when a test sets one off (by ops: the hostile writer's own flood). */
 const ROTATION = { ops: 120, checkMs: 100, staggerMs: 100, foundTimeoutMs: 20_000 }
 const QUIET = { ...ROTATION, ops: 1_000_000_000 }
-const WITHIN_MS = 60_000
+/** A deadline on the waits, not a speed claim: generous for a loaded machine (how soon is the bench's). */
+const WITHIN_MS = 150_000
 const ZERO_BOX = '00'.repeat(32)
 
 function event(delivery: string): EventOp {
@@ -51,7 +53,7 @@ async function addWriter(t: Parameters<Parameters<typeof test>[2] & object>[0], 
   cluster.mesh.add(log)
   log.on('error', () => {})
   await cluster.devices[0]!.log.append({ type: 'add-writer', key: log.self, indexer: false })
-  await waitFor(() => log.writable, 10_000, 'the writer added')
+  await waitFor(() => log.writable, 60_000, 'the writer added')
   return d
 }
 
@@ -62,7 +64,7 @@ async function registered(devices: Device[]): Promise<void> {
       for (const d of devices) for (const o of devices) if ((await d.log.value(`genkey/${o.log.self}`, 'confirmed')) === null) return false
       return true
     },
-    20_000,
+    60_000,
     'every device registered its next keys'
   )
 }
@@ -82,7 +84,7 @@ async function goesOn(t: { ok(v: unknown, m?: string): void; fail(m: string): vo
     await waitFor(async () => (await holder.log.values<{ delivery?: string }>('events/', 'confirmed')).some((e) => e.delivery === delivery), left(), 'the webhook event applied')
     const ms = Date.now() - started
     t.comment(`generation ${holder.log.generation}, holder ${holder.index}, event applied ${ms} ms after the seal was set off`)
-    t.ok(ms < WITHIN_MS, `the group went on within ${WITHIN_MS / 1000} s`)
+    t.ok(ms < WITHIN_MS, `the group went on (deadline ${WITHIN_MS / 1000} s)`)
     return true
   } catch (err) {
     for (const d of indexers) {
@@ -102,7 +104,7 @@ async function flood(d: Device): Promise<void> {
   }
 }
 
-test('a writer re-registering with a zero box: its registration is refused; the seal, the switch, a holder and a webhook follow', { timeout: 120_000 }, async (t) => {
+test('a writer re-registering with a zero box: its registration is refused; the seal, the switch, a holder and a webhook follow', { timeout: 240_000 }, async (t) => {
   const cluster = await Cluster.create(t, { size: 3, config: { leaseMs: 2000 }, generations: ROTATION })
   listen(cluster)
   const indexers = [...cluster.devices]
@@ -111,7 +113,7 @@ test('a writer re-registering with a zero box: its registration is refused; the 
   const own = (await mallory.log.value<GenKeysEntry>(`genkey/${mallory.log.self}`, 'confirmed'))!
   // Its own keys, a low-order box: a build before version 10 accepts it and then no founder can seal to it.
   await mallory.log.append({ type: 'gen-keys', first: own.first, keys: own.keys, box: ZERO_BOX })
-  await waitFor(async () => (await indexers[0]!.log.applied('confirmed')) > 0 && (await indexers[0]!.log.rejected('confirmed'))['bad-box'] !== undefined, 10_000, 'the zero box judged').catch(() => {})
+  await waitFor(async () => (await indexers[0]!.log.applied('confirmed')) > 0 && (await indexers[0]!.log.rejected('confirmed'))['bad-box'] !== undefined, 60_000, 'the zero box judged').catch(() => {})
   const rejected = await indexers[0]!.log.rejected('confirmed')
   t.is(rejected['bad-box'], 1, 'the zero box is refused (counted as bad-box)')
   t.is((await indexers[0]!.log.value<GenKeysEntry>(`genkey/${mallory.log.self}`, 'confirmed'))?.box, own.box, 'its usable registration stands')
@@ -121,7 +123,7 @@ test('a writer re-registering with a zero box: its registration is refused; the 
   await goesOn(t, cluster, indexers, 0, started)
 })
 
-test("a writer copying an indexer's next keys and box: refused; the indexer keeps its place in the next generation", { timeout: 120_000 }, async (t) => {
+test("a writer copying an indexer's next keys and box: refused; the indexer keeps its place in the next generation", { timeout: 240_000 }, async (t) => {
   const cluster = await Cluster.create(t, { size: 3, config: { leaseMs: 2000 }, generations: ROTATION })
   listen(cluster)
   const indexers = [...cluster.devices]
@@ -131,7 +133,7 @@ test("a writer copying an indexer's next keys and box: refused; the indexer keep
   const victim = [...indexers].sort((a, b) => (a.log.self < b.log.self ? -1 : 1)).find((d) => d.log.self < mallory.log.self) ?? indexers[0]!
   const keys = (await mallory.log.value<GenKeysEntry>(`genkey/${victim.log.self}`, 'confirmed'))!
   await mallory.log.append({ type: 'gen-keys', first: keys.first, keys: keys.keys, box: keys.box })
-  await waitFor(async () => (await indexers[0]!.log.rejected('confirmed'))['keys-taken'] === 1, 10_000, 'the copy judged').catch(() => {})
+  await waitFor(async () => (await indexers[0]!.log.rejected('confirmed'))['keys-taken'] === 1, 60_000, 'the copy judged').catch(() => {})
   t.is((await indexers[0]!.log.rejected('confirmed'))['keys-taken'], 1, 'the copy is refused (counted as keys-taken)')
   t.not((await indexers[0]!.log.value<GenKeysEntry>(`genkey/${mallory.log.self}`, 'confirmed'))?.box, keys.box, "the copier holds none of the victim's keys")
 
@@ -143,11 +145,11 @@ test("a writer copying an indexer's next keys and box: refused; the indexer keep
   t.is(await victim.log.value<string>(`gen/author/${key}`, 'confirmed'), victim.log.self, `the victim's key for generation ${n} stands for the victim`)
   t.ok((await victim.log.writers('confirmed')).find((w) => w.key === victim.log.self)?.indexer, 'and it is still an indexer')
   await victim.log.append({ type: 'acquire', name: 'acme/app#victim', owner: 'victim', ttlMs: null, ts: Date.now() })
-  await waitFor(async () => (await victim.log.lease('acme/app#victim', 'confirmed')) !== null, 10_000, "the victim's acquire applied")
+  await waitFor(async () => (await victim.log.lease('acme/app#victim', 'confirmed')) !== null, 60_000, "the victim's acquire applied")
   t.is((await victim.log.lease('acme/app#victim', 'confirmed'))?.holder, victim.log.self, "the victim's ops are its own")
 })
 
-test('a group at version 9 holding a member with a zero box (accepted there): the founder leaves it out, says why, and the group goes on', { timeout: 120_000 }, async (t) => {
+test('a group at version 9 holding a member with a zero box (accepted there): the founder leaves it out, says why, and the group goes on', { timeout: 240_000 }, async (t) => {
   const cluster = await Cluster.create(t, { size: 3, config: { leaseMs: 2000 }, generations: QUIET, foundAt: 9 })
   listen(cluster)
   const indexers = [...cluster.devices]
@@ -156,7 +158,7 @@ test('a group at version 9 holding a member with a zero box (accepted there): th
   t.is(await indexers[0]!.log.groupApplyVersion('confirmed'), 9, 'the group runs version 9')
   const own = (await mallory.log.value<GenKeysEntry>(`genkey/${mallory.log.self}`, 'confirmed'))!
   await mallory.log.append({ type: 'gen-keys', first: own.first, keys: own.keys, box: ZERO_BOX })
-  await waitFor(async () => (await indexers[0]!.log.value<GenKeysEntry>(`genkey/${mallory.log.self}`, 'confirmed'))?.box === ZERO_BOX, 10_000, 'the zero box registered (version 9)')
+  await waitFor(async () => (await indexers[0]!.log.value<GenKeysEntry>(`genkey/${mallory.log.self}`, 'confirmed'))?.box === ZERO_BOX, 60_000, 'the zero box registered (version 9)')
 
   // A removal seals at once (read revocation): the member nobody can seal to is in the frozen state.
   const spare = await addWriter(t, cluster)
@@ -165,7 +167,7 @@ test('a group at version 9 holding a member with a zero box (accepted there): th
   await indexers[0]!.log.append({ type: 'remove-writer', key: spare.log.self })
   if (!(await goesOn(t, cluster, indexers, 0, started))) return
   const excluded = async (): Promise<unknown> => ((await mallory.log.generationInfo()) as { excluded?: unknown }).excluded ?? null
-  await waitFor(async () => (await excluded()) !== null, 10_000, 'the member left out knows it')
+  await waitFor(async () => (await excluded()) !== null, 60_000, 'the member left out knows it')
   t.alike(await excluded(), { generation: 1, reason: 'unusable-box' }, 'status says why it cannot follow')
   t.is(mallory.log.generation, 0, 'it stays in the sealed generation')
 })
@@ -211,7 +213,7 @@ async function rawWriters(t: Parameters<Parameters<typeof test>[2] & object>[0],
   }
 }
 
-test('201 members with keys: the share holds the 200 it can, the group goes on', { timeout: 180_000 }, async (t) => {
+test('201 members with keys: the share holds the 200 it can, the group goes on', { timeout: 300_000 }, async (t) => {
   // Founding a generation of 200 writers takes each device longer than the other tests' 5 s before a re-seal.
   const cluster = await Cluster.create(t, { size: 3, config: { leaseMs: 2000 }, generations: { ...QUIET, foundTimeoutMs: 30_000 } })
   const indexers = [...cluster.devices]
@@ -220,7 +222,7 @@ test('201 members with keys: the share holds the 200 it can, the group goes on',
   const raw = await rawWriters(t, cluster, 199)
   const founder = indexers[0]!
   for (let i = 0; i < raw.keys.length; i += 50) await founder.log.appendBatch(raw.keys.slice(i, i + 50).map((key): Op => ({ type: 'add-writer', key, indexer: false })))
-  await waitFor(async () => (await founder.log.writers('confirmed')).length === 3 + raw.keys.length, 30_000, 'the raw writers added')
+  await waitFor(async () => (await founder.log.writers('confirmed')).length === 3 + raw.keys.length, 90_000, 'the raw writers added')
   await raw.append((founder.log.base as unknown as { heads(): unknown[] }).heads())
   await waitFor(
     async () => {

@@ -85,7 +85,7 @@ async function harness(t: Assertion, cmd: { command?: string; args?: (file: stri
   return { runner, clock, next, signals, ticked, childReady, pidsFile, pids }
 }
 
-function within<T>(p: Promise<T>, what: string, ms = 5_000): Promise<T> {
+function within<T>(p: Promise<T>, what: string, ms = 30_000): Promise<T> {
   let timer!: NodeJS.Timeout
   const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms)))
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer))

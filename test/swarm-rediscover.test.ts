@@ -6,8 +6,8 @@
  * loss: no connection at all 128 s after the loss ended). Here two swarms
  * are connected, then each one's dial attempts toward the other are set to
  * what those failed dials leave (waiting them out takes a minute) and the
- * connection is dropped: with rediscovery they are connected again within
- * seconds; without it (rediscoverMs 0) not at all.
+ * connection is dropped: with rediscovery they are connected again (by a
+ * lookup; the time is printed); without it (rediscoverMs 0) not at all.
  */
 import test from 'brittle'
 import createTestnet from 'hyperdht/testnet.js'
@@ -48,7 +48,8 @@ async function cutApart(rediscoverMs: number, t: Parameters<Parameters<typeof te
 test('two peers whose dial attempts ran out are connected again by a lookup of the topic', { timeout: 60_000 }, async (t) => {
   const { a, b } = await cutApart(500, t)
   const cutAt = Date.now()
-  await waitFor(() => a.peers === 1 && b.peers === 1, 10_000, 'the peers to connect again').catch(() => {})
+  // Generous: without rediscovery they stay apart until the topic's 10-minute refresh; how soon is printed.
+  await waitFor(() => a.peers === 1 && b.peers === 1, 40_000, 'the peers to connect again').catch(() => {})
   t.ok(a.peers === 1 && b.peers === 1, `connected again after ${Date.now() - cutAt} ms`)
   t.ok(a.rediscoveries + b.rediscoveries >= 1, `by a lookup (${a.rediscoveries + b.rediscoveries} made)`)
   await new Promise((resolve) => setTimeout(resolve, 1_500))
@@ -84,7 +85,7 @@ async function alone(rediscoverMs: number, t: Parameters<Parameters<typeof test>
 test('a swarm that never connected looks the topic up again and finds a peer that came later', { timeout: 60_000 }, async (t) => {
   const { a } = await alone(500, t)
   const at = Date.now()
-  await waitFor(() => a.peers === 1, 10_000, 'the lone swarm to find the later peer').catch(() => {})
+  await waitFor(() => a.peers === 1, 40_000, 'the lone swarm to find the later peer').catch(() => {})
   t.is(a.peers, 1, `connected after ${Date.now() - at} ms, by ${a.rediscoveries} lookups`)
 })
 

@@ -308,8 +308,8 @@ test('an unknown tenant and a bad signature get the same answer, at the same poi
     ['a chunked body over the limit', (tenant) => request(tenant, sig, null, `${(1_100_000).toString(16)}\r\n${'x'.repeat(1_100_000)}\r\n0\r\n\r\n`)]
   ]
   for (const [label, make] of shapes) {
-    const known = undated(await raw(server, make('acme'), 3000, false))
-    const unknown = undated(await raw(server, make('initech'), 3000, false))
+    const known = undated(await raw(server, make('acme'), 30_000, false))
+    const unknown = undated(await raw(server, make('initech'), 30_000, false))
     t.ok(/^HTTP\/1\.1 (401|413) /.test(known), `${label}: ${known.split('\r\n')[0]}`)
     t.is(unknown, known, `${label}: an unknown tenant's answer is the known tenant's, byte for byte`)
   }
@@ -328,7 +328,7 @@ test('an unknown tenant and a bad signature get the same answer, at the same poi
     await new Promise((resolve) => setTimeout(resolve, 300))
     t.is(got, '', `${tenant}: no answer while the body is outstanding`)
     socket.write(body)
-    await waitFor(() => got.includes('\r\n\r\n'), 3000, 'the answer')
+    await waitFor(() => got.includes('\r\n\r\n'), 30_000, 'the answer')
     t.ok(got.startsWith('HTTP/1.1 401'), `${tenant}: 401 once the body came`)
     t.ok(got.endsWith(JSON.stringify({ ok: false, error: 'bad signature or unknown tenant' })), `${tenant}: the one 401 body`)
   }
@@ -356,13 +356,13 @@ test('at most maxConcurrentBodies bodies are read at once: the next request wait
   t.is(third, null, 'a signed delivery is not answered while both slots are taken')
   t.is(intake.calls, 0, 'nor appended')
   held[0]!.write('"b"}')
-  await waitFor(() => heldAnswers[0]!.includes('\r\n\r\n'), 3000, 'the first held answer')
+  await waitFor(() => heldAnswers[0]!.includes('\r\n\r\n'), 30_000, 'the first held answer')
   t.ok(heldAnswers[0]!.startsWith('HTTP/1.1 401'), 'the first held request: 401 (bad signature)')
   await pending
   t.is((third as Reply | null)?.status, 202, 'then the waiting delivery is read and stored')
   t.is(intake.ops.length, 1)
   held[1]!.write('"b"}')
-  await waitFor(() => heldAnswers[1]!.includes('\r\n\r\n'), 3000, 'the second held answer')
+  await waitFor(() => heldAnswers[1]!.includes('\r\n\r\n'), 30_000, 'the second held answer')
   t.is((await deliver(server, labeled())).status, 202, 'every slot is free again')
 })
 
@@ -391,7 +391,7 @@ test('slow senders hold no slot for long and never ahead of a whole body: an unk
   t.is(reply.status, 202, 'the delivery is served once the holder is cut')
   t.ok(holder.got().startsWith('HTTP/1.1 408 '), `the holder was cut at its body deadline: ${holder.got().split('\r\n')[0] ?? '(nothing)'}`)
   t.is(waiter.got(), '', 'the slow body that waited longer was passed over: the whole body went first')
-  await waitFor(() => stranger.got().startsWith('HTTP/1.1 408 ') && waiter.got().startsWith('HTTP/1.1 408 '), 5000, 'the other slow bodies cut too')
+  await waitFor(() => stranger.got().startsWith('HTTP/1.1 408 ') && waiter.got().startsWith('HTTP/1.1 408 '), 30_000, 'the other slow bodies cut too')
   t.is(intake.ops.length, 2)
   t.is(answers.filter(([s, r]) => s === 408 && r === 'body too slow').length, 3, 'each slow body answered 408 once')
 })
@@ -406,14 +406,14 @@ test('a request whose body can never complete frees its body slot: a client gone
   // Gone mid-body: half the declared length, then the client ends its side (it still reads).
   const gone = await raw(server, head, 3000, true)
   t.ok(gone.startsWith('HTTP/1.1 400 '), `gone mid-body: answered ${JSON.stringify(gone.split('\r\n')[0])}, then closed`)
-  t.is((await within(deliver(server, labeled()), 3000))?.status, 202, 'its slot is free: the next delivery is read and stored')
+  t.is((await within(deliver(server, labeled()), 30_000))?.status, 202, 'its slot is free: the next delivery is read and stored')
 
   // Stalled: half a body on a connection kept open; the server answers at its request timeout and closes.
-  const started = Date.now()
-  const stalled = await raw(server, head, 5000, false)
-  t.ok(Date.now() - started < 4000, `stalled mid-body: closed by the server after ${Date.now() - started} ms`)
+  // Who closed it is the behaviour; the client waits generously (the time is printed).
+  const { got: stalled, closedBy, ms } = await exchange(server, head, 30_000, false)
+  t.is(closedBy, 'server', `stalled mid-body: closed by the server (after ${ms} ms)`)
   t.ok(stalled.startsWith('HTTP/1.1 408 '), `stalled mid-body: answered ${JSON.stringify(stalled.split('\r\n')[0])}`)
-  t.is((await within(deliver(server, labeled()), 3000))?.status, 202, 'its slot is free too')
+  t.is((await within(deliver(server, labeled()), 30_000))?.status, 202, 'its slot is free too')
   t.alike(answers.map(([s]) => s), [400, 202, 408, 202], 'each answered and counted once')
 })
 
@@ -433,7 +433,7 @@ test('at most maxConnections sockets: one more closes the oldest without a compl
   }
   const served = await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 3000, false)
   t.ok(served.startsWith('HTTP/1.1 200 '), `a third connection is served: ${served.split('\r\n')[0] ?? '(nothing)'}`)
-  await waitFor(() => closed[0] === true, 3000, 'the oldest idle socket closed')
+  await waitFor(() => closed[0] === true, 30_000, 'the oldest idle socket closed')
   t.is(closed[1], false, 'the other one stays')
   open[1]!.destroy()
 
@@ -445,10 +445,11 @@ test('at most maxConnections sockets: one more closes the oldest without a compl
     intake.ops.push(op)
   }
   const pending = [deliver(server, labeled()), deliver(server, labeled())]
-  await waitFor(() => server['busy'].size === 2, 3000, 'both deliveries read and waiting on the append')
-  const started = Date.now()
-  t.is(await raw(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 3000, false), '', 'the third connection gets no answer')
-  t.ok(Date.now() - started < 2000, 'it is closed at once')
+  await waitFor(() => server['busy'].size === 2, 30_000, 'both deliveries read and waiting on the append')
+  // A complete request that gets no answer and a close from the server: refused at the connection (the client waits generously).
+  const third = await exchange(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 30_000, false)
+  t.is(third.got, '', 'the third connection gets no answer')
+  t.is(third.closedBy, 'server', `it is closed by the server (after ${third.ms} ms)`)
   release()
   t.alike((await Promise.all(pending)).map((r) => r.status), [202, 202], 'the two deliveries are stored')
   t.is(intake.ops.length, 2)
@@ -559,18 +560,24 @@ test('/healthz, unknown paths, other methods', async (t) => {
 
 /** Raw bytes on a TCP connection; resolves with whatever came back before the server closed it (or after `waitMs`). */
 function raw(server: WebhookServer, bytes: string, waitMs = 2000, endAfter = true): Promise<string> {
+  return exchange(server, bytes, waitMs, endAfter).then((r) => r.got)
+}
+
+/** What `raw` reads, and who ended the connection: the server, or this client when `waitMs` passed. */
+function exchange(server: WebhookServer, bytes: string, waitMs: number, endAfter: boolean): Promise<{ got: string; closedBy: 'server' | 'client'; ms: number }> {
   return new Promise((resolve) => {
+    const started = Date.now()
     const socket = connect(server.port, '127.0.0.1')
     let got = ''
     const timer = setTimeout(() => {
       socket.destroy()
-      resolve(got)
+      resolve({ got, closedBy: 'client', ms: Date.now() - started })
     }, waitMs)
     socket.on('data', (c: Buffer) => (got += c.toString('latin1')))
     socket.on('error', () => {})
     socket.on('close', () => {
       clearTimeout(timer)
-      resolve(got)
+      resolve({ got, closedBy: 'server', ms: Date.now() - started })
     })
     socket.write(bytes)
     if (endAfter) socket.end()
@@ -582,10 +589,13 @@ test('bytes that do not parse after a well-framed request: its answer still come
   // Node's client sends a DELETE's body with no Content-Length and no chunking when the header is
   // left out: the server reads the body as a next request that does not parse. The socket used to
   // be destroyed there, with the DELETE's 405 still in flight (fuzz-webhook seed 224809).
-  const started = Date.now()
-  const got = await raw(server, 'DELETE /webhook/acme HTTP/1.1\r\nHost: x\r\n\r\n{"action":"labeled"}\u0000 not a request\r\n\r\n', 3000, false)
+  // The server's own timeouts are pushed past the client's generous wait, so a close by the server is the
+  // close after the answer, not its keep-alive or headers timeout (the time is printed).
+  server['server'].keepAliveTimeout = 60_000
+  server['server'].headersTimeout = 60_000
+  const { got, closedBy, ms } = await exchange(server, 'DELETE /webhook/acme HTTP/1.1\r\nHost: x\r\n\r\n{"action":"labeled"}\u0000 not a request\r\n\r\n', 20_000, false)
   t.ok(got.startsWith('HTTP/1.1 405 '), `the DELETE is answered: ${got.split('\r\n')[0] ?? '(nothing)'}`)
-  t.ok(Date.now() - started < 2500, 'and the server closes the connection after it (not the client, not a timeout)')
+  t.is(closedBy, 'server', `and the server closes the connection after it (not the client, not a timeout; after ${ms} ms)`)
   t.alike(answers.map(([s]) => s).sort(), [400, 405], 'counted: the 405 and the malformed rest')
 })
 
@@ -605,15 +615,14 @@ test('malformed requests, aborted connections and slow clients never crash the s
   const signed = `X-Hub-Signature-256: sha256=${'0'.repeat(64)}\r\n`
   await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\n${signed}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`, 200)
   // Slow: headers never finish, or the body never finishes; the server gives up on its own.
-  const started = Date.now()
-  const slowHeaders = await raw(server, 'POST /webhook/acme HTTP/1.1\r\nHost: x\r\n', 5000, false)
-  t.ok(Date.now() - started < 4000, `stalled headers: connection closed by the server after ${Date.now() - started} ms`)
+  // Who closed it is the behaviour; the client waits generously (the time is printed).
+  const { got: slowHeaders, closedBy, ms } = await exchange(server, 'POST /webhook/acme HTTP/1.1\r\nHost: x\r\n', 30_000, false)
+  t.is(closedBy, 'server', `stalled headers: connection closed by the server after ${ms} ms`)
   t.ok(slowHeaders === '' || slowHeaders.startsWith('HTTP/1.1 408'), 'stalled headers: 408 or a closed connection')
-  const slowBody = await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\n${signed}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`, 5000, false)
+  const slowBody = await raw(server, `POST /webhook/acme HTTP/1.1\r\nHost: x\r\n${signed}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`, 30_000, false)
   t.ok(slowBody.startsWith('HTTP/1.1 408'), `stalled body: 408 (${JSON.stringify(slowBody.slice(0, 12))})`)
-  const idle = Date.now()
-  await raw(server, '', 5000, false)
-  t.ok(Date.now() - idle < 4000, 'a connection that sends nothing is closed by the server')
+  const idle = await exchange(server, '', 30_000, false)
+  t.is(idle.closedBy, 'server', `a connection that sends nothing is closed by the server (after ${idle.ms} ms)`)
   t.is((await deliver(server, labeled())).status, 202, 'still serving')
   t.is(intake.ops.length, 1)
 })
