@@ -102,17 +102,14 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { EPOCH_HEADER } from '../../lib/queue/forge/forge.js'
-import { conditional, credentialOf, defaultMessage, describe, epochOf, matches, notFound, parseJson, readBody, send, sleep } from './http-replies.js'
+import { conditional, credentialOf, describe, epochOf, notFound, parseJson, readBody, send, sleep } from './http-replies.js'
+import { FaultInjector } from './fault-injector.js'
 import { ForgeRoutes } from './rest-routes.js'
 import {
-  DOCS,
-  type DelayState,
   type FailOptions,
-  type FailState,
   type FakeForgeOptions,
   type FakeRateLimit,
   type HoldOptions,
-  type HoldState,
   type HookInit,
   type MutationRecord,
   type Release,
@@ -151,9 +148,7 @@ export class FakeForge extends ForgeRoutes {
   private readonly server: Server
   private readonly host: string
   private readonly port: number
-  private readonly holds = new Set<HoldState>()
-  private readonly fails: FailState[] = []
-  private readonly delays = new Set<DelayState>()
+  private readonly faults = new FaultInjector(this.now)
   private readonly requestLog: RequestRecord[] = []
   private readonly mutationLog: MutationRecord[] = []
   private seq = 0
@@ -196,8 +191,7 @@ export class FakeForge extends ForgeRoutes {
   override async _close(): Promise<void> {
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
-    for (const h of this.holds) h.doRelease()
-    this.holds.clear()
+    this.faults.releaseAll()
     this.webhooks.abortAll()
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()))
     this.server.closeAllConnections()
@@ -252,35 +246,12 @@ export class FakeForge extends ForgeRoutes {
 
   /** Matching requests wait until the returned function is called (or the fake closes). */
   hold(match: RequestMatcher, opts: HoldOptions = {}): Release {
-    let doRelease!: () => void
-    const release = new Promise<void>((resolve) => {
-      doRelease = resolve
-    })
-    const h: HoldState = { match, mode: opts.mode ?? 'request', released: false, waiting: 0, reachedCount: 0, release, doRelease, watchers: [] }
-    this.holds.add(h)
-    const fn = (() => {
-      h.released = true
-      this.holds.delete(h)
-      h.doRelease()
-    }) as Release
-    Object.defineProperty(fn, 'waiting', { get: () => h.waiting })
-    Object.defineProperty(fn, 'reached', {
-      value: (count = 1) =>
-        new Promise<void>((resolve) => {
-          if (h.reachedCount >= count) resolve()
-          else h.watchers.push({ count, resolve })
-        })
-    })
-    return fn
+    return this.faults.hold(match, opts)
   }
 
   /** Adds `ms` of latency to matching requests (every request when no matcher); returns the undo. */
   delay(ms: number, match: RequestMatcher = () => true): () => void {
-    const d = { match, ms }
-    this.delays.add(d)
-    return () => {
-      this.delays.delete(d)
-    }
+    return this.faults.delay(ms, match)
   }
 
   /**
@@ -289,38 +260,12 @@ export class FakeForge extends ForgeRoutes {
    * Returns the undo.
    */
   failNext(match: RequestMatcher, status: number | 'reset', body?: unknown, opts: FailOptions = {}): () => void {
-    const f: FailState = { match, status, body: body ?? { message: defaultMessage(status), documentation_url: DOCS }, headers: opts.headers ?? {}, times: opts.times ?? 1 }
-    this.fails.push(f)
-    return () => {
-      const i = this.fails.indexOf(f)
-      if (i !== -1) this.fails.splice(i, 1)
-    }
+    return this.faults.failNext(match, status, body, opts)
   }
 
-  /**
-   * A rate limit as GitHub sends it. secondary: 403 (or 429) "You have
-   * exceeded a secondary rate limit" with Retry-After. primary: 403 (or 429)
-   * "API rate limit exceeded" with x-ratelimit-remaining 0 and
-   * x-ratelimit-reset = now + retryAfterS (whole seconds, as GitHub).
-   */
+  /** A rate limit as GitHub sends it (primary or secondary, 403 or 429): FaultInjector.rateLimitNext. */
   rateLimitNext(match: RequestMatcher, opts: { kind: 'primary' | 'secondary'; retryAfterS?: number; status?: 403 | 429; times?: number }): () => void {
-    const after = opts.retryAfterS ?? 1
-    const status = opts.status ?? 403
-    if (opts.kind === 'secondary') {
-      return this.failNext(
-        match,
-        status,
-        { message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.', documentation_url: DOCS },
-        { headers: { 'retry-after': String(after) }, times: opts.times ?? 1 }
-      )
-    }
-    const reset = Math.floor(this.now() / 1000) + after
-    return this.failNext(
-      match,
-      status,
-      { message: 'API rate limit exceeded for installation.', documentation_url: DOCS },
-      { headers: { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(reset), 'x-ratelimit-used': '5000' }, times: opts.times ?? 1 }
-    )
+    return this.faults.rateLimitNext(match, opts)
   }
 
   // ---- HTTP ---------------------------------------------------------------------------------
@@ -367,15 +312,14 @@ export class FakeForge extends ForgeRoutes {
       this.emit('mutation', { ...mrec })
     }
 
-    const latency = [...this.delays].filter((d) => matches(d.match, info)).reduce((sum, d) => sum + d.ms, 0)
+    const latency = this.faults.latencyOf(info)
     if (latency > 0) await sleep(latency)
-    const holds = [...this.holds].filter((h) => matches(h.match, info))
-    for (const h of holds) if (h.mode === 'request') await this.waitOn(h)
+    const holds = this.faults.holdsOf(info)
+    for (const h of holds) if (h.mode === 'request') await this.faults.waitOn(h)
 
-    const fail = this.fails.find((f) => matches(f.match, info))
+    const fail = this.faults.takeFail(info)
     let reply: Reply | 'reset'
     if (fail) {
-      if (--fail.times <= 0) this.fails.splice(this.fails.indexOf(fail), 1)
       reply = fail.status === 'reset' ? 'reset' : { status: fail.status, body: fail.body, headers: fail.headers }
     } else {
       reply = this.auth.authorize(method, path, req.headers.authorization) ?? this.route(method, path, parsed.searchParams, raw, req, enterprise)
@@ -385,7 +329,7 @@ export class FakeForge extends ForgeRoutes {
       if (fail === undefined) reply = conditional(method, reply, req.headers['if-none-match'])
       reply = { ...reply, headers: { ...this.countRequest(reply.status), ...(reply.headers ?? {}) } }
     }
-    for (const h of holds) if (h.mode === 'response') await this.waitOn(h)
+    for (const h of holds) if (h.mode === 'response') await this.faults.waitOn(h)
 
     if (reply === 'reset') {
       answered(0)
@@ -417,18 +361,6 @@ export class FakeForge extends ForgeRoutes {
     return this.rateWindow
   }
 
-  private async waitOn(h: HoldState): Promise<void> {
-    if (h.released) return
-    h.waiting++
-    h.reachedCount++
-    h.watchers = h.watchers.filter((w) => {
-      if (h.reachedCount < w.count) return true
-      w.resolve()
-      return false
-    })
-    await h.release
-    h.waiting--
-  }
 
   /** `/_fake/<method>`: POST a JSON array of arguments to a programmatic method; GET the logs. */
   private async control(method: string, name: string, raw: string): Promise<Reply> {
