@@ -1,6 +1,9 @@
 // @ts-check
 import tseslint from 'typescript-eslint'
 
+/** The pattern every lib/ folder's rule carries (a later block's rule replaces an earlier one's, options and all). */
+const DEV = { regex: '^(\\.\\./)+dev/', message: 'lib/ never imports dev/ (test doubles, the demo): the CLI loads them lazily by a computed URL' }
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', '.scratch/**'] },
   ...tseslint.configs.recommended,
@@ -10,6 +13,12 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
       'no-control-regex': 'off'
     }
+  },
+  // lib/ never imports dev/ (the fake forge, the demo): the library ships without its test doubles. The CLI's
+  // `forge` and `demo` load them by a URL computed at run time, which no static import names.
+  {
+    files: ['lib/**'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [DEV] }] }
   },
   // The layers' arrows point down (docs/layout.md): util <- log <- lease <- queue <- daemon, cli, console;
   // lib/families.ts composes the fold's op families and hands them to the log.
@@ -35,7 +44,8 @@ function layer(files, above, message) {
           {
             patterns: [
               { regex: `^(\\.\\./)+(${folders})/`, message },
-              { regex: '^(\\.\\./)+(families|index)\\.js$', message }
+              { regex: '^(\\.\\./)+(families|index)\\.js$', message },
+              DEV
             ]
           }
         ]

@@ -15,7 +15,7 @@
  * average is recorded over the timing: on a shared 2-core machine it, not
  * the console, can dominate the tail.
  */
-import { FakeForge } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge } from '../dev/fake-forge/fake-forge.js'
 import { AUDIT_RING, EVENTS_RING } from '../lib/queue/queue-layout.js'
 import { call } from '../lib/daemon/control-client.js'
 import type { DaemonStatus } from '../lib/daemon/daemon.js'

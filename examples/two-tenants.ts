@@ -14,7 +14,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { FakeForge, credentialId } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge, credentialId } from '../dev/fake-forge/fake-forge.js'
 import { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
 import { createTenantForges } from '../lib/queue/forge/tenant-forges.js'
 

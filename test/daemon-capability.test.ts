@@ -7,7 +7,7 @@ import test from 'brittle'
 import tmp from 'test-tmp'
 import { chmodSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { FakeForge } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge } from '../dev/fake-forge/fake-forge.js'
 import { Procs, cli, formGroup, status, waitStatuses, type Daemon } from './cli-harness.js'
 
 const lines = (d: Daemon, msg: string): Array<Record<string, unknown>> => d.lines.filter((l) => l.msg === msg)

@@ -8,7 +8,7 @@
 import test, { type Assertion } from 'brittle'
 import { verify } from '@octokit/webhooks-methods'
 import definitions from '@octokit/webhooks-examples' with { type: 'json' }
-import { runFakeForge, type FakeForge } from '../lib/queue/forge/fake-forge.js'
+import { runFakeForge, type FakeForge } from '../dev/fake-forge/fake-forge.js'
 import { REPO, forgeError, forgeOn, sha, startFake, startReceiver, waitFor, type Receiver, unfenced } from './forge-helpers.js'
 
 const SECRET = "It's a Secret to Everybody"

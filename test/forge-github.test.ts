@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createGitHubForge, GitHubForge } from '../lib/queue/forge/github.js'
 import { isAutoleaseError } from '../lib/errors.js'
-import type { FakeRequestInfo } from '../lib/queue/forge/fake-forge.js'
+import type { FakeRequestInfo } from '../dev/fake-forge/fake-forge.js'
 import type { MergeOptions } from '../lib/queue/forge/forge.js'
 import { REPO, TOKEN, deadPort, forgeError, forgeOn, sha, startFake, waitFor, unfenced } from './forge-helpers.js'
 

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto'
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Assertion } from 'brittle'
-import { FakeForge, type FakeForgeOptions } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge, type FakeForgeOptions } from '../dev/fake-forge/fake-forge.js'
 import { GitHubForge, type GitHubForgeConfig } from '../lib/queue/forge/github.js'
 import { ForgeError, type ForgeErrorKind } from '../lib/queue/forge/forge.js'
 

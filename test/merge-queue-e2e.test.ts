@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { Procs, cli, formGroup, status, type Daemon } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
-import { FakeForge } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge } from '../dev/fake-forge/fake-forge.js'
 import { call } from '../lib/daemon/control-client.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
 

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { sign } from '@octokit/webhooks-methods'
 import { Procs, cli, formGroup, status, type Status } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
-import { FakeForge } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge } from '../dev/fake-forge/fake-forge.js'
 import { example, withHeadSha, withLabel, withRepo } from './webhook-helpers.js'
 
 const SECRET = 'cli-v5-secret'

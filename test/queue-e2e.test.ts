@@ -19,7 +19,7 @@ import { sign } from '@octokit/webhooks-methods'
 import { Procs, cli, formGroup, status, waitStatuses } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
 import { example, withHeadSha, withLabel, withRepo } from './webhook-helpers.js'
-import { FakeForge } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge } from '../dev/fake-forge/fake-forge.js'
 
 const LEASE_MS = 2000
 const SECRET = 'e2e-secret'

@@ -11,7 +11,7 @@ import test from 'brittle'
 import { createHash } from 'node:crypto'
 import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queue-group.js'
 import { waitFor } from './helpers/cluster.js'
-import type { RequestRecord } from '../lib/queue/forge/fake-forge.js'
+import type { RequestRecord } from '../dev/fake-forge/fake-forge.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`cost-${seed}`).digest('hex')
 const N = 50

@@ -23,7 +23,7 @@ import { join } from 'node:path'
 import { Procs, cli, formGroup, status, type Daemon } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
 import { deadPort, sha } from './forge-helpers.js'
-import { FakeForge, credentialId } from '../lib/queue/forge/fake-forge.js'
+import { FakeForge, credentialId } from '../dev/fake-forge/fake-forge.js'
 import { call } from '../lib/daemon/control-client.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
 

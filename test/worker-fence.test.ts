@@ -17,7 +17,7 @@ import { createHash } from 'node:crypto'
 import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queue-group.js'
 import { waitFor } from './helpers/cluster.js'
 import type { Forge } from '../lib/queue/forge/forge.js'
-import type { MutationRecord } from '../lib/queue/forge/fake-forge.js'
+import type { MutationRecord } from '../dev/fake-forge/fake-forge.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`worker-fence-${seed}`).digest('hex')
 const isMerge = (r: { method: string; path: string }): boolean => r.method === 'PUT' && r.path.endsWith('/merge')

@@ -12,7 +12,7 @@ import test from 'brittle'
 import { createHash } from 'node:crypto'
 import { queueGroup, LABEL, REPO, TENANT } from './helpers/queue-group.js'
 import { waitFor } from './helpers/cluster.js'
-import type { FakeRequestInfo } from '../lib/queue/forge/fake-forge.js'
+import type { FakeRequestInfo } from '../dev/fake-forge/fake-forge.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`order-${seed}`).digest('hex')
 const CONTEXT = `autolease/${TENANT}`

@@ -20,7 +20,7 @@ import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queu
 import { waitFor, sleep } from './helpers/cluster.js'
 import { toOpText } from '../lib/log/ops.js'
 import type { IntentLog } from '../lib/log/intent-log.js'
-import type { MutationRecord } from '../lib/queue/forge/fake-forge.js'
+import type { MutationRecord } from '../dev/fake-forge/fake-forge.js'
 import type { WorkerElector } from '../lib/queue/worker.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`worker-outcomes-${seed}`).digest('hex')

@@ -1,12 +1,20 @@
 /**
  * The CLI's exit codes and argument values. A bad value is a usage error:
- * commander prints it as one line and the process exits 2.
+ * commander prints it as one line and the process exits 2. The options
+ * several commands share (--storage, the DHT's) are declared once, here,
+ * so a command cannot spell them differently.
  */
-import { InvalidArgumentError } from 'commander'
+import { InvalidArgumentError, type Command } from 'commander'
 import { homedir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { storagePaths } from '../daemon/storage-lock.js'
 import { parseHostPort } from '../daemon/swarm.js'
+
+/** Wraps a command's action so that its result becomes the process's exit code (commander discards action results). */
+export type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
+
+/** Adds the --storage option to a command. */
+export type WithStorage = (c: Command) => Command
 
 export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7, VERSION_AHEAD: 8, NOT_PRIVATE: 9 } as const
 
@@ -88,4 +96,16 @@ export function defaultStorage(env: NodeJS.ProcessEnv = process.env, platform: N
   if (env.AUTOLEASE_STORAGE) return env.AUTOLEASE_STORAGE
   if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'autolease')
   return join(env.XDG_DATA_HOME || join(homedir(), '.local', 'share'), 'autolease')
+}
+
+/** --storage: this device's storage directory. */
+export function withStorage(c: Command): Command {
+  return c.option('--storage <dir>', 'storage directory of this device (default: $AUTOLEASE_STORAGE, else the per-user data directory)', defaultStorage())
+}
+
+/** --bootstrap and --host: the DHT this command's swarm joins. */
+export function withNetwork(c: Command): Command {
+  return c
+    .option('--bootstrap <host:port>', 'DHT bootstrap node (repeatable); default: the public DHT', hostPort)
+    .option('--host <address>', 'address the DHT binds (127.0.0.1 for a local testnet)')
 }

@@ -12,11 +12,11 @@
  * forge config), the console (an HTTP port), the webhook intake (a webhook
  * port), the metrics endpoint (prom-client: a metrics port). A module's
  * source and compiled code stay in the heap for the life of the process
- * once loaded. Measured (bench/memory-investigation/floor.ts): the CLI's
- * module graph loaded with no work, 75.2 -> 71.4 MiB RSS (live heap 12.6 ->
- * 9.8 MiB); three idle daemons, 114.5 -> 108.2 MiB mean RSS at minutes
- * 10-20, side by side (a smaller graph to parse also grew V8's new space
- * less before its bound took effect: 7.9 -> 4.0 MiB).
+ * once loaded, so an idle daemon costs what it loaded
+ * (bench/memory-investigation/floor.ts measures it).
+ *
+ * The parts' events become log lines in daemon-events.ts; this module only
+ * wires the parts together.
  *
  * Graceful stop (SIGINT/SIGTERM via `stop()`): this device withdraws its
  * capability (capability.ts), holding ends at once, the `run` children
@@ -40,7 +40,7 @@
  */
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
-import type { IntentLog, StallDiagnosis } from '../log/intent-log.js'
+import type { IntentLog } from '../log/intent-log.js'
 import { GroupLog } from '../families.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
@@ -55,10 +55,9 @@ import { RunRegistry } from './run-registry.js'
 import { NamedLeases, waitForConfirmed } from '../lease/named-leases.js'
 import { PairingHost } from './pairing.js'
 import type { Metrics } from './metrics.js'
-import { logDemoted, logElected, logRenewed } from './logger.js'
+import { logCapabilityEvents, logElectorEvents, logIntentLogEvents, webhookAnswerHandler } from './daemon-events.js'
 import type { Logger } from '../util/logger.js'
 import { Capabilities } from './capability.js'
-import { handOverTarget } from '../lease/election.js'
 import { QueueReads } from '../queue/queue-reads.js'
 import { WebhookSecrets } from '../queue/webhook-secrets.js'
 import type { WebhookServer } from '../queue/webhook-server.js'
@@ -249,23 +248,7 @@ export class Daemon extends ReadyResource {
       ...(kill ? { hooks: { step: kill } } : {})
     })
     this.log = log
-    log.on('error', (err: unknown) => {
-      if ((err as { code?: unknown }).code === 'VERSION_AHEAD') return this.fatal(err as Error)
-      this.logger.error({ err }, 'intent log error')
-    })
-    log.on('warning', (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'intent log warning'))
-    log.on('stalled', (d: StallDiagnosis) => this.logger.warn(d, 'confirmation stalled'))
-    log.on('sealed', (e: { generation: number; attempt: number; reason: string }) => this.logger.info(e, 'generation sealed'))
-    log.on('generation', (e: { generation: number; from: number; reappended: number; switchMs: number }) => this.logger.info(e, 'generation switched'))
-    log.on('dropped', (e: { generation: number; reason: string }) => this.logger.info(e, 'generation dropped'))
-    log.on('set-aside', (e: { generation: number; dir: string; error: string }) =>
-      this.logger.error(e, "a generation's storage could not be opened: set aside (kept), made again and fetched from peers; this device follows that generation without writing")
-    )
-    // The elector holds nothing meanwhile (it follows these events itself: lib/lease/elector.ts).
-    log.on('diverged', (e: { generation: number; systemKey: string; length: number }) =>
-      this.logger.error(e, "this device's ordered log differs from the quorum-signed one: not holding; repairing from the signed state")
-    )
-    log.on('repaired', (e: { generation: number; systemKey: string; length: number; at: number }) => this.logger.info(e, "this device's ordered log is the quorum's again"))
+    logIntentLogEvents(log, this.logger, (err) => this.fatal(err))
     await log.ready()
     this.queue = new QueueReads(log)
 
@@ -279,19 +262,7 @@ export class Daemon extends ReadyResource {
     await this.swarm.ready()
 
     // The worker needs the elector, the elector the capabilities: decide whether this device has a forge first.
-    let forge: TenantForges | null = null
-    let forgeError = this.opts.forgeError ?? null
-    let Worker: typeof HolderWorker | null = null
-    if (this.opts.forge !== undefined) {
-      // The forge client (@octokit) and the worker are loaded only for a device given a forge config (see the header).
-      const [{ createTenantForges }, worker] = await Promise.all([import('../queue/forge/tenant-forges.js'), import('../queue/worker.js')])
-      Worker = worker.HolderWorker
-      try {
-        forge = createTenantForges(this.opts.forge, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
-      } catch (err) {
-        forgeError = `the forge config failed to load: ${(err as Error).message}`
-      }
-    }
+    const { forge, forgeError, Worker } = await this.loadForge()
     this.forge = forge
     const queue = this.queue
     const capabilities = new Capabilities({
@@ -302,11 +273,7 @@ export class Daemon extends ReadyResource {
       uncoveredTenants: async () => (forge === null ? [] : (await queue.repos('tip')).map((r) => r.tenant).filter((tenant) => forge.forTenant(tenant) === null))
     })
     this.capabilities = capabilities
-    capabilities.on('change', (st) => {
-      if (st.capable) this.logger.info({ forge: st.forge }, 'this device can run the merge queue again')
-      else this.logger.warn({ reason: st.reason, announced: st.announced }, 'this device cannot run the merge queue: it hands the signer lease to a live device that can')
-    })
-    capabilities.on('warning', (err) => this.logger.warn({ err: err.message }, 'capability warning'))
+    logCapabilityEvents(capabilities, this.logger)
     await capabilities.ready()
 
     const elector = new Elector(log, {
@@ -315,28 +282,7 @@ export class Daemon extends ReadyResource {
       stopWork: (deadline) => this.stopLocalWork(deadline, performance.now())
     })
     this.elector = elector
-    elector.on('elected', ({ epoch, holdMs }) => {
-      logElected(this.logger, epoch, holdMs)
-      this.metrics?.transitions.inc({ role: 'holder' })
-      if (!capabilities.state().capable) {
-        const to = handOverTarget(log.self, log.liveWriters(this.config.leaseMs), epoch + 1, (k) => capabilities.capable(k))
-        this.logger.warn(
-          { epoch, handOverTo: to },
-          to === null ? 'holding the signer lease without the merge queue: no live device can run it' : 'holding the signer lease without the merge queue: handing over at the next renew'
-        )
-      }
-    })
-    elector.on('renewed', ({ epoch, holdMs }) => logRenewed(this.logger, epoch, holdMs))
-    elector.on('inherited', ({ epoch, claimAfterMs }) =>
-      this.logger.info({ epoch, claimAfterMs }, 'tenure of an earlier process of this device: waiting it out, then claiming epoch + 1')
-    )
-    elector.on('hand-over', ({ epoch, successor }) => this.logger.info({ epoch, successor }, 'handing the signer lease to a device that can run the merge queue'))
-    elector.on('demoted', ({ epoch, reason, ...detail }) => {
-      logDemoted(this.logger, epoch, reason, detail)
-      this.metrics?.transitions.inc({ role: 'standby' })
-    })
-    elector.on('warning', (err) => this.logger.warn({ err: err.message }, 'elector warning'))
-    elector.on('error', (err) => this.logger.error({ err }, 'elector error'))
+    logElectorEvents(elector, { log, capabilities, config: this.config, logger: this.logger, metrics: () => this.metrics })
     await elector.ready()
     this.pairing = new PairingHost(log, this.swarm.swarm)
     await this.pairing.ready()
@@ -373,57 +319,79 @@ export class Daemon extends ReadyResource {
       await this.console.ready()
     }
 
-    if (this.secrets !== null && this.opts.webhookPort != null) {
-      const queue = this.queue
-      // Deliveries that arrive while an append runs share the next append, packed into as few log nodes as fit.
-      const grouped = new GroupAppend<EventOp>((events) => log.appendEvents(events))
-      const { WebhookServer } = await import('../queue/webhook-server.js')
-      this.webhooks = new WebhookServer({
-        port: this.opts.webhookPort,
-        ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),
-        secrets: this.secrets,
-        intake: {
-          appendable: () => (this.closing !== null ? { ok: false, reason: 'closing' } : log.appendable()),
-          managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
-          append: async (op) => void (await grouped.append(op))
-        },
-        onanswer: (status, reason) => {
-          this.metrics?.webhookAnswers.inc({ status: String(status) })
-          if (status >= 500) this.logger.warn({ status, reason }, 'webhook not accepted')
-        }
-      })
-      await this.webhooks.ready()
-    }
-
-    if (this.opts.metricsPort != null) {
-      const swarm = this.swarm
-      const queue = this.queue
-      const { Metrics } = await import('./metrics.js')
-      this.metrics = new Metrics(
-        {
-          holding: () => elector.holding(),
-          capable: () => capabilities.state().capable,
-          epoch: () => elector.status().confirmed?.epoch ?? 0,
-          peers: () => swarm.peers,
-          forgeRateLimit: () => this.forge?.rateLimit() ?? null,
-          rejected: () => log.rejected('confirmed'),
-          queues: async () => {
-            const out = []
-            for (const r of await queue.repos('tip')) {
-              const s = await queue.state(r.tenant, r.repo, 'tip')
-              out.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events })
-            }
-            return out
-          }
-        },
-        { port: this.opts.metricsPort, ...(this.opts.metricsHost ? { host: this.opts.metricsHost } : {}) }
-      )
-      await this.metrics.ready()
-    }
+    if (this.secrets !== null && this.opts.webhookPort != null) await this.openWebhooks(log, this.secrets, this.opts.webhookPort)
+    if (this.opts.metricsPort != null) await this.openMetrics(log, elector, capabilities, this.opts.metricsPort)
     this.logger.info(
       { key: encodeKey(log.key), self: log.self, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
       'started'
     )
+  }
+
+  /**
+   * The forge clients and the worker's class, loaded only for a device given a forge config (see the header); a config
+   * that fails to load leaves the device without them and says why (the capability's reason).
+   */
+  private async loadForge(): Promise<{ forge: TenantForges | null; forgeError: string | null; Worker: typeof HolderWorker | null }> {
+    let forge: TenantForges | null = null
+    let forgeError = this.opts.forgeError ?? null
+    let Worker: typeof HolderWorker | null = null
+    if (this.opts.forge !== undefined) {
+      const [{ createTenantForges }, worker] = await Promise.all([import('../queue/forge/tenant-forges.js'), import('../queue/worker.js')])
+      Worker = worker.HolderWorker
+      try {
+        forge = createTenantForges(this.opts.forge, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
+      } catch (err) {
+        forgeError = `the forge config failed to load: ${(err as Error).message}`
+      }
+    }
+    return { forge, forgeError, Worker }
+  }
+
+  /** The webhook intake: verified deliveries appended as event ops (lib/queue/webhook-server.ts). */
+  private async openWebhooks(log: IntentLog, secrets: WebhookSecrets, port: number): Promise<void> {
+    const queue = this.queue!
+    // Deliveries that arrive while an append runs share the next append, packed into as few log nodes as fit.
+    const grouped = new GroupAppend<EventOp>((events) => log.appendEvents(events))
+    const { WebhookServer } = await import('../queue/webhook-server.js')
+    this.webhooks = new WebhookServer({
+      port,
+      ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),
+      secrets,
+      intake: {
+        appendable: () => (this.closing !== null ? { ok: false, reason: 'closing' } : log.appendable()),
+        managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
+        append: async (op) => void (await grouped.append(op))
+      },
+      onanswer: webhookAnswerHandler(this.logger, () => this.metrics)
+    })
+    await this.webhooks.ready()
+  }
+
+  /** The Prometheus endpoint (prom-client is loaded only with a metrics port). */
+  private async openMetrics(log: IntentLog, elector: Elector, capabilities: Capabilities, port: number): Promise<void> {
+    const swarm = this.swarm!
+    const queue = this.queue!
+    const { Metrics } = await import('./metrics.js')
+    this.metrics = new Metrics(
+      {
+        holding: () => elector.holding(),
+        capable: () => capabilities.state().capable,
+        epoch: () => elector.status().confirmed?.epoch ?? 0,
+        peers: () => swarm.peers,
+        forgeRateLimit: () => this.forge?.rateLimit() ?? null,
+        rejected: () => log.rejected('confirmed'),
+        queues: async () => {
+          const out = []
+          for (const r of await queue.repos('tip')) {
+            const s = await queue.state(r.tenant, r.repo, 'tip')
+            out.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events })
+          }
+          return out
+        }
+      },
+      { port, ...(this.opts.metricsHost ? { host: this.opts.metricsHost } : {}) }
+    )
+    await this.metrics.ready()
   }
 
   /** The holder's merge-queue worker: acts only while this device holds (worker.ts). */

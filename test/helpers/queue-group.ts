@@ -9,7 +9,7 @@
  */
 import type { Assertion } from 'brittle'
 import { Cluster, waitFor, type Device } from './cluster.js'
-import { FakeForge } from '../../lib/queue/forge/fake-forge.js'
+import { FakeForge } from '../../dev/fake-forge/fake-forge.js'
 import { GitHubForge, type GitHubForgeConfig } from '../../lib/queue/forge/github.js'
 import { GroupAppend } from '../../lib/log/group-append.js'
 import type { EventOp } from '../../lib/log/ops.js'

@@ -20,7 +20,7 @@
  *   holder) has been SIGSTOPped past the lease: run by the nemesis itself
  *   (nemesis.ts), which owns the devices.
  */
-import type { FakeForge, FakeRequestInfo, RequestMatcher } from '../../lib/queue/forge/fake-forge.js'
+import type { FakeForge, FakeRequestInfo, RequestMatcher } from '../../dev/fake-forge/fake-forge.js'
 import type { Rng } from './schedule.js'
 
 export type Undo = () => void

@@ -26,7 +26,7 @@
  * missing `rate` as 1 would pass runs it should fail.
  */
 import { readFileSync } from 'node:fs'
-import type { MutationRecord } from '../../lib/queue/forge/fake-forge.js'
+import type { MutationRecord } from '../../dev/fake-forge/fake-forge.js'
 
 export const HISTORY_FORMAT = 'autolease-nemesis-history/1'
 

@@ -25,7 +25,7 @@
  */
 import { createServer, request, type IncomingMessage, type Server } from 'node:http'
 import { createHmac } from 'node:crypto'
-import type { FakeForge } from '../../lib/queue/forge/fake-forge.js'
+import type { FakeForge } from '../../dev/fake-forge/fake-forge.js'
 import type { Cluster, Device } from './cluster.js'
 import { hostNow, type DeliveryRecord, type ForgeCheck, type RepoGate } from './history.js'
 import type { Rng } from './schedule.js'

@@ -15,12 +15,13 @@
  *   once (the default action) would orphan it.
  */
 import { randomBytes } from 'node:crypto'
-import { watch, call, type WatchHandle } from '../daemon/control-client.js'
-import type { Json } from '../daemon/control-server.js'
-import { isOwner } from '../log/ops.js'
-import { Runner, type HoldState } from './runner.js'
-import { LeaseHold, checkTtl, type HoldOutcome } from './lease-hold.js'
-import { EXIT, Exit, defaultOwner, socketOf } from './args.js'
+import { watch, call, type WatchHandle } from '../../daemon/control-client.js'
+import type { Json } from '../../daemon/control-server.js'
+import { isOwner } from '../../log/ops.js'
+import { Runner, type HoldState } from '../runner.js'
+import { LeaseHold, checkTtl, type HoldOutcome } from '../lease-hold.js'
+import type { Command } from 'commander'
+import { EXIT, Exit, defaultOwner, seconds, socketOf, type Act, type WithStorage } from '../args.js'
 
 export interface RunFlags {
   storage: string
@@ -183,4 +184,16 @@ async function daemonKillLeadMs(socket: string): Promise<number> {
   const v = status.killLeadMs
   if (typeof v !== 'number' || !(v > 0)) throw new Exit(EXIT.FAILURE, 'the daemon did not report its killLeadMs (a daemon of another version?)')
   return v
+}
+
+export function registerRunCommand(program: Command, storage: WithStorage, act: Act): void {
+  storage(program.command('run').description('run CMD only while this device holds the signer lease (or, with --lease, a named lease)'))
+    .option('--lease <name>', 'follow the named lease NAME instead: acquire it, renew it, release it on exit')
+    .option('--ttl <seconds>', 'with --lease: the lease TTL (default 60)', seconds)
+    .option('--holder <name>', 'with --lease: who holds it on this device (default: your user name)')
+    .option('--quiet', 'no progress lines on stderr')
+    .argument('<cmd>', 'the command')
+    .argument('[args...]', 'its arguments (put -- before CMD)')
+    .passThroughOptions()
+    .action(act((cmd: string, args: string[], f: RunFlags) => cmdRun(cmd, args, f)))
 }

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { FakeForge, type MutationRecord } from '../queue/forge/fake-forge.js'
+import { FakeForge, type MutationRecord } from '../fake-forge/fake-forge.js'
 
 export const DEMO_TENANT = 'demo'
 export const DEMO_REPO = 'demo/app'

@@ -7,13 +7,10 @@
  * open it).
  */
 import { Option, type Command } from 'commander'
-import { call } from '../daemon/control-client.js'
-import { DEFAULT_INVITE_ROLE, INVITE_ROLES, type OpenInviteInfo } from '../daemon/pairing.js'
-import { EXIT, seconds, socketOf } from './args.js'
-import { out } from './output.js'
-
-type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
-type WithStorage = (c: Command) => Command
+import { call } from '../../daemon/control-client.js'
+import { DEFAULT_INVITE_ROLE, INVITE_ROLES, type OpenInviteInfo } from '../../daemon/pairing.js'
+import { EXIT, seconds, socketOf, type Act, type WithStorage } from '../args.js'
+import { out } from '../output.js'
 
 /** The id as the table shows it (`invite revoke` takes any unique prefix of 8 or more characters). */
 const shortId = (id: string): string => id.slice(0, 16)

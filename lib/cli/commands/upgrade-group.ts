@@ -4,12 +4,9 @@
  * lib/daemon/upgrade-route.ts) and prints the outcome once confirmed.
  */
 import type { Command } from 'commander'
-import { call } from '../daemon/control-client.js'
-import { EXIT, seconds, socketOf } from './args.js'
-import { out } from './output.js'
-
-type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
-type WithStorage = (c: Command) => Command
+import { call } from '../../daemon/control-client.js'
+import { EXIT, seconds, socketOf, type Act, type WithStorage } from '../args.js'
+import { out } from '../output.js'
 
 interface Upgrade {
   result: 'upgraded' | 'already'

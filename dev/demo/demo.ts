@@ -20,10 +20,10 @@ import { mkdtempSync, openSync, closeSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { call } from './control-client.js'
-import { storagePaths } from './storage-lock.js'
+import { call } from '../../lib/daemon/control-client.js'
+import { storagePaths } from '../../lib/daemon/storage-lock.js'
 import { addDemoHook, DEMO_REPO, DEMO_TENANT, describeCalls, isMergeOf, mergeCalls, openQueuedPull, passChecks, startDemoForge } from './demo-queue.js'
-import type { FakeForge } from '../queue/forge/fake-forge.js'
+import type { FakeForge } from '../fake-forge/fake-forge.js'
 
 const LEASE_MS = 2000
 const NAMES = ['laptop', 'desktop', 'box'] as const

@@ -1,6 +1,9 @@
 /**
- * `autolease forge`: the local fake forge (lib/queue/forge/fake-forge.ts)
- * in the foreground, for trying the merge queue without a GitHub token.
+ * `autolease forge`: the local fake forge (dev/fake-forge/) in the
+ * foreground, for trying the merge queue without a GitHub token. The fake
+ * is a development tool, not part of the library: it is loaded by a URL
+ * computed at run time (dist/dev ships beside dist/lib), never imported
+ * statically, so no other command (a daemon's `start` above all) loads it.
  *
  * Output contract (scripts read it): the first stdout line is the forge's
  * URL, printed once it listens; after it, one JSON line per answered
@@ -9,11 +12,47 @@
  */
 import { InvalidArgumentError, type Command } from 'commander'
 import { isIP } from 'node:net'
-import type { DeliveryRecord, MutationRecord } from '../queue/forge/fake-forge.js'
-import { EXIT, Exit, port } from './args.js'
-import { out } from './output.js'
+import { EXIT, Exit, port, type Act } from '../args.js'
+import { out } from '../output.js'
 
-type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
+/** What this command reads of the fake's records (dev/fake-forge/types.ts: MutationRecord, DeliveryRecord). */
+interface MutationRecord {
+  time: number
+  method: string
+  path: string
+  repo: string | null
+  pr: number | null
+  epoch: number | null
+  status: number | null
+  body: unknown
+}
+
+interface DeliveryRecord {
+  time: number
+  id: string
+  url: string
+  event: string
+  action: string | null
+  repo: string
+  status: number | null
+  error: string | null
+  redelivery: boolean
+}
+
+/** The part of dev/fake-forge/fake-forge.ts this command calls. */
+interface FakeForgeModule {
+  runFakeForge(opts: {
+    host: string
+    port?: number
+    hooks: Array<{ url: string; secret: string }>
+    tokens: string[]
+    seed: (forge: { on(event: 'mutation', fn: (m: MutationRecord) => void): unknown; on(event: 'delivery', fn: (d: DeliveryRecord) => void): unknown }) => void
+    print: (line: string) => void
+  }): Promise<void>
+}
+
+/** dist/lib/cli/commands/forge.js → dist/dev/fake-forge/fake-forge.js (the same from the sources' layout). */
+const FAKE_FORGE = new URL('../../../dev/fake-forge/fake-forge.js', import.meta.url).href
 
 interface ForgeFlags {
   port?: number
@@ -43,7 +82,7 @@ async function cmdForge(f: ForgeFlags): Promise<number> {
   const host = f.host ?? '127.0.0.1'
   if (!isLoopback(host)) process.stderr.write(`autolease: warning: the fake forge's /_fake/ control API has no authentication and listens on ${host}\n`)
   // The fake forge is loaded only by this command: every other one (a daemon's `start` above all) goes without it.
-  const { runFakeForge } = await import('../queue/forge/fake-forge.js')
+  const { runFakeForge } = (await import(FAKE_FORGE)) as FakeForgeModule
   try {
     await runFakeForge({
       host,

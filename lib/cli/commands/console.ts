@@ -5,14 +5,11 @@
  * LOGIN_TTL_MS, and only until the daemon restarts.
  */
 import type { Command } from 'commander'
-import { call } from '../daemon/control-client.js'
-import { storagePaths } from '../daemon/storage-lock.js'
-import { LOGIN_TTL_MS, mintLoginCode, readToken } from '../console/auth.js'
-import { EXIT, Exit, socketOf } from './args.js'
-import { out } from './output.js'
-
-type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
-type WithStorage = (c: Command) => Command
+import { call } from '../../daemon/control-client.js'
+import { storagePaths } from '../../daemon/storage-lock.js'
+import { LOGIN_TTL_MS, mintLoginCode, readToken } from '../../console/auth.js'
+import { EXIT, Exit, socketOf, type Act, type WithStorage } from '../args.js'
+import { out } from '../output.js'
 
 export function registerConsoleCommand(program: Command, storage: WithStorage, act: Act): void {
   storage(program.command('console').description("print a one-time URL that opens the running daemon's web console (start --http-port N)")).action(

@@ -6,15 +6,12 @@
  * (priority, then time queued) and says, per entry, why it waits.
  */
 import { InvalidArgumentError, type Command } from 'commander'
-import { call } from '../daemon/control-client.js'
-import type { Json } from '../daemon/control-server.js'
-import { EXIT, socketOf } from './args.js'
-import { out } from './output.js'
-import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../queue/queue-layout.js'
-import { PRIORITIES } from '../log/ops.js'
-
-type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
-type WithStorage = (c: Command) => Command
+import { call } from '../../daemon/control-client.js'
+import type { Json } from '../../daemon/control-server.js'
+import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
+import { out } from '../output.js'
+import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../../queue/queue-layout.js'
+import { PRIORITIES } from '../../log/ops.js'
 
 interface ReconcileAnswer {
   tenant: string

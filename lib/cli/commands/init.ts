@@ -1,0 +1,43 @@
+/**
+ * `autolease init`: creates a group in an empty storage directory; this
+ * device is its first indexer; prints the group key. The store is made whole
+ * under another name first, so a kill during init leaves no torn store, and a
+ * storage that already holds a group is refused.
+ */
+import type { Command } from 'commander'
+import Corestore from 'corestore'
+import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../../daemon/storage-lock.js'
+import { GenerationDirs } from '../../daemon/generation-dirs.js'
+import { GroupLog } from '../../families.js'
+import { EXIT, Exit, type Act, type WithStorage } from '../args.js'
+import { out } from '../output.js'
+
+async function cmdInit(f: { storage: string }): Promise<number> {
+  const lock = StorageLock.acquire(f.storage)
+  try {
+    const existing = readGroupFile(lock.paths)
+    if (existing) throw new Exit(EXIT.FAILURE, `${lock.paths.dir} already holds group ${existing.key}`)
+    // Made whole under another name first (lib/daemon/store-dir.ts): a kill during init leaves no torn store.
+    new GenerationDirs(lock.paths).prepare(0)
+    const store = new Corestore(lock.paths.corestore)
+    const log = new GroupLog(store)
+    try {
+      await log.ready()
+      const key = encodeKey(log.key)
+      writeGroupFile(lock.paths, { key })
+      out(key)
+    } finally {
+      await log.close()
+      await store.close()
+    }
+  } finally {
+    lock.release()
+  }
+  return EXIT.OK
+}
+
+export function registerInitCommand(program: Command, storage: WithStorage, act: Act): void {
+  storage(program.command('init').description('create a group; this device is its first indexer; prints the group key')).action(
+    act((f: { storage: string }) => cmdInit(f))
+  )
+}

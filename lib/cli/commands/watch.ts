@@ -1,0 +1,27 @@
+/**
+ * `autolease watch`: one line per change of the confirmed holder, until
+ * SIGINT or SIGTERM.
+ */
+import type { Command } from 'commander'
+import { watch } from '../../daemon/control-client.js'
+import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
+import { out } from '../output.js'
+
+async function cmdWatch(f: { storage: string; json?: boolean }): Promise<number> {
+  const handle = await watch(socketOf(f.storage), 'watch', {}, (e) => {
+    const ev = e as { holder: string | null; epoch: number; time: number }
+    if (f.json) out(JSON.stringify(ev))
+    else out(`${new Date(ev.time).toISOString()}  ${ev.holder === null ? 'no holder' : `holder ${ev.holder}`}  epoch ${ev.epoch}`)
+  })
+  const onsignal = (): void => handle.stop()
+  process.once('SIGINT', onsignal)
+  process.once('SIGTERM', onsignal)
+  await handle.closed
+  return EXIT.OK
+}
+
+export function registerWatchCommand(program: Command, storage: WithStorage, act: Act): void {
+  storage(program.command('watch').description('one line per change of the confirmed holder'))
+    .option('--json', 'JSON lines')
+    .action(act((f: { storage: string; json?: boolean }) => cmdWatch(f)))
+}

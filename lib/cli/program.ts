@@ -1,0 +1,82 @@
+/**
+ * The autolease CLI's commander program: the global behaviour (strict
+ * parsing, one-line errors, --version) and every command, registered in
+ * the order `--help` lists them; each command lives in its own module under
+ * lib/cli/commands/. Parsing is strict: an unknown flag, a missing argument
+ * or a bad value prints ONE line on stderr and exits 2 (bin/cli.ts turns
+ * every outcome into the exit code).
+ */
+import { Command } from 'commander'
+import { createRequire } from 'node:module'
+import { EXIT, withStorage } from './args.js'
+import { registerConsoleCommand } from './commands/console.js'
+import { registerDemoCommand } from './commands/demo.js'
+import { registerDeviceCommands } from './commands/devices.js'
+import { registerForgeCommand } from './commands/forge.js'
+import { registerHistoryCommand } from './commands/history.js'
+import { registerInitCommand } from './commands/init.js'
+import { registerInviteCommands } from './commands/invite.js'
+import { registerJoinCommand } from './commands/join.js'
+import { registerLeaseCommands } from './commands/lease.js'
+import { registerQueueCommands } from './commands/queue.js'
+import { registerReleaseCommand } from './commands/release.js'
+import { registerRunCommand } from './commands/run.js'
+import { registerStartCommand } from './commands/start.js'
+import { registerStatusCommand } from './commands/status.js'
+import { registerTestnetCommand } from './commands/testnet.js'
+import { registerUpgradeCommand } from './commands/upgrade-group.js'
+import { registerWatchCommand } from './commands/watch.js'
+
+export interface CliProgram {
+  command: Command
+  /** The exit code of the action that ran (commander discards action results); 0 before one ran. */
+  actionCode(): number
+}
+
+export function buildProgram(): CliProgram {
+  let actionCode: number = EXIT.OK
+  const act = <A extends unknown[]>(fn: (...args: A) => Promise<number>): ((...args: A) => Promise<void>) => {
+    return async (...args: A) => {
+      actionCode = await fn(...args)
+    }
+  }
+
+  const program = new Command('autolease')
+  program
+    .description('Peer-to-peer lease and signer election daemon (no server anywhere)')
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .exitOverride()
+    .showSuggestionAfterError(false)
+    .enablePositionalOptions()
+    .configureOutput({
+      // Commander's own errors: one line, no help dump.
+      outputError: (str, write) => write('autolease: ' + (str.trim().split('\n')[0] ?? '').replace(/^error: /, '') + '\n')
+    })
+
+  const storage = withStorage
+  registerInitCommand(program, storage, act)
+  registerStartCommand(program, storage, act)
+  registerInviteCommands(program, storage, act)
+  registerJoinCommand(program, storage, act)
+  registerStatusCommand(program, storage, act)
+  registerDeviceCommands(program, storage, act)
+  registerWatchCommand(program, storage, act)
+  registerHistoryCommand(program, storage, act)
+  registerReleaseCommand(program, storage, act)
+  registerRunCommand(program, storage, act)
+  registerLeaseCommands(program, storage, act)
+  registerQueueCommands(program, storage, act)
+  registerUpgradeCommand(program, storage, act)
+  registerConsoleCommand(program, storage, act)
+  registerTestnetCommand(program, act)
+  registerForgeCommand(program, act)
+  registerDemoCommand(program, act)
+
+  return { command: program, actionCode: () => actionCode }
+}
+
+/** The version in package.json (dist/lib/cli/program.js sits three levels below it). */
+function packageVersion(): string {
+  const pkg = createRequire(import.meta.url)('../../../package.json') as { version: string }
+  return pkg.version
+}
