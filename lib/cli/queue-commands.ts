@@ -10,7 +10,7 @@ import { call } from '../daemon/control-client.js'
 import type { Json } from '../daemon/control-server.js'
 import { EXIT, socketOf } from './args.js'
 import { out } from './output.js'
-import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../queue/queue-layout.js'
+import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../queue/model/queue-layout.js'
 import { PRIORITIES } from '../log/ops.js'
 
 type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>

@@ -43,8 +43,8 @@
  * failure its re-run had superseded.
  */
 import { createHash } from 'node:crypto'
-import { MAX_CHECK_NAME, isText, toOpText, type CheckFact } from '../log/ops.js'
-import type { GateReading } from './forge/forge.js'
+import { MAX_CHECK_NAME, isText, toOpText, type CheckFact } from '../../log/ops.js'
+import type { GateReading } from '../forge/forge.js'
 import type { RepoConfig } from './queue-layout.js'
 import { conclusionRank, evaluateGate, type GateResult } from './queue-state.js'
 

@@ -28,9 +28,9 @@
  * window, further weak commands are refused until some expire (refused,
  * not let through: the bound is what the limit is for).
  */
-import type { Logger } from '../util/logger.js'
-import { COMMAND_PERMISSIONS, isForgeError, type RepoPermission } from './forge/forge.js'
-import type { CommandEntry, RepoConfig } from './queue-layout.js'
+import type { Logger } from '../../util/logger.js'
+import { COMMAND_PERMISSIONS, isForgeError, type RepoPermission } from '../forge/forge.js'
+import type { CommandEntry, RepoConfig } from '../model/queue-layout.js'
 import type { Tenure } from './tenure.js'
 
 /** How long a permission read is trusted (GitHub caches collaborator changes for about as long). */

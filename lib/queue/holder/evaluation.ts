@@ -36,12 +36,12 @@
  *   never an immediate re-send. Nothing in the view is lost (the entry
  *   keeps its status).
  */
-import { isForgeError, type BranchRules, type Forge, type PullRequest } from './forge/forge.js'
-import { isLabel, type CheckFact, type WaitReason } from '../log/ops.js'
-import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from './queue-state.js'
+import { isForgeError, type BranchRules, type Forge, type PullRequest } from '../forge/forge.js'
+import { isLabel, type CheckFact, type WaitReason } from '../../log/ops.js'
+import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from '../model/queue-state.js'
 import type { QueueStatusState } from './queue-status.js'
-import { failing, gateFacts, gateOf } from './gate.js'
-import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
+import { failing, gateFacts, gateOf } from '../model/gate.js'
+import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from '../model/queue-layout.js'
 import { opText, type Tenure } from './tenure.js'
 
 export type Verdict =

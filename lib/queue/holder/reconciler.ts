@@ -50,12 +50,12 @@
  * head with its webhook lost is found by the next evaluation of that PR,
  * not by the resync.
  */
-import { SIGNER_LEASE } from '../log/ops.js'
-import type { PullRequest } from './forge/forge.js'
-import type { QueueEntry, RepoConfig } from './queue-layout.js'
-import type { GateResult } from './queue-state.js'
+import { SIGNER_LEASE } from '../../log/ops.js'
+import type { PullRequest } from '../forge/forge.js'
+import type { QueueEntry, RepoConfig } from '../model/queue-layout.js'
+import type { GateResult } from '../model/queue-state.js'
 import { syncOp } from './evaluation.js'
-import { gateFacts, gateOf } from './gate.js'
+import { gateFacts, gateOf } from '../model/gate.js'
 import type { Tenure } from './tenure.js'
 
 export interface ReconcileSummary {

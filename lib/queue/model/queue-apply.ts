@@ -77,7 +77,7 @@
  *   its answer; commands recorded before the upgrade are in no author's
  *   list and count only in the repo's bound, as before.
  */
-import type { ViewTx } from '../log/view-tx.js'
+import type { ViewTx } from '../../log/view-tx.js'
 import {
   SIGNER_LEASE,
   type AttemptEndOp,
@@ -96,9 +96,9 @@ import {
   type ReconcileResultOp,
   type RepoAddOp,
   type RepoRemoveOp
-} from '../log/ops.js'
-import { leaseKey, type RejectionReason } from '../log/view-layout.js'
-import type { LeaseRecord } from '../lease/lease-state.js'
+} from '../../log/ops.js'
+import { leaseKey, type RejectionReason } from '../../log/view-layout.js'
+import type { LeaseRecord } from '../../lease/lease-state.js'
 import { evaluateGate, foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
 import { isQueueCheck, isQueueStatus, latest, ranked } from './gate.js'
 import {
