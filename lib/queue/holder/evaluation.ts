@@ -41,6 +41,7 @@ import { isLabel, type CheckFact, type WaitReason } from '../../log/ops.js'
 import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from '../model/queue-state.js'
 import type { QueueStatusState } from './queue-status.js'
 import { failing, gateFacts, gateOf } from '../model/gate.js'
+import { rules } from '../model/apply-rules.js'
 import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from '../model/queue-layout.js'
 import { opText, type Tenure } from './tenure.js'
 
@@ -50,7 +51,6 @@ export type Verdict =
   /** Look again in `afterMs` (a pending gate, a base that moved, mergeability being computed). */
   | { next: 'wake'; afterMs: number; what: string; mergeableUnknown?: true }
 
-const V5 = 5
 /** After update-branch was accepted: how long the new head may take to arrive before the update is sent again (its expected SHA makes that safe). */
 const UPDATE_SETTLE_MS = 60_000
 /** After a 405 that says the branch is behind: the next evaluation updates it. */
@@ -91,8 +91,8 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
     return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.merged ? 'merged' : pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
   }
 
-  // Apply version 5: branch protection, waiting states, priority and freeze, the status on the PR.
-  if ((await t.log.groupApplyVersion('tip')) >= V5) return evaluateProtected(t, config, entry, pull, mergeableReads)
+  // Branch protection, waiting states, priority and freeze, the status on the PR (apply rule protectedEvaluation).
+  if (rules(await t.log.groupApplyVersion('tip')).protectedEvaluation) return evaluateProtected(t, config, entry, pull, mergeableReads)
 
   if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
   const reading = await t.call(tenant, (f) => f.getGate(repo, entry.prSha))
@@ -265,7 +265,7 @@ async function followUp(t: Tenure, config: RepoConfig, entry: QueueEntry): Promi
   // The bounce on the PR (apply version 5) again, written only if it was not (queue-status.ts): a write the
   // tenure's end fenced right after the bounce was otherwise never made (nothing changes a bounced entry's
   // state), and the PR kept saying `waiting` (its check run in progress) after the bounce comment.
-  if ((await t.log.groupApplyVersion('tip')) >= V5) show(t, config, entry, { kind: 'bounced', detail: opText(entry.bounceReason ?? 'bounced').slice(0, 120), position: null })
+  if (rules(await t.log.groupApplyVersion('tip')).protectedEvaluation) show(t, config, entry, { kind: 'bounced', detail: opText(entry.bounceReason ?? 'bounced').slice(0, 120), position: null })
   if (entry.followUps.length === 0) return { next: 'done', what: 'bounced' }
   if (t.settings.dryRun) return { next: 'done', what: 'bounced (dry run: no comment, label kept)' }
   const { repo } = config
