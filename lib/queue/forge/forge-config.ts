@@ -34,7 +34,7 @@ import { dirname, resolve } from 'node:path'
 import { exposure, readBoundedFile, readPrivateFile } from '../../util/private-files.js'
 import { AutoleaseError } from '../../errors.js'
 import { isTenant } from '../../log/ops.js'
-import type { ForgeCredential, GitHubAppConfig, GitHubForgeConfig } from './github.js'
+import type { ForgeCredential, GitHubAppConfig, GitHubForgeConfig } from './github-config.js'
 import type { HookRef, RedeliverySettings } from './forge.js'
 
 const MAX_FILE_BYTES = 256 * 1024
