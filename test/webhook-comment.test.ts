@@ -13,7 +13,7 @@ import { readdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { decodeOp, encodeOp } from '../lib/log/ops.js'
 import { parseCommand, toEventOp, type WebhookMapping } from '../lib/queue/intake/webhook-payload.js'
-import { CommandWindow } from '../lib/queue/holder/comment-commands.js'
+import { CommandWindow } from '../lib/queue/intake/command-window.js'
 
 const require = createRequire(import.meta.url)
 const EXAMPLES_DIR = dirname(require.resolve('@octokit/webhooks-examples/package.json'))

@@ -18,7 +18,7 @@
  *   bits for group or others, checked on the descriptor that is read), as
  *   the webhook secrets file is: the config itself when it holds one inline
  *   (`token`, `app.privateKey`), the tokenFile, the App's privateKeyFile.
- *   A token file left 0644 was once read without a look at its mode. A
+ *   A token file left 0644 is refused, not read. A
  *   config that only names where its secret lives (tokenFile, tokenEnv,
  *   privateKeyFile) may be world-readable.
  * - tokenFile and privateKeyFile are resolved against the config file's

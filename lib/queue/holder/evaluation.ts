@@ -1,5 +1,5 @@
 /**
- * One evaluation of one PR by the holder (DESIGN §4, seed 000's evaluate):
+ * One evaluation of one PR by the holder (DESIGN §4):
  * read the forge, decide, and act, with fenced ops. Runs under the worker's
  * per-PR lock, so at most one per GitHub PR at a time (whatever tenants
  * manage its repo).
@@ -26,10 +26,10 @@
  *   other 405 re-reads the PR first: merged already (by another tenant's
  *   entry for the same PR, a person, GitHub) is recorded as merged, never
  *   bounced; otherwise it bounces with ONE comment and the label removed.
- *   A 405 once bounced, with a comment, a PR merged a moment before.
+ *   Else a PR merged a moment before would be bounced, with a comment.
  * - A bounce is logged (`bounced`) and counted only once apply accepted the
  *   decision (its confirmed outcome); a refused one is logged as refused.
- *   A resumed old holder once logged and counted a bounce apply refused.
+ *   Else a resumed old holder would log and count a bounce apply refused.
  * - Every forge text that goes into an op passes opText (never refused).
  * - Forge errors are thrown to the worker, which retries later with
  *   backoff; so is a failure to record an outcome (the append throws):
@@ -128,7 +128,7 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
  * Whether the evaluation may go on: this tenure still holds, and the repo
  * is still managed and not paused, read at the tip NOW (after a forge read
  * that may have taken seconds, before a mutation). A pause confirmed while
- * a read was in flight once let the merge after it through.
+ * a read was in flight must stop the merge after it.
  */
 async function stillOpen(t: Tenure, config: RepoConfig): Promise<Verdict | null> {
   if (!t.holding()) return { next: 'done', what: 'not holding' }

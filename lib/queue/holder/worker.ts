@@ -1,6 +1,6 @@
 /**
  * The holder's worker: while this device holds the signer lease, it runs the
- * merge queue (DESIGN §4, seed 000): evaluations of queued PRs, merges,
+ * merge queue (DESIGN §4): evaluations of queued PRs, merges,
  * bounces, and reconciliation on election, every `reconcileMs`, and on
  * request. On a standby it does nothing.
  *
@@ -17,8 +17,8 @@
  *   each tenant's entry is evaluated, one after the other;
  * - an entry whose facts changed (head, gate, re-joined) -> evaluate it,
  *   whatever wake its last verdict set (unless a failure's backoff runs):
- *   a resync's forge-sync is no event, and a gate it re-read once waited
- *   for the pending verdict's wake, the gate timeout;
+ *   a resync's forge-sync is no event, and a gate it re-read would
+ *   otherwise wait for the pending verdict's wake, the gate timeout;
  * - a PR left with an open attempt -> evaluate it (resolves the attempt),
  *   unless it waits out a retry backoff;
  * - an unserved reconcile request -> reconcile its repos.
@@ -26,8 +26,8 @@
  * a forge error, or a failure to record an outcome (an append that threw),
  * retries with backoff (the forge's Retry-After when it gave one), with one
  * log line each: never at once. An attempt whose ending could not be
- * recorded stays open, and the open-attempt rule above once re-ran such an
- * evaluation on the next update: 17 merge calls in 5 s. Unrelated PRs run
+ * recorded stays open, and the open-attempt rule above would otherwise
+ * re-run such an evaluation on every update, a merge call each. Unrelated PRs run
  * in parallel up to `parallel`; when several entries of one queue are ready
  * at once, their merges are handed to the forge in queue order
  * (merge-order.ts), and a scan submits the PRs its events touched in that
@@ -389,7 +389,7 @@ export class HolderWorker extends EventEmitter {
         const wake = this.prs.wakes.get(key)
         if (wake !== undefined && wake.at <= now) this.submit(t, config, entry.prNumber, wake.why)
         // Changed facts do not wait for a verdict's wake (a pending gate's is the gate timeout: a gate a resync
-        // re-read, its webhook lost, once waited 30 min to be acted on); a failure's backoff still holds.
+        // re-read, its webhook lost, would wait that long to be acted on); a failure's backoff still holds.
         else if (!this.backingOff(key) && this.prs.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.prs.known.has(key) ? 'changed' : 'new')
       }
     }
@@ -453,18 +453,17 @@ export class HolderWorker extends EventEmitter {
     if (!ended) {
       this.settings.pause('evaluated')
       entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
-      // Per-tenure state is written only while its tenure lasts. A demotion during that read once let the
-      // ended tenure's facts land in the next one's (endTenure had cleared them just before): re-elected at
-      // the same epoch, three PRs whose evaluations ended "not holding" counted as known and were never
-      // evaluated again (the nemesis stale-mutation scenario, 90 s without a merge on a quiet machine).
+      // Per-tenure state is written only while its tenure lasts: a demotion during that read would let the
+      // ended tenure's facts land in the next one's (endTenure cleared them just before), and PRs whose
+      // evaluations ended "not holding" would count as known there and never be evaluated again.
       ended = this.tenure !== t
     }
     // Holding lapsed inside a tenure that goes on: the deadline passed before a renew's confirmation was
     // read, and the renew then extended it without a demotion. The verdict ("not holding", or anything
     // cut short by it) says nothing about the PR: left unknown, the next scan (the renew's update) looks
-    // again. Recorded as known, three PRs waited 94 s for the next flap (a stale-scenario run at load 10).
-    // A lapse seen by any check during the evaluation counts, also when holding is back by now (under
-    // CI's load the renew was read during the queue read above, and the PR then never merged).
+    // again (recorded as known, it would wait for the next change of holding). A lapse seen by any check
+    // during the evaluation counts, also when holding is back by now (the renew may be read during the
+    // queue read above).
     const lapsed = !ended && (t.lapses > lapsesBefore || !t.holding())
     if (lapsed) this.prs.known.delete(key)
     if (!ended && !lapsed) {
@@ -535,7 +534,7 @@ export class HolderWorker extends EventEmitter {
     const repos = await this.opts.reads.repos('tip')
     for (const request of await this.opts.reads.reconcileRequests('tip')) {
       // `served` outlives this scan's tenure: a scan of an ended tenure that marked a request served (for a
-      // run that then did nothing) once left it unserved by every later tenure.
+      // run that then did nothing) would leave it unserved by every later tenure.
       if (this.tenure !== t) return
       if (this.reconciles.served.has(request.op)) continue
       const answered = new Set(request.results.map((r) => r.repo))

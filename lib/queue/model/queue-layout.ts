@@ -3,8 +3,7 @@
  * only writer) and the intent log's reads.
  *
  * Everything is keyed by (tenant, repo): one tenant's or one repository's
- * events, queue and rings never touch another's (seed 000: one Durable
- * Object per (tenant, repo)). Tenants and repos are validated ASCII without
+ * events, queue and rings never touch another's. Tenants and repos are validated ASCII without
  * `/` in the tenant (ops.ts), so `<tenant>/<owner>/<name>` cannot collide.
  *
  * Bounded by construction, whatever the log's length: the events ring (100
