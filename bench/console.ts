@@ -16,7 +16,7 @@
  * the console, can dominate the tail.
  */
 import { FakeForge } from '../dev/fake-forge/fake-forge.js'
-import { AUDIT_RING, EVENTS_RING } from '../lib/queue/queue-layout.js'
+import { AUDIT_RING, EVENTS_RING } from '../lib/queue/model/queue-layout.js'
 import { call } from '../lib/daemon/control-client.js'
 import type { DaemonStatus } from '../lib/daemon/daemon.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'

@@ -19,8 +19,8 @@
  */
 import { sign } from '@octokit/webhooks-methods'
 import type { ElectionConfig } from '../lib/lease/config.js'
-import { QueueReads } from '../lib/queue/queue-reads.js'
-import { WebhookServer } from '../lib/queue/webhook-server.js'
+import { QueueReads } from '../lib/queue/model/queue-reads.js'
+import { WebhookServer } from '../lib/queue/intake/webhook-server.js'
 import { GroupAppend } from '../lib/log/group-append.js'
 import type { EventOp } from '../lib/log/ops.js'
 import { example, withHeadSha, withRepo } from '../test/webhook-helpers.js'

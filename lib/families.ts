@@ -16,7 +16,7 @@ import { generationFamily } from './log/generation-family.js'
 import { IntentLog, type GenerationStorage, type IntentLogOptions } from './log/generations.js'
 import type { OpFamily } from './log/op-family.js'
 import { namedLeaseFamily, signerLeaseFamily } from './lease/lease-family.js'
-import { queueFamily } from './queue/queue-family.js'
+import { queueFamily } from './queue/model/queue-family.js'
 
 /** The writers and the group, the signer lease, named leases, the merge queue, the generations (their registered keys). */
 export const GROUP_FAMILIES: readonly OpFamily[] = [groupFamily, signerLeaseFamily, namedLeaseFamily, queueFamily, generationFamily]

@@ -23,7 +23,7 @@ import { MemoryView } from './helpers/memory-view.js'
 import { apply, GROUP_FAMILIES, groupFold } from '../lib/families.js'
 import { createFold, type View } from '../lib/log/apply.js'
 import { groupFamily } from '../lib/log/group-family.js'
-import { queueFamily } from '../lib/queue/queue-family.js'
+import { queueFamily } from '../lib/queue/model/queue-family.js'
 import { namedLeaseFamily, signerLeaseFamily } from '../lib/lease/lease-family.js'
 
 for (const [commit, baseline] of Object.entries(FOLD_VIEW_HASHES)) {

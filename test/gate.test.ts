@@ -8,7 +8,7 @@
 import test from 'brittle'
 import type { CheckReading, GateReading, StatusReading } from '../lib/queue/forge/forge.js'
 import { isText, type CheckFact } from '../lib/log/ops.js'
-import { appKey, checkName, factKey, failing, gateFacts, gateOf, latest, runSource, suiteName, suiteSource } from '../lib/queue/gate.js'
+import { appKey, checkName, factKey, failing, gateFacts, gateOf, latest, runSource, suiteName, suiteSource } from '../lib/queue/model/gate.js'
 import { REPO, forgeOn, sha, startFake } from './forge-helpers.js'
 
 const ACTIONS = { id: 15368, slug: 'github-actions', name: 'GitHub Actions' }

@@ -9,7 +9,7 @@ import test from 'brittle'
 import { replayV8, F, W, X, genKey } from './helpers/v8-replay.js'
 import { GEN_FOUNDED_KEY, GEN_SEAL_KEY, GEN_SHARE_KEY, genCutKey, genRejectedKey, type FoundedRecord, type SealRecord, type ShareRecord } from '../lib/log/generation-layout.js'
 import { leaseKey, rejectedKey } from '../lib/log/view-layout.js'
-import { checkAppsKey } from '../lib/queue/queue-layout.js'
+import { checkAppsKey } from '../lib/queue/model/queue-layout.js'
 import { groupFold } from '../lib/families.js'
 import type { View } from '../lib/log/apply.js'
 

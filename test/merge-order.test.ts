@@ -6,8 +6,8 @@
  * judged again (no deadlock); a wait is bounded.
  */
 import test from 'brittle'
-import { MergeOrder } from '../lib/queue/merge-order.js'
-import type { QueueEntry } from '../lib/queue/queue-layout.js'
+import { MergeOrder } from '../lib/queue/holder/merge-order.js'
+import type { QueueEntry } from '../lib/queue/model/queue-layout.js'
 import type { Priority } from '../lib/log/ops.js'
 
 function entry(pr: number, priority: Priority, queuedAt = pr): QueueEntry {

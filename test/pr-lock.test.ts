@@ -6,7 +6,7 @@
  * clear() drops what has not started.
  */
 import test from 'brittle'
-import { PrLock } from '../lib/queue/pr-lock.js'
+import { PrLock } from '../lib/queue/holder/pr-lock.js'
 
 function gate(): { promise: Promise<void>; open: () => void } {
   let open!: () => void

@@ -13,7 +13,7 @@ import { replayFold, type ApplyFn } from './helpers/fold-replay.js'
 import { replayV10, v10UpgradeSequence } from './helpers/v10-commands-replay.js'
 import { R, T } from './helpers/v6-replay.js'
 import { apply } from '../lib/families.js'
-import { COMMANDS_PER_AUTHOR_MAX, authorCommandsKey, commandKey, pendingCommandPrefix, type CommandEntry } from '../lib/queue/queue-layout.js'
+import { COMMANDS_PER_AUTHOR_MAX, authorCommandsKey, commandKey, pendingCommandPrefix, type CommandEntry } from '../lib/queue/model/queue-layout.js'
 import type { MemoryView } from './helpers/memory-view.js'
 
 /** Produced by replayV10 on 3ca7844 (apply version 9, before version 10 existed): a fixture, not a value to recompute. */

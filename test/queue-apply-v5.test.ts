@@ -11,8 +11,8 @@ import type { View } from '../lib/log/apply.js'
 import { apply } from '../lib/families.js'
 import type { EventOp, Op } from '../lib/log/ops.js'
 import { rejectedKey } from '../lib/log/view-layout.js'
-import { freezeKey, queueKey, queuePrefix, repoFlagKey, type QueueEntry } from '../lib/queue/queue-layout.js'
-import { queueOrder } from '../lib/queue/queue-state.js'
+import { freezeKey, queueKey, queuePrefix, repoFlagKey, type QueueEntry } from '../lib/queue/model/queue-layout.js'
+import { queueOrder } from '../lib/queue/model/queue-state.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 
 const FOUNDER = 'f'.repeat(64)

@@ -7,7 +7,7 @@
  */
 import test from 'brittle'
 import { replayV6, R, SHA, T } from './helpers/v6-replay.js'
-import { commandKey, freezeKey, pendingCommandPrefix, queueKey, type CommandEntry, type QueueEntry } from '../lib/queue/queue-layout.js'
+import { commandKey, freezeKey, pendingCommandPrefix, queueKey, type CommandEntry, type QueueEntry } from '../lib/queue/model/queue-layout.js'
 
 /** Produced by replayV6 on 4d14bd3 (apply version 5, before version 6 existed): a fixture, not a value to recompute. */
 const MAIN_4D14BD3: Record<number, string> = {

@@ -9,7 +9,7 @@
  */
 import test from 'brittle'
 import { replayV7, QUEUE_APP, R, T } from './helpers/v7-replay.js'
-import { auditPrefix, checkAppsKey, queueKey, type AuditEntry, type QueueEntry } from '../lib/queue/queue-layout.js'
+import { auditPrefix, checkAppsKey, queueKey, type AuditEntry, type QueueEntry } from '../lib/queue/model/queue-layout.js'
 
 /** Produced by replayV7 on f08192a (apply version 6, before version 7 existed): a fixture, not a value to recompute. */
 const MAIN_F08192A: Record<number, string> = {

@@ -29,7 +29,7 @@ import {
   type ShaEntry,
   fencedOutcomeKey,
   type FencedOutcome
-} from '../lib/queue/queue-layout.js'
+} from '../lib/queue/model/queue-layout.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 
 const FOUNDER = 'f'.repeat(64)

@@ -9,8 +9,8 @@
  */
 import test from 'brittle'
 import { ManualClock } from '../lib/util/clock.js'
-import { PermissionCache, PERMISSION_CACHE_MS } from '../lib/queue/comment-commands.js'
-import { BranchRulesCache, UNKNOWN_RULES } from '../lib/queue/branch-rules.js'
+import { PermissionCache, PERMISSION_CACHE_MS } from '../lib/queue/holder/comment-commands.js'
+import { BranchRulesCache, UNKNOWN_RULES } from '../lib/queue/holder/branch-rules.js'
 import type { BranchRules, Forge, RepoPermission } from '../lib/queue/forge/forge.js'
 
 const RULES: BranchRules = { upToDate: true, reviews: 1, mergeQueue: false, read: { rules: true, classic: false } }

@@ -8,7 +8,7 @@
  */
 import test from 'brittle'
 import { REPO, forgeError, forgeOn, sha, startFake, unfenced, waitFor } from './forge-helpers.js'
-import { gateFacts } from '../lib/queue/gate.js'
+import { gateFacts } from '../lib/queue/model/gate.js'
 
 test('getBranchRules: rulesets, classic protection where readable (403 otherwise), a merge queue, nothing protected', async (t) => {
   const fake = await startFake(t)

@@ -4,7 +4,7 @@
  * the holder's decisions; then the gate rule.
  */
 import test from 'brittle'
-import { evaluateGate, foldLabel, queueTransition, type QueueEntry, type QueueFact, type QueueResult, type QueueStatus, type AuditAction } from '../lib/queue/queue-state.js'
+import { evaluateGate, foldLabel, queueTransition, type QueueEntry, type QueueFact, type QueueResult, type QueueStatus, type AuditAction } from '../lib/queue/model/queue-state.js'
 
 const SHA = 'a'.repeat(40)
 const NEW = 'b'.repeat(40)

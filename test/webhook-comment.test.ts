@@ -12,8 +12,8 @@ import { createRequire } from 'node:module'
 import { readdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { decodeOp, encodeOp } from '../lib/log/ops.js'
-import { parseCommand, toEventOp, type WebhookMapping } from '../lib/queue/webhook-payload.js'
-import { CommandWindow } from '../lib/queue/comment-commands.js'
+import { parseCommand, toEventOp, type WebhookMapping } from '../lib/queue/intake/webhook-payload.js'
+import { CommandWindow } from '../lib/queue/intake/command-window.js'
 
 const require = createRequire(import.meta.url)
 const EXAMPLES_DIR = dirname(require.resolve('@octokit/webhooks-examples/package.json'))

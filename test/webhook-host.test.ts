@@ -16,8 +16,8 @@ import tmp from 'test-tmp'
 import { chmodSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
-import { WebhookSecrets } from '../lib/queue/webhook-secrets.js'
-import { WebhookServer } from '../lib/queue/webhook-server.js'
+import { WebhookSecrets } from '../lib/queue/intake/webhook-secrets.js'
+import { WebhookServer } from '../lib/queue/intake/webhook-server.js'
 import { signature } from './nemesis/webhook-rig.js'
 
 function raw(port: number, bytes: string): Promise<string> {

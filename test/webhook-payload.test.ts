@@ -4,7 +4,7 @@ import { createRequire } from 'node:module'
 import { readdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { decodeOp, encodeOp, isText, type EventOp } from '../lib/log/ops.js'
-import { toEventOp, type WebhookMapping } from '../lib/queue/webhook-payload.js'
+import { toEventOp, type WebhookMapping } from '../lib/queue/intake/webhook-payload.js'
 import { holds } from './helpers/props.js'
 import { allExamples, example, mutate, mutations, seedFromEnv, sha256hex, utf8, withHeadSha, withLabel, withRepo } from './webhook-helpers.js'
 

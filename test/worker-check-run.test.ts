@@ -19,10 +19,10 @@ import { waitFor } from './helpers/cluster.js'
 import { startFake } from './forge-helpers.js'
 import { GitHubForge } from '../lib/queue/forge/github.js'
 import { everyTenant } from '../lib/queue/forge/tenant-forges.js'
-import { QueueStatusWriter, type QueueStatusState } from '../lib/queue/queue-status.js'
+import { QueueStatusWriter, type QueueStatusState } from '../lib/queue/holder/queue-status.js'
 import type { CheckRunWrite, Forge, MutationContext } from '../lib/queue/forge/forge.js'
 import { createLogger } from '../lib/util/logger.js'
-import type { WorkerElector } from '../lib/queue/worker.js'
+import type { WorkerElector } from '../lib/queue/holder/worker.js'
 import { EventEmitter } from 'node:events'
 
 const sha = (seed: string): string => createHash('sha1').update(`check-run-${seed}`).digest('hex')

@@ -21,7 +21,7 @@ import { waitFor, sleep } from './helpers/cluster.js'
 import { toOpText } from '../lib/log/ops.js'
 import type { IntentLog } from '../lib/log/intent-log.js'
 import type { MutationRecord } from '../dev/fake-forge/fake-forge.js'
-import type { WorkerElector } from '../lib/queue/worker.js'
+import type { WorkerElector } from '../lib/queue/holder/worker.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`worker-outcomes-${seed}`).digest('hex')
 const isMerge = (r: { method: string; path: string }): boolean => r.method === 'PUT' && r.path.endsWith('/merge')

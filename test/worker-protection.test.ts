@@ -12,7 +12,7 @@ import test from 'brittle'
 import { createHash } from 'node:crypto'
 import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queue-group.js'
 import { waitFor } from './helpers/cluster.js'
-import type { QueueEntry } from '../lib/queue/queue-layout.js'
+import type { QueueEntry } from '../lib/queue/model/queue-layout.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`protection-${seed}`).digest('hex')
 const CONTEXT = `autolease/${TENANT}`

@@ -9,7 +9,7 @@ import test from 'brittle'
 import { createHash } from 'node:crypto'
 import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queue-group.js'
 import { waitFor } from './helpers/cluster.js'
-import type { AuditEntry } from '../lib/queue/queue-layout.js'
+import type { AuditEntry } from '../lib/queue/model/queue-layout.js'
 
 const sha = (seed: string | number): string => createHash('sha1').update(`worker-${seed}`).digest('hex')
 

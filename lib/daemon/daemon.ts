@@ -58,12 +58,12 @@ import type { Metrics } from './metrics.js'
 import { logCapabilityEvents, logElectorEvents, logIntentLogEvents, webhookAnswerHandler } from './daemon-events.js'
 import type { Logger } from '../util/logger.js'
 import { Capabilities } from './capability.js'
-import { QueueReads } from '../queue/queue-reads.js'
-import { WebhookSecrets } from '../queue/webhook-secrets.js'
-import type { WebhookServer } from '../queue/webhook-server.js'
+import { QueueReads } from '../queue/model/queue-reads.js'
+import { WebhookSecrets } from '../queue/intake/webhook-secrets.js'
+import type { WebhookServer } from '../queue/intake/webhook-server.js'
 import { GroupAppend } from '../log/group-append.js'
-import type { HolderWorker } from '../queue/worker.js'
-import type { GitHubForgeConfig } from '../queue/forge/github.js'
+import type { HolderWorker } from '../queue/holder/worker.js'
+import type { GitHubForgeConfig } from '../queue/forge/github-config.js'
 import type { TenantForges } from '../queue/forge/tenant-forges.js'
 import { testKill, testPause } from './test-pause.js'
 import { GenerationDirs, du } from './generation-dirs.js'
@@ -336,7 +336,7 @@ export class Daemon extends ReadyResource {
     let forgeError = this.opts.forgeError ?? null
     let Worker: typeof HolderWorker | null = null
     if (this.opts.forge !== undefined) {
-      const [{ createTenantForges }, worker] = await Promise.all([import('../queue/forge/tenant-forges.js'), import('../queue/worker.js')])
+      const [{ createTenantForges }, worker] = await Promise.all([import('../queue/forge/tenant-forges.js'), import('../queue/holder/worker.js')])
       Worker = worker.HolderWorker
       try {
         forge = createTenantForges(this.opts.forge, { log: { warn: (message) => this.logger.warn({ forge: message }, 'forge warning') } })
@@ -352,7 +352,7 @@ export class Daemon extends ReadyResource {
     const queue = this.queue!
     // Deliveries that arrive while an append runs share the next append, packed into as few log nodes as fit.
     const grouped = new GroupAppend<EventOp>((events) => log.appendEvents(events))
-    const { WebhookServer } = await import('../queue/webhook-server.js')
+    const { WebhookServer } = await import('../queue/intake/webhook-server.js')
     this.webhooks = new WebhookServer({
       port,
       ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),

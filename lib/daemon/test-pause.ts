@@ -25,7 +25,7 @@
  */
 import { openSync, closeSync } from 'node:fs'
 import { join } from 'node:path'
-import type { PausePoint } from '../queue/tenure.js'
+import type { PausePoint } from '../queue/holder/tenure.js'
 import type { SwitchStep } from '../log/generations.js'
 
 export function testPause(env: NodeJS.ProcessEnv): (point: PausePoint) => void {

@@ -16,7 +16,7 @@ import type { Assertion } from 'brittle'
 import { Procs, cli, formGroup, status, type Daemon } from '../cli-harness.js'
 import { call } from '../../lib/daemon/control-client.js'
 import { storagePaths } from '../../lib/daemon/storage-lock.js'
-import type { AuditEntry, EventEntry } from '../../lib/queue/queue-layout.js'
+import type { AuditEntry, EventEntry } from '../../lib/queue/model/queue-layout.js'
 
 export const TENANT = 'acme'
 export const SECRET = 'rig-secret'

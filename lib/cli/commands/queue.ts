@@ -10,7 +10,7 @@ import { call } from '../../daemon/control-client.js'
 import type { Json } from '../../daemon/control-server.js'
 import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
 import { out } from '../output.js'
-import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../../queue/queue-layout.js'
+import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../../queue/model/queue-layout.js'
 import { PRIORITIES } from '../../log/ops.js'
 
 interface ReconcileAnswer {

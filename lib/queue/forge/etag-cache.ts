@@ -1,9 +1,9 @@
 /**
  * Conditional GETs for the GitHub forge (ETag / If-None-Match): a bounded
  * cache of GET answers and the fetch that revalidates against it. A 304
- * does not count against GitHub's primary rate limit; a resync that read
- * two full lists per labelled PR every 300 s approached a token's
- * 5,000 requests/h at ~200 labelled PRs.
+ * does not count against GitHub's primary rate limit; unconditional
+ * resyncs, two full lists per labelled PR each period, would spend most of
+ * a token's hourly limit on a busy repo.
  *
  * Invariants enforced here alone:
  * - A cached body is returned only for a 304 to the exact same request:

@@ -6,10 +6,9 @@
  * Judged before fetch() instead, the fence left an asynchronous stretch
  * between the check and the bytes leaving: fetch's own promise steps, a
  * new connection's handshake, and the event loop's lag on a busy daemon. A
- * holder SIGSTOPped in that stretch sent its request on SIGCONT, seconds
- * after its successor's first mutation had reached the forge (a nemesis
- * run at load 6: a commit status of epoch 22 landed 5 s after the SIGSTOP
- * and 3.4 s after epoch 23's first mutation; the checker's stale-mutation).
+ * holder stopped in that stretch (SIGSTOP) sends its request when it
+ * resumes, after its successor's first mutation may have reached the
+ * forge: a stale mutation.
  *
  * undici calls a request's `onConnect` once the request owns a connected
  * socket, and then, in the same synchronous step, writes the request line,

@@ -18,7 +18,7 @@
  *   bits for group or others, checked on the descriptor that is read), as
  *   the webhook secrets file is: the config itself when it holds one inline
  *   (`token`, `app.privateKey`), the tokenFile, the App's privateKeyFile.
- *   A token file left 0644 was once read without a look at its mode. A
+ *   A token file left 0644 is refused, not read. A
  *   config that only names where its secret lives (tokenFile, tokenEnv,
  *   privateKeyFile) may be world-readable.
  * - tokenFile and privateKeyFile are resolved against the config file's
@@ -34,7 +34,7 @@ import { dirname, resolve } from 'node:path'
 import { exposure, readBoundedFile, readPrivateFile } from '../../util/private-files.js'
 import { AutoleaseError } from '../../errors.js'
 import { isTenant } from '../../log/ops.js'
-import type { ForgeCredential, GitHubAppConfig, GitHubForgeConfig } from './github.js'
+import type { ForgeCredential, GitHubAppConfig, GitHubForgeConfig } from './github-config.js'
 import type { HookRef, RedeliverySettings } from './forge.js'
 
 const MAX_FILE_BYTES = 256 * 1024

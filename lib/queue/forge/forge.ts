@@ -11,8 +11,8 @@
  *   swap): a head that moved since is `head-moved`, never a merge of code
  *   nobody evaluated.
  * - 405 and 409 are answers, not transient failures: they are never retried.
- *   An HTTP client's default retry of them once made a queue spam a PR with
- *   one bounce comment per retry.
+ *   An HTTP client's default retry of them would spam a PR with one bounce
+ *   comment per retry.
  * - Every mutation carries the holder's epoch (`MutationContext`), sent as
  *   the `X-Autolease-Epoch` header, so the forge side (and tests) can tell
  *   which tenure acted.
@@ -25,9 +25,8 @@
  *   sent, and a call that had sent nothing yet ends with ForgeError
  *   `fenced` (known NOT sent); one whose earlier request was answered ends
  *   with that answer's error, as if its re-send had been given up.
- *   A holder's merge once waited behind another mutation's spacing after
- *   the last holding() check and reached GitHub 1.1 s after a new holder
- *   was elected.
+ *   A fence checked before a wait (another mutation's spacing) lets a merge
+ *   reach GitHub after a new holder was elected.
  *
  * Not guaranteed: a mutation that ends in a ForgeError of kind `timeout`,
  * `unreachable` or `server` may or may not have taken effect (the request

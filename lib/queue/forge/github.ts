@@ -1,7 +1,10 @@
 /**
  * The GitHub forge: @octokit/rest with plugin-retry and plugin-throttling,
  * a token or GitHub App installation auth, and a configurable base URL
- * (GitHub Enterprise: https://HOST/api/v3; tests: the fake forge).
+ * (GitHub Enterprise: https://HOST/api/v3; tests: the fake forge). Its
+ * settings are github-config.ts's, its error mapping github-errors.ts's,
+ * the REST shapes github-shapes.ts's and the per-repo write spacing
+ * repo-spacer.ts's.
  *
  * Invariants enforced here alone:
  * - THE FENCE IS THE LAST STEP BEFORE A MUTATION LEAVES THE PROCESS. Every
@@ -17,10 +20,9 @@
  *   write.
  *   A closed fence sends nothing; the call ends with ForgeError `fenced`
  *   (known not sent) or, on a re-send, with the last answer's error. A
- *   merge checked against holding() before it waited in the spacing once
- *   reached GitHub 1.1 s after a new holder was elected and after the repo
- *   was paused; a graceful stop's queued mutations went out after the
- *   release.
+ *   fence checked before a wait lets a write reach GitHub after a new
+ *   holder was elected, or after the repo was paused, or a stopped
+ *   holder's queued writes go out after its release.
  * - 405, 409 (and 400/401/403/404/410/422/451, plugin-retry's defaults) are
  *   never retried: plugin-retry retries 405 and 409 unless told otherwise,
  *   and a retried 405 bounce spams the PR. 429 is left to plugin-throttling,
@@ -56,8 +58,8 @@
  *   instance's own bounded cache, as octokit's default fetch; a mutation's
  *   per-request fenced fetch replaces it, so no mutation passes there): a
  *   304, which GitHub does not count against the rate limit, is served as
- *   the stored answer to the exact same request. A resync of ~200 labelled
- *   PRs every 300 s otherwise spent most of a token's 5,000 requests/h.
+ *   the stored answer to the exact same request; unconditional resyncs of
+ *   a busy repo would otherwise spend most of a token's hourly limit.
  * - `rateLimit()` is the primary (`core`) limit as the answers said it
  *   (x-ratelimit-*, the outermost octokit hook: every answer, 304s and
  *   errors included, the App's own JWT calls excepted): the newest window
@@ -82,13 +84,14 @@ import { Octokit } from '@octokit/rest'
 import { retry } from '@octokit/plugin-retry'
 import { throttling, type ThrottlingOptions } from '@octokit/plugin-throttling'
 import { createAppAuth } from '@octokit/auth-app'
-import { AutoleaseError } from '../../errors.js'
-import { readPrivateFile } from '../../util/private-files.js'
 import { EtagCache } from './etag-cache.js'
 import { fencedFetch, type Gate } from './fenced-fetch.js'
+import { resolveConfig, type GitHubForgeConfig, type GitHubForgeDeps, type Settings } from './github-config.js'
+import { SECONDARY_FALLBACK_S, messageOf, resendRefused, responseOf, statusOf, toForgeError } from './github-errors.js'
+import { allPages, checkNumber, checkSha, clip, hookPath, mutationHeaders, newerRateLimit, toPull, toStatusState } from './github-shapes.js'
+import { RepoSpacer } from './repo-spacer.js'
 import { Agent, type Dispatcher } from 'undici'
 import {
-  EPOCH_HEADER,
   ForgeError,
   splitRepo,
   type BranchRules,
@@ -109,96 +112,19 @@ import {
   type PullRequest,
   type RateLimitReading,
   type ReactionContent,
-  type RedeliverySettings,
   type RemoveLabelOutcome,
   type Repo,
   type RepoPermission,
   type StatusReading
 } from './forge.js'
 
-export interface GitHubAppConfig {
-  appId: number | string
-  /** PEM (PKCS#1 or PKCS#8); `\n` escapes are accepted. */
-  privateKey?: string
-  privateKeyFile?: string
-  installationId: number
-}
-
-/** One credential: exactly one of token, tokenFile, tokenEnv, app. */
-export interface ForgeCredential {
-  token?: string
-  tokenFile?: string
-  tokenEnv?: string
-  app?: GitHubAppConfig
-}
-
-export interface GitHubForgeConfig extends ForgeCredential {
-  /** Default https://api.github.com; GitHub Enterprise: https://HOST/api/v3. */
-  baseUrl?: string
-  /**
-   * Credentials per tenant (tenant-forges.ts): a tenant listed here has its
-   * calls made with its own credential; every other tenant with the
-   * top-level one (the default), which may then be left out. One
-   * GitHubForge takes the top-level credential only.
-   */
-  tenants?: Record<string, ForgeCredential>
-  /** The holder's redelivery of failed webhooks (redelivery.ts); not a setting of the client itself. */
-  redelivery?: RedeliverySettings
-  /** Bound on every call (default 10000). */
-  timeoutMs?: number
-  /** Minimum gap between the starts of two mutating calls on one repo (default 1000). */
-  mutationSpacingMs?: number
-  /** Retries of reads and label removal on 5xx or no answer (default 2). */
-  retries?: number
-  /** Wait before retry n is retryBaseMs x n² (default 500: 0.5 s, then 2 s). */
-  retryBaseMs?: number
-  /** Rate-limit waits before giving up (default 2). */
-  rateLimitRetries?: number
-  /** per_page for lists (default 100, GitHub's maximum). */
-  pageSize?: number
-  userAgent?: string
-}
-
-export interface ForgeLog {
-  warn(message: string): void
-}
-
-export interface GitHubForgeDeps {
-  /** Where tokenEnv is looked up (default process.env). */
-  env?: Record<string, string | undefined>
-  /** Warnings from octokit (token replication retries, limiter errors); default: dropped. */
-  log?: ForgeLog
-  /** The connection pool mutations go out through (default: an undici Agent of this forge's own; tests give one whose connections are slow to open). */
-  agent?: Dispatcher
-}
-
-type Auth = { kind: 'token'; token: string } | { kind: 'app'; appId: number | string; privateKey: string; installationId: number }
-
-interface Settings {
-  baseUrl: string
-  auth: Auth
-  timeoutMs: number
-  mutationSpacingMs: number
-  retries: number
-  retryBaseMs: number
-  rateLimitRetries: number
-  pageSize: number
-  userAgent: string
-}
-
-const DEFAULT_BASE_URL = 'https://api.github.com'
 /** plugin-retry's own list (400, 401, 403, 404, 410, 422, 451) plus 405, 409 (answers) and 429 (plugin-throttling's). */
 const DO_NOT_RETRY = [400, 401, 403, 404, 405, 409, 410, 422, 429, 451]
-const SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 /** A login as ops.ts admits it (it goes into a URL path). */
 const LOGIN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}(?:\[bot\])?$/
 const PERMISSIONS = new Set<string>(['admin', 'maintain', 'write', 'triage', 'read', 'none'])
-/** GitHub asks to wait at least a minute after a secondary rate limit that names no Retry-After. */
-const SECONDARY_FALLBACK_S = 60
 /** Where the call's deadline rides along in octokit's per-request options (read by the rate-limit handlers). */
 const DEADLINE = 'autoleaseDeadline'
-/** A token or a PEM key: far below this. */
-const MAX_SECRET_FILE_BYTES = 64 * 1024
 
 type Group = NonNullable<ThrottlingOptions['write']>
 
@@ -692,301 +618,3 @@ interface CallRequest {
   fetch?: typeof fetch
 }
 
-/**
- * A re-send the fence stopped: the call ends with what its last answer
- * meant, as if its retry layer had given up (only rate limits, 5xx and
- * no answer are re-sent). Not `fenced`: something of this call was sent.
- */
-function resendRefused(what: string, last: Gate['last']): ForgeError {
-  const text = `${what}: its re-send was not sent: the fence closed`
-  if (last === null || last === 'none') return new ForgeError('unreachable', `${text} (the last request got no answer)`)
-  const { status, headers } = last
-  if (status === 403 || status === 429) return new ForgeError('rate-limited', `${text} (after ${status})`, { status, retryAfterMs: retryAfterMs({ headers }, '') })
-  return new ForgeError(status >= 500 ? 'server' : 'invalid', `${text} (after ${status})`, { status })
-}
-
-/**
- * Every page of a list, following `Link: rel="next"` by page number. Not
- * octokit.paginate: it drops the per-request options (our abort signal and
- * deadline) and turns a 409 into an empty list, which a resync would read
- * as "no open PRs".
- */
-async function allPages<T>(fetchPage: (page: number) => Promise<{ items: T[]; link: string | undefined }>): Promise<T[]> {
-  const out: T[] = []
-  for (let page = 1; ; page++) {
-    const { items, link } = await fetchPage(page)
-    out.push(...items)
-    if (items.length === 0 || !/rel="next"/.test(link ?? '')) return out
-  }
-}
-
-/**
- * Per repo: one mutating call at a time, the next starting spacingMs after
- * the previous one ended. Spacing from the start let a request slowed on
- * its way (a new connection, a loaded machine) reach the server less than
- * spacingMs before the next: measured 305 ms apart at 400.
- */
-class RepoSpacer {
-  private readonly tails = new Map<string, Promise<void>>()
-
-  constructor(private readonly spacingMs: number) {}
-
-  /** Runs `fn` in `repo`'s turn; the next turn waits spacingMs after it ended, unless `sent()` says it sent nothing. */
-  async run<T>(repo: string, fn: () => Promise<T>, sent: () => boolean = () => true): Promise<T> {
-    const key = repo.toLowerCase()
-    const prev = this.tails.get(key) ?? Promise.resolve()
-    let release!: () => void
-    const mine = new Promise<void>((resolve) => {
-      release = resolve
-    })
-    const tail = prev.then(() => mine)
-    this.tails.set(key, tail)
-    void tail.then(() => {
-      if (this.tails.get(key) === tail) this.tails.delete(key)
-    })
-    await prev
-    try {
-      return await fn()
-    } finally {
-      // A turn that sent nothing (its fence closed) adds no gap: GitHub saw nothing from it, and the
-      // turn before it already waited out its own spacing before this one began.
-      if (this.spacingMs > 0 && sent()) setTimeout(release, this.spacingMs)
-      else release()
-    }
-  }
-}
-
-function resolveConfig(config: GitHubForgeConfig, env: Record<string, string | undefined>): Settings {
-  if (typeof config !== 'object' || config === null) throw invalid('the GitHub forge config must be an object')
-  const sources = (['token', 'tokenFile', 'tokenEnv', 'app'] as const).filter((k) => config[k] !== undefined)
-  if (sources.length !== 1) {
-    throw invalid(`GitHub credentials: give exactly one of token, tokenFile, tokenEnv, app (got ${sources.length === 0 ? 'none' : sources.join(', ')})`)
-  }
-  let auth: Auth
-  if (config.token !== undefined) {
-    auth = { kind: 'token', token: nonEmpty(config.token, 'token') }
-  } else if (config.tokenFile !== undefined) {
-    auth = { kind: 'token', token: nonEmpty(readSecret(config.tokenFile, 'tokenFile').trim(), `tokenFile ${config.tokenFile}`) }
-  } else if (config.tokenEnv !== undefined) {
-    const envName = nonEmpty(config.tokenEnv, 'tokenEnv')
-    const value = env[envName]
-    if (value === undefined || value.trim() === '') throw invalid(`tokenEnv: the environment variable ${envName} is not set or empty`)
-    auth = { kind: 'token', token: value.trim() }
-  } else {
-    const app = config.app
-    if (typeof app !== 'object' || app === null) throw invalid('app must be an object {appId, privateKey | privateKeyFile, installationId}')
-    const appId = app.appId
-    if (!(typeof appId === 'number' ? Number.isSafeInteger(appId) && appId > 0 : typeof appId === 'string' && appId.length > 0)) throw invalid('app.appId: a positive integer (or a client id string)')
-    if (!Number.isSafeInteger(app.installationId) || app.installationId <= 0) throw invalid('app.installationId: a positive integer')
-    if ((app.privateKey === undefined) === (app.privateKeyFile === undefined)) throw invalid('app: give exactly one of privateKey, privateKeyFile')
-    const privateKey = app.privateKey !== undefined ? nonEmpty(app.privateKey, 'app.privateKey') : readSecret(app.privateKeyFile!, 'app.privateKeyFile')
-    if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(privateKey)) throw invalid('app private key: not a PEM private key')
-    auth = { kind: 'app', appId, privateKey, installationId: app.installationId }
-  }
-  const baseUrl = (config.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '')
-  let parsed: URL
-  try {
-    parsed = new URL(baseUrl)
-  } catch {
-    throw invalid(`baseUrl: not a URL: ${baseUrl}`)
-  }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw invalid(`baseUrl: http(s) only: ${baseUrl}`)
-  return {
-    baseUrl,
-    auth,
-    timeoutMs: intOption(config.timeoutMs, 'timeoutMs', 10_000, 1),
-    mutationSpacingMs: intOption(config.mutationSpacingMs, 'mutationSpacingMs', 1000, 0),
-    retries: intOption(config.retries, 'retries', 2, 0),
-    retryBaseMs: intOption(config.retryBaseMs, 'retryBaseMs', 500, 0),
-    rateLimitRetries: intOption(config.rateLimitRetries, 'rateLimitRetries', 2, 0),
-    pageSize: Math.min(100, intOption(config.pageSize, 'pageSize', 100, 1)),
-    userAgent: config.userAgent ?? 'autolease'
-  }
-}
-
-function invalid(message: string): AutoleaseError {
-  return new AutoleaseError('INVALID_CONFIG', message)
-}
-
-function nonEmpty(value: unknown, what: string): string {
-  if (typeof value !== 'string' || value.trim() === '') throw invalid(`${what}: a non-empty string`)
-  return value
-}
-
-/** A secret file, only if it is private (the one rule: util/private-files.ts); INVALID_CONFIG otherwise. */
-function readSecret(path: string, what: string): string {
-  if (typeof path !== 'string' || path === '') throw invalid(`${what}: a file path`)
-  return readPrivateFile(path, what, MAX_SECRET_FILE_BYTES)
-}
-
-function intOption(value: unknown, what: string, dflt: number, min: number): number {
-  if (value === undefined) return dflt
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) throw invalid(`${what}: an integer >= ${min}`)
-  return value
-}
-
-function checkNumber(number: number): void {
-  if (!Number.isSafeInteger(number) || number <= 0) throw new ForgeError('invalid', `not a PR number: ${String(number)}`)
-}
-
-function checkSha(sha: string): void {
-  if (typeof sha !== 'string' || !SHA.test(sha)) throw new ForgeError('invalid', `not a commit SHA (40 or 64 lower-case hex): ${JSON.stringify(sha)}`)
-}
-
-/** `text` within `max` characters (an ellipsis marks a cut). */
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text
-}
-
-/** The REST path of a hook (without /deliveries). */
-function hookPath(hook: HookRef): string {
-  if (hook.kind === 'app') return '/app/hook'
-  if (!Number.isSafeInteger(hook.id) || hook.id <= 0) throw new ForgeError('invalid', `not a hook id: ${String(hook.id)}`)
-  if (hook.kind === 'repo') {
-    const { owner, name } = splitRepo(hook.repo)
-    return `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}/hooks/${hook.id}`
-  }
-  if (typeof hook.org !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9-]{0,38}$/.test(hook.org)) throw new ForgeError('invalid', `not an organization: ${JSON.stringify(hook.org)}`)
-  return `/orgs/${hook.org}/hooks/${hook.id}`
-}
-
-/** The epoch header of a mutation; a context without an epoch or a fence is refused before any I/O. */
-function mutationHeaders(ctx: MutationContext): Record<string, string> {
-  if (typeof ctx !== 'object' || ctx === null || !Number.isSafeInteger(ctx.epoch) || ctx.epoch < 0) {
-    throw new ForgeError('invalid', 'a mutation needs the holder epoch (a non-negative integer)')
-  }
-  if (typeof ctx.fence !== 'function') throw new ForgeError('invalid', 'a mutation needs a fence')
-  return { [EPOCH_HEADER]: String(ctx.epoch) }
-}
-
-interface PullData {
-  number: number
-  state: string
-  merged?: boolean
-  merged_at: string | null
-  draft?: boolean
-  title: string
-  head: { sha: string }
-  base: { ref: string }
-  labels: Array<{ name?: string } | string>
-  auto_merge: unknown
-  mergeable?: boolean | null
-  mergeable_state?: string
-  updated_at?: string | null
-}
-
-function toPull(repo: Repo, d: PullData, single: boolean): PullRequest {
-  return {
-    repo,
-    number: d.number,
-    state: d.state === 'open' ? 'open' : 'closed',
-    merged: d.merged ?? d.merged_at !== null,
-    draft: d.draft === true,
-    headSha: d.head.sha,
-    baseRef: d.base.ref,
-    title: d.title,
-    labels: d.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((l) => l !== ''),
-    autoMerge: d.auto_merge !== null && d.auto_merge !== undefined,
-    mergeable: single ? (d.mergeable ?? null) : null,
-    mergeableState: single ? (d.mergeable_state ?? null) : null,
-    updatedAt: typeof d.updated_at === 'string' ? d.updated_at : null
-  }
-}
-
-/**
- * The rate limit after an answer with `headers`: the primary (`core`)
- * limit only; a newer window replaces the old one, and within one window
- * the lowest `remaining` stands (GitHub only counts down until the reset,
- * and answers to parallel requests arrive in any order).
- */
-function newerRateLimit(prev: RateLimitReading | null, headers: unknown): RateLimitReading | null {
-  if (typeof headers !== 'object' || headers === null) return prev
-  const h = headers as Record<string, unknown>
-  const int = (name: string): number | null => {
-    const v = h[name]
-    const n = typeof v === 'string' && /^[0-9]{1,15}$/.test(v.trim()) ? Number(v.trim()) : typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null
-    return n
-  }
-  const limit = int('x-ratelimit-limit')
-  const remaining = int('x-ratelimit-remaining')
-  const reset = int('x-ratelimit-reset')
-  if (limit === null || remaining === null || reset === null) return prev
-  const resource = typeof h['x-ratelimit-resource'] === 'string' ? (h['x-ratelimit-resource'] as string) : null
-  if (resource !== null && resource !== 'core') return prev
-  const next: RateLimitReading = { limit, remaining, used: int('x-ratelimit-used'), resetAt: reset * 1000, resource }
-  if (prev === null || next.resetAt > prev.resetAt) return next
-  if (next.resetAt < prev.resetAt || next.remaining >= prev.remaining) return prev
-  return next
-}
-
-function toStatusState(state: string): StatusReading['state'] {
-  return state === 'success' || state === 'failure' || state === 'error' ? state : 'pending'
-}
-
-function statusOf(err: unknown): number | null {
-  const s = (err as { status?: unknown } | null)?.status
-  return typeof s === 'number' ? s : null
-}
-
-interface ResponseLike {
-  headers?: Record<string, string | number | undefined>
-  data?: unknown
-}
-
-function responseOf(err: unknown): ResponseLike | null {
-  const r = (err as { response?: unknown } | null)?.response
-  return typeof r === 'object' && r !== null ? (r as ResponseLike) : null
-}
-
-/** GitHub's own message (the body's `message`), without octokit's " - documentation_url" suffix. */
-function messageOf(err: unknown): string {
-  const data = responseOf(err)?.data
-  if (typeof data === 'object' && data !== null && typeof (data as { message?: unknown }).message === 'string') return (data as { message: string }).message
-  return err instanceof Error ? err.message : String(err)
-}
-
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ETIMEDOUT'])
-
-function networkCode(err: unknown): string | null {
-  for (let e: unknown = err, i = 0; e !== null && typeof e === 'object' && i < 5; e = (e as { cause?: unknown }).cause, i++) {
-    const code = (e as { code?: unknown }).code
-    if (typeof code === 'string' && (NETWORK_CODES.has(code) || code.startsWith('UND_ERR'))) return code
-  }
-  return null
-}
-
-function isRateLimit(status: number, res: ResponseLike | null, message: string): boolean {
-  if (status === 429) return true
-  if (status !== 403) return false
-  return String(res?.headers?.['x-ratelimit-remaining']) === '0' || /rate limit/i.test(message)
-}
-
-function retryAfterMs(res: ResponseLike | null, message: string): number | null {
-  const h = res?.headers ?? {}
-  const after = Number(h['retry-after'])
-  if (h['retry-after'] !== undefined && Number.isFinite(after)) return Math.max(0, after * 1000)
-  const reset = Number(h['x-ratelimit-reset'])
-  if (String(h['x-ratelimit-remaining']) === '0' && h['x-ratelimit-reset'] !== undefined && Number.isFinite(reset)) return Math.max(0, reset * 1000 - Date.now())
-  if (/secondary rate/i.test(message)) return SECONDARY_FALLBACK_S * 1000
-  return null
-}
-
-/** Maps what octokit throws to a ForgeError; anything else (a programmer error) passes unchanged. */
-function toForgeError(err: unknown, what: string): unknown {
-  if (err instanceof ForgeError) return err
-  const status = statusOf(err)
-  const res = responseOf(err)
-  if (status === null) return err
-  if (res === null) {
-    // octokit reports "no HTTP answer" as status 500 without a response.
-    const code = networkCode(err)
-    return new ForgeError('unreachable', `${what}: ${code ?? 'no answer'}: ${messageOf(err)}`, { cause: err })
-  }
-  const message = messageOf(err)
-  const text = `${what}: ${status} ${message}`
-  if (isRateLimit(status, res, message)) return new ForgeError('rate-limited', text, { status, retryAfterMs: retryAfterMs(res, message), cause: err })
-  if (status === 401 || status === 403) return new ForgeError('auth', text, { status, cause: err })
-  if (status === 404) return new ForgeError('not-found', text, { status, cause: err })
-  if (status >= 500) return new ForgeError('server', text, { status, cause: err })
-  return new ForgeError('invalid', text, { status, cause: err })
-}

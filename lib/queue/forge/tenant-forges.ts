@@ -19,7 +19,8 @@
  * tenants with the same token in the config are spaced apart per tenant,
  * not together.
  */
-import { createGitHubForge, type ForgeCredential, type GitHubForgeConfig, type GitHubForgeDeps } from './github.js'
+import { createGitHubForge } from './github.js'
+import type { ForgeCredential, GitHubForgeConfig, GitHubForgeDeps } from './github-config.js'
 import type { Forge, RateLimitReading } from './forge.js'
 
 export interface TenantForges {

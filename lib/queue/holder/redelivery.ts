@@ -35,13 +35,13 @@
  * Deliveries of events the queue does not act on are asked once too
  * (their guid is in no dedup index): the intake then answers them 2xx.
  */
-import type { Logger } from '../util/logger.js'
-import type { Forge, HookDelivery, HookRef, MutationContext, RedeliverySettings } from './forge/forge.js'
+import type { Logger } from '../../util/logger.js'
+import type { Forge, HookDelivery, HookRef, MutationContext, RedeliverySettings } from '../forge/forge.js'
 
 export type { RedeliverySettings }
-import { isForgeError } from './forge/forge.js'
-import type { TenantForges } from './forge/tenant-forges.js'
-import type { QueueReads } from './queue-reads.js'
+import { isForgeError } from '../forge/forge.js'
+import type { TenantForges } from '../forge/tenant-forges.js'
+import type { QueueReads } from '../model/queue-reads.js'
 
 export interface RedeliveryRun {
   /** guids asked for. */

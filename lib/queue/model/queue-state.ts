@@ -3,7 +3,7 @@
  * clock: `ts` is the op's own timestamp (the receiving device's clock at
  * intake, or the holder's at decision), never apply's.
  *
- * Invariants enforced here alone (DESIGN §4, seed 000 LeaseDO):
+ * Invariants enforced here alone (DESIGN §4):
  * - One entry per PR (keyed by number): join is idempotent
  *   (`already-queued`), leave is silent when absent, drafts never join.
  * - Events set facts (queued, head SHA, gate result); only the holder's
@@ -16,7 +16,8 @@
  *   new head.
  */
 
-import type { Priority, WaitReason } from '../log/ops.js'
+import type { Priority, WaitReason } from '../../log/ops.js'
+import { rules } from './apply-rules.js'
 
 export type QueueStatus = 'queued' | 'evaluating' | 'gate_passed' | 'bounced'
 export type GateResult = 'success' | 'failure' | 'pending'
@@ -294,7 +295,7 @@ export function queueOrder(a: QueueEntry, b: QueueEntry): number {
  * queue label).
  */
 export function mayMergeFrozen(entry: Pick<QueueEntry, 'priority' | 'labels'>, freeze: { exceptLabel?: string }, version: number): boolean {
-  if (version >= 6 && freeze.exceptLabel !== undefined) {
+  if (rules(version).freezeExceptLabel && freeze.exceptLabel !== undefined) {
     const wanted = foldLabel(freeze.exceptLabel)
     return (entry.labels ?? []).some((l) => foldLabel(l) === wanted)
   }
@@ -303,5 +304,5 @@ export function mayMergeFrozen(entry: Pick<QueueEntry, 'priority' | 'labels'>, f
 
 /** What a frozen repo lets through, in words (the holder's note and status, `queue`). */
 export function freezeRule(freeze: { exceptLabel?: string }, version: number): string {
-  return version >= 6 && freeze.exceptLabel !== undefined ? `only PRs labelled ${freeze.exceptLabel} merge` : 'only hotfix priority merges'
+  return rules(version).freezeExceptLabel && freeze.exceptLabel !== undefined ? `only PRs labelled ${freeze.exceptLabel} merge` : 'only hotfix priority merges'
 }

@@ -3,8 +3,7 @@
  * only writer) and the intent log's reads.
  *
  * Everything is keyed by (tenant, repo): one tenant's or one repository's
- * events, queue and rings never touch another's (seed 000: one Durable
- * Object per (tenant, repo)). Tenants and repos are validated ASCII without
+ * events, queue and rings never touch another's. Tenants and repos are validated ASCII without
  * `/` in the tenant (ops.ts), so `<tenant>/<owner>/<name>` cannot collide.
  *
  * Bounded by construction, whatever the log's length: the events ring (100
@@ -13,7 +12,7 @@
  * FIFOs with a count cap per repo, evicted in op order.
  */
 import type { AuditAction, GateResult, JoinVia, QueueEntry, QueueResult } from './queue-state.js'
-import type { CommandVerb, ForgeAction, MergeMethod, Priority, WebhookEventType } from '../log/ops.js'
+import type { CommandVerb, ForgeAction, MergeMethod, Priority, WebhookEventType } from '../../log/ops.js'
 
 export const EVENTS_RING = 100
 export const AUDIT_RING = 200

@@ -46,11 +46,11 @@
  * owed by this process is lost with it.
  */
 import { EventEmitter } from 'node:events'
-import type { Logger } from '../util/logger.js'
-import type { CheckRunWrite, CommitStatusWrite, Forge, MutationContext } from './forge/forge.js'
-import type { TenantForges } from './forge/tenant-forges.js'
-import { isForgeError } from './forge/forge.js'
-import { QUEUE_STATUS_PREFIX } from './gate.js'
+import type { Logger } from '../../util/logger.js'
+import type { CheckRunWrite, CommitStatusWrite, Forge, MutationContext } from '../forge/forge.js'
+import type { TenantForges } from '../forge/tenant-forges.js'
+import { isForgeError } from '../forge/forge.js'
+import { QUEUE_STATUS_PREFIX } from '../model/gate.js'
 
 export { QUEUE_STATUS_PREFIX }
 

@@ -1,6 +1,6 @@
 /**
- * Per-PR serialization inside the holder (seed 002's SubmissionLock, done
- * where it cannot be left held): at most one job per key runs at a time.
+ * Per-PR serialization inside the holder (in process, so it cannot be left
+ * held): at most one job per key runs at a time.
  * The worker's key is the GitHub PR itself (`owner/name#pr`, lower-case),
  * whatever tenants manage its repo; a job has a `part` (the tenant whose
  * entry it evaluates), and one key runs its parts one after the other.
@@ -10,8 +10,9 @@
  *   meanwhile (the latest job, the first reason).
  * - A submit for another part of a busy key waits its turn in the same
  *   slot (FIFO by part), never beside the running one: one repo managed in
- *   two tenants once ran both tenants' evaluations of one PR side by side,
- *   two merge calls, and the second 405 bounced a PR just merged.
+ *   two tenants would otherwise run both tenants' evaluations of one PR
+ *   side by side, two merge calls, and the second's 405 bounce a PR just
+ *   merged.
  * - Different keys run in parallel up to `limit`; the rest wait in FIFO
  *   order, one slot per key.
  *

@@ -1,5 +1,5 @@
 /**
- * One evaluation of one PR by the holder (DESIGN §4, seed 000's evaluate):
+ * One evaluation of one PR by the holder (DESIGN §4):
  * read the forge, decide, and act, with fenced ops. Runs under the worker's
  * per-PR lock, so at most one per GitHub PR at a time (whatever tenants
  * manage its repo).
@@ -26,22 +26,23 @@
  *   other 405 re-reads the PR first: merged already (by another tenant's
  *   entry for the same PR, a person, GitHub) is recorded as merged, never
  *   bounced; otherwise it bounces with ONE comment and the label removed.
- *   A 405 once bounced, with a comment, a PR merged a moment before.
+ *   Else a PR merged a moment before would be bounced, with a comment.
  * - A bounce is logged (`bounced`) and counted only once apply accepted the
  *   decision (its confirmed outcome); a refused one is logged as refused.
- *   A resumed old holder once logged and counted a bounce apply refused.
+ *   Else a resumed old holder would log and count a bounce apply refused.
  * - Every forge text that goes into an op passes opText (never refused).
  * - Forge errors are thrown to the worker, which retries later with
  *   backoff; so is a failure to record an outcome (the append throws):
  *   never an immediate re-send. Nothing in the view is lost (the entry
  *   keeps its status).
  */
-import { isForgeError, type BranchRules, type Forge, type PullRequest } from './forge/forge.js'
-import { isLabel, type CheckFact, type WaitReason } from '../log/ops.js'
-import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from './queue-state.js'
+import { isForgeError, type BranchRules, type Forge, type PullRequest } from '../forge/forge.js'
+import { isLabel, type CheckFact, type WaitReason } from '../../log/ops.js'
+import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from '../model/queue-state.js'
 import type { QueueStatusState } from './queue-status.js'
-import { failing, gateFacts, gateOf } from './gate.js'
-import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from './queue-layout.js'
+import { failing, gateFacts, gateOf } from '../model/gate.js'
+import { rules } from '../model/apply-rules.js'
+import type { FencedOutcome, OpenAttempt, QueueEntry, RepoConfig } from '../model/queue-layout.js'
 import { opText, type Tenure } from './tenure.js'
 
 export type Verdict =
@@ -50,7 +51,6 @@ export type Verdict =
   /** Look again in `afterMs` (a pending gate, a base that moved, mergeability being computed). */
   | { next: 'wake'; afterMs: number; what: string; mergeableUnknown?: true }
 
-const V5 = 5
 /** After update-branch was accepted: how long the new head may take to arrive before the update is sent again (its expected SHA makes that safe). */
 const UPDATE_SETTLE_MS = 60_000
 /** After a 405 that says the branch is behind: the next evaluation updates it. */
@@ -91,8 +91,8 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
     return { next: 'done', what: pull === null ? 'gone at the forge' : pull.headSha !== entry.prSha ? `head moved to ${pull.headSha.slice(0, 12)}` : `${pull.merged ? 'merged' : pull.state}${pull.draft ? ' (draft)' : ''}, no longer wanted` }
   }
 
-  // Apply version 5: branch protection, waiting states, priority and freeze, the status on the PR.
-  if ((await t.log.groupApplyVersion('tip')) >= V5) return evaluateProtected(t, config, entry, pull, mergeableReads)
+  // Branch protection, waiting states, priority and freeze, the status on the PR (apply rule protectedEvaluation).
+  if (rules(await t.log.groupApplyVersion('tip')).protectedEvaluation) return evaluateProtected(t, config, entry, pull, mergeableReads)
 
   if (entry.status === 'queued') await t.append(decide(config, entry, 'evaluating', null))
   const reading = await t.call(tenant, (f) => f.getGate(repo, entry.prSha))
@@ -128,7 +128,7 @@ export async function evaluatePr(t: Tenure, tenant: string, repo: string, pr: nu
  * Whether the evaluation may go on: this tenure still holds, and the repo
  * is still managed and not paused, read at the tip NOW (after a forge read
  * that may have taken seconds, before a mutation). A pause confirmed while
- * a read was in flight once let the merge after it through.
+ * a read was in flight must stop the merge after it.
  */
 async function stillOpen(t: Tenure, config: RepoConfig): Promise<Verdict | null> {
   if (!t.holding()) return { next: 'done', what: 'not holding' }
@@ -265,7 +265,7 @@ async function followUp(t: Tenure, config: RepoConfig, entry: QueueEntry): Promi
   // The bounce on the PR (apply version 5) again, written only if it was not (queue-status.ts): a write the
   // tenure's end fenced right after the bounce was otherwise never made (nothing changes a bounced entry's
   // state), and the PR kept saying `waiting` (its check run in progress) after the bounce comment.
-  if ((await t.log.groupApplyVersion('tip')) >= V5) show(t, config, entry, { kind: 'bounced', detail: opText(entry.bounceReason ?? 'bounced').slice(0, 120), position: null })
+  if (rules(await t.log.groupApplyVersion('tip')).protectedEvaluation) show(t, config, entry, { kind: 'bounced', detail: opText(entry.bounceReason ?? 'bounced').slice(0, 120), position: null })
   if (entry.followUps.length === 0) return { next: 'done', what: 'bounced' }
   if (t.settings.dryRun) return { next: 'done', what: 'bounced (dry run: no comment, label kept)' }
   const { repo } = config

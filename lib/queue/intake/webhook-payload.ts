@@ -33,8 +33,8 @@
  *   a conclusion that is not a word, a label beyond GitHub's own limits).
  */
 import { createHash } from 'node:crypto'
-import { decodeOp, encodeOp, isLabel, isLogin, isRepo, isSha, normalizeRepo, PRIORITIES, type CheckFact, type CommentCommand, type EventOp, type Priority, type WebhookEventType } from '../log/ops.js'
-import { STATUS_SOURCE, checkName, runSource, suiteName, suiteSource, type AppRef } from './gate.js'
+import { decodeOp, encodeOp, isLabel, isLogin, isRepo, isSha, normalizeRepo, PRIORITIES, type CheckFact, type CommentCommand, type EventOp, type Priority, type WebhookEventType } from '../../log/ops.js'
+import { STATUS_SOURCE, checkName, runSource, suiteName, suiteSource, type AppRef } from '../model/gate.js'
 
 export interface WebhookInput {
   tenant: string

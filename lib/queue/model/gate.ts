@@ -8,9 +8,9 @@
  * - A fact is keyed by its source and its name, never by name alone: of two
  *   check runs named `build` from two workflows (two check suites), or a
  *   check run and a commit status both named `ci`, each counts. Keyed by
- *   name, the last one listed once overwrote the others, and a failing
- *   check vanished behind a passing one (reproduced: check run `ci`
- *   failure + status `ci` success -> merged).
+ *   name, the last one listed would overwrite the others, and a failing
+ *   check would vanish behind a passing one (check run `ci` failure +
+ *   status `ci` success -> merged).
  * - Only a later report of the same check from the same source supersedes
  *   an earlier one (a re-run: GitHub's `filter=latest` within one check
  *   suite), judged by the forge's id (larger = later), else by order.
@@ -43,8 +43,8 @@
  * failure its re-run had superseded.
  */
 import { createHash } from 'node:crypto'
-import { MAX_CHECK_NAME, isText, toOpText, type CheckFact } from '../log/ops.js'
-import type { GateReading } from './forge/forge.js'
+import { MAX_CHECK_NAME, isText, toOpText, type CheckFact } from '../../log/ops.js'
+import type { GateReading } from '../forge/forge.js'
 import type { RepoConfig } from './queue-layout.js'
 import { conclusionRank, evaluateGate, type GateResult } from './queue-state.js'
 

@@ -1,5 +1,5 @@
 /**
- * Reconciliation of one repo by the holder (seed 000's /reconcile; a resync
+ * Reconciliation of one repo by the holder (a resync
  * like homu's synchronize): GitHub never redelivers a failed webhook, so
  * the forge, not the log, is the truth about which PRs want merging.
  *
@@ -36,8 +36,8 @@
  *   the open labelled PRs.
  * - Duplicate entries cannot exist: the queue is keyed by PR number (apply
  *   makes a join idempotent), so there is nothing to remove for them.
- * - Named leases past their expiry are listed, not swept (seed 003: expiry
- *   is a filter, tokens are kept).
+ * - Named leases past their expiry are listed, not swept (expiry is a
+ *   filter, tokens are kept).
  * - PRs being evaluated right now are skipped: their evaluation reads the
  *   forge itself, and two writers for one PR would break per-PR
  *   serialization.
@@ -50,12 +50,12 @@
  * head with its webhook lost is found by the next evaluation of that PR,
  * not by the resync.
  */
-import { SIGNER_LEASE } from '../log/ops.js'
-import type { PullRequest } from './forge/forge.js'
-import type { QueueEntry, RepoConfig } from './queue-layout.js'
-import type { GateResult } from './queue-state.js'
+import { SIGNER_LEASE } from '../../log/ops.js'
+import type { PullRequest } from '../forge/forge.js'
+import type { QueueEntry, RepoConfig } from '../model/queue-layout.js'
+import type { GateResult } from '../model/queue-state.js'
 import { syncOp } from './evaluation.js'
-import { gateFacts, gateOf } from './gate.js'
+import { gateFacts, gateOf } from '../model/gate.js'
 import type { Tenure } from './tenure.js'
 
 export interface ReconcileSummary {

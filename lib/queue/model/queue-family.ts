@@ -10,10 +10,10 @@
  * results, the fenced ops' outcome slots, and per repo the Apps whose
  * check runs show a queue (apply version 7).
  */
-import type { EventBatchOp } from '../log/ops.js'
-import { StorageFailure } from '../log/view-tx.js'
-import type { ViewTx } from '../log/view-tx.js'
-import { countInto, prefixRange, stateInRanges, type Count, type OpFamily } from '../log/op-family.js'
+import type { EventBatchOp } from '../../log/ops.js'
+import { StorageFailure } from '../../log/view-tx.js'
+import type { ViewTx } from '../../log/view-tx.js'
+import { countInto, prefixRange, stateInRanges, type Count, type OpFamily } from '../../log/op-family.js'
 import { AUDIT_PREFIX, ATTEMPT_PREFIX, EVENTS_PREFIX, QUEUE_PREFIX, REPO_PREFIX } from './queue-layout.js'
 import { applyEventOp, applyFencedOp, applyQueueControl, applyQueueFreeze, applyQueuePriority, applyReconcileRequest, applyRepoOp } from './queue-apply.js'
 

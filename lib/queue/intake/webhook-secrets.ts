@@ -15,9 +15,9 @@
  *   rotation must not lock every tenant out. The error is returned for the
  *   log.
  */
-import { AutoleaseError } from '../errors.js'
-import { readPrivateFile } from '../util/private-files.js'
-import { isTenant } from '../log/ops.js'
+import { AutoleaseError } from '../../errors.js'
+import { readPrivateFile } from '../../util/private-files.js'
+import { isTenant } from '../../log/ops.js'
 
 const MAX_FILE_BYTES = 1024 * 1024
 const MAX_SECRETS = 8

@@ -29,8 +29,8 @@
  * arrived yet, no PrLock slot free) is not waited for: the order holds
  * among the evaluations that run together.
  */
-import type { QueueEntry } from './queue-layout.js'
-import { queueOrder } from './queue-state.js'
+import type { QueueEntry } from '../model/queue-layout.js'
+import { queueOrder } from '../model/queue-state.js'
 
 export class MergeOrder {
   /** Per queue (`tenant/repo`): the evaluations in flight that may still merge, by PR, with their entry. */

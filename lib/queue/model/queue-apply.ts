@@ -16,73 +16,15 @@
  *   count (and the dedup index by a week of op time), evicted in op order a
  *   few entries per op, so no op does unbounded work.
  *
- * Apply version 4 (`version` below; a group at 1-3 keeps its rules byte for
- * byte, test/apply-versions.test.ts):
- * - the head-SHA index keeps every check fact by source and name, and the
- *   gate is judged over all of them (gate.ts);
- * - a merge attempt on a paused repo is refused (`repo-paused`): pause is a
- *   fence, not a hint the holder may miss;
- * - labels compare by ASCII case folding (foldLabel), not by the runtime's
- *   Unicode tables;
- * - a dedup entry is too old when it is a week older than the op being
- *   applied, not than the largest ts ever seen: one device with a fast
- *   clock once aged out every other delivery for good; now it ages out at
- *   most a few per op of its own, and only while its clock is wrong.
- *
- * Apply version 5 (a group at 1-4 keeps its rules byte for byte; the new
- * fields and keys are written only at 5):
- * - an entry carries its priority: from its priority labels (every
- *   pull_request event and forge-sync that lists the labels), or set by an
- *   operator (queue-priority), which labels no longer override; it keeps
- *   it across new heads and an operator's retry;
- * - a freeze (queue-freeze) refuses every merge attempt below hotfix
- *   priority (`repo-frozen`), as pause refuses all: a holder that missed
- *   the freeze cannot merge around it;
- * - the queue's own commit status (gate.ts isQueueStatus) is no part of
- *   the gate judged here, as in the holder's: its webhook is recorded as
- *   an event that touches no PR and sets no fact;
- * - the holder's notes (queue-note) say why an entry waits, at its head
- *   only; a new head or a bounce clears them. A repo-level note flags a
- *   base under GitHub's own merge queue.
- *
- * Apply version 6 (a group at 1-5 keeps its rules byte for byte):
- * - a comment command (an issue_comment event) is recorded once per
- *   comment id, whatever its delivery ids, as pending; the holder answers
- *   it (queue-command, fenced) once it asked the forge for the author's
- *   permission, and the answer is applied once: `acted` carries the command
- *   out (queue at the head the holder read, dequeue, retry, priority),
- *   `refused` changes no entry;
- * - an entry queued by a command (via `command`) stays through a resync
- *   that finds no queue label (nothing at the forge says it is queued);
- * - each entry keeps its labels, and a freeze with an exception label
- *   refuses every merge attempt of a PR that does not carry it.
- *
- * Apply version 7 (a group at 1-6 keeps its rules byte for byte):
- * - the holder records the GitHub App whose check run shows the queue on
- *   the repo's PRs (queue-check-app, fenced), per repository (`qapp/`:
- *   every tenant's Apps for that repo); from then on those Apps' check
- *   runs named for a queue and their check suites (GitHub makes one per App
- *   and head) are no part of the gate, judged by app and name (gate.ts
- *   isQueueCheck): their webhooks are recorded as events that touch no PR
- *   and set no fact, and a fact of theirs already in the head-SHA index is
- *   left out when the gate is judged. Another App's check of the same
- *   name, or the App's check of another name, counts as ever.
- *
- * Apply version 10 (a group at 1-9 keeps its rules byte for byte):
- * - a comment command is refused (`author-commands-full`) while its author
- *   (login, case-folded) has COMMANDS_PER_AUTHOR_MAX pending in the repo,
- *   so commenters without write access cannot fill the repo's pending
- *   bound and a maintainer's command always finds room. Each author's
- *   pending comment ids are kept (`cmdu/`) from their command's record to
- *   its answer; commands recorded before the upgrade are in no author's
- *   list and count only in the repo's bound, as before.
+ * What changed with each apply version is one table, apply-rules.ts: every
+ * handler here asks it (`rules(version)`, the group's version) and keeps a
+ * group's rules byte for byte until it is upgraded.
  */
-import type { ViewTx } from '../log/view-tx.js'
+import type { ViewTx } from '../../log/view-tx.js'
 import {
   SIGNER_LEASE,
   type AttemptEndOp,
   type AttemptOp,
-  type CheckFact,
   type EventOp,
   type ForgeSyncOp,
   type QueueControlOp,
@@ -96,20 +38,16 @@ import {
   type ReconcileResultOp,
   type RepoAddOp,
   type RepoRemoveOp
-} from '../log/ops.js'
-import { leaseKey, type RejectionReason } from '../log/view-layout.js'
-import type { LeaseRecord } from '../lease/lease-state.js'
-import { evaluateGate, foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
-import { isQueueCheck, isQueueStatus, latest, ranked } from './gate.js'
+} from '../../log/ops.js'
+import { leaseKey, type RejectionReason } from '../../log/view-layout.js'
+import type { LeaseRecord } from '../../lease/lease-state.js'
+import { foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
+import { isQueueCheck, isQueueStatus } from './gate.js'
+import { rules, type ApplyRules } from './apply-rules.js'
+import { EVICT_PER_OP, RepoScope } from './repo-scope.js'
+import { indexSha, remember, rememberMerged, shaFacts, shaGate, withFacts, withNameCheck } from './event-indexes.js'
 import {
-  CHECKS_PER_SHA,
-  DEDUP_MAX,
-  DEDUP_MAX_AGE_MS,
-  EMPTY_REPO_STATE,
-  MERGED_MAX,
   mergedKey,
-  mergedSeqKey,
-  mergedStateKey,
   freezeKey,
   repoFlagKey,
   checkAppsKey,
@@ -127,9 +65,7 @@ import {
   type CommandEntry,
   type CommandState,
   type MergedEntry,
-  SHA_MAX,
   attemptKey,
-  auditKey,
   fencedOutcomeKey,
   RECONCILE_NEXT_KEY,
   RECONCILE_REQUESTS_KEPT,
@@ -137,36 +73,19 @@ import {
   reconcileOrderKey,
   reconcileRequestKey,
   dedupKey,
-  dedupSeqKey,
-  eventKey,
-  queueKey,
   repoKey,
-  repoStateKey,
   shaKey,
-  shaSeqKey,
-  type AuditEntry,
   type DedupEntry,
   type FencedOutcome,
-  type EventEntry,
   type OpenAttempt,
   type ReconcileRequest,
   type ReconcileResult,
   type RepoConfig,
-  type RepoState,
   type ShaEntry,
-  type ShaFact
 } from './queue-layout.js'
 
 type Count = (reason: RejectionReason) => Promise<void>
 
-/** Evictions per op and index: more than the one entry each op adds, so the caps hold. */
-const EVICT_PER_OP = 4
-/** The apply versions whose rules are described in the header. */
-const V4 = 4
-const V5 = 5
-const V6 = 6
-const V7 = 7
-const V10 = 10
 
 export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: string): Promise<void> {
   const key = repoKey(op.tenant, op.repo)
@@ -188,64 +107,8 @@ export async function applyRepoOp(tx: ViewTx, op: RepoAddOp | RepoRemoveOp, id: 
   tx.put(key, config)
 }
 
-/** A repo's rings and indexes, and the writes of one op to them. */
-class RepoScope {
-  readonly state: RepoState
-  private apps: Promise<number[]> | null = null
-  constructor(
-    private readonly tx: ViewTx,
-    readonly tenant: string,
-    readonly repo: string,
-    state: RepoState | null,
-    readonly opId: string
-  ) {
-    this.state = { ...EMPTY_REPO_STATE, ...state }
-  }
-
-  static async open(tx: ViewTx, tenant: string, repo: string, id: string): Promise<RepoScope> {
-    return new RepoScope(tx, tenant, repo, await tx.get<RepoState>(repoStateKey(tenant, repo)), id)
-  }
-
-  /** Version 7: the Apps whose check runs show a queue on this repo (read once per op). */
-  async checkApps(): Promise<number[]> {
-    this.apps ??= this.tx.get<number[]>(checkAppsKey(this.repo)).then((a) => a ?? [])
-    return this.apps
-  }
-
-  audit(ts: number, action: AuditAction, pr: number | null, sha: string | null, epoch: number | null, detail: string | null): void {
-    const entry: AuditEntry = { seq: this.state.audit, ts, action, prNumber: pr, prSha: sha, epoch, detail, op: this.opId }
-    this.tx.put(auditKey(this.tenant, this.repo, this.state.audit), entry)
-    this.state.audit++
-  }
-
-  event(entry: Omit<EventEntry, 'seq' | 'op'>): void {
-    this.tx.put(eventKey(this.tenant, this.repo, this.state.events), { ...entry, seq: this.state.events, op: this.opId })
-    this.state.events++
-  }
-
-  entry(pr: number): Promise<QueueEntry | null> {
-    return this.tx.get<QueueEntry>(queueKey(this.tenant, this.repo, pr))
-  }
-
-  setEntry(pr: number, before: QueueEntry | null, after: QueueEntry | null): void {
-    const key = queueKey(this.tenant, this.repo, pr)
-    if (after === null) {
-      if (before !== null) {
-        this.tx.del(key)
-        this.state.queueLength--
-      }
-      return
-    }
-    if (before === null) this.state.queueLength++
-    this.tx.put(key, after)
-  }
-
-  save(): void {
-    this.tx.put(repoStateKey(this.tenant, this.repo), this.state)
-  }
-}
-
 export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: Count, version: number): Promise<void> {
+  const r = rules(version)
   const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
   if (config === null) return count('unmanaged-repo')
   const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
@@ -265,34 +128,34 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
   }
 
   scope.state.maxTs = Math.max(scope.state.maxTs, op.ts)
-  await remember(tx, scope, op, version)
+  await remember(tx, scope, op, r)
 
   const results: Array<{ pr: number; result: QueueResult }> = []
   if (op.event === 'issue_comment') {
-    // Version 6 only (apply.ts counts it before, as a build before 6 does).
-    if (op.command !== undefined && op.pr !== null) await recordCommand(tx, scope, op.pr, op.command, op.ts, count, version)
+    // From version 6 only (below it the fold counts the op as a build before 6 does: apply-rules.ts).
+    if (op.command !== undefined && op.pr !== null) await recordCommand(tx, scope, op.pr, op.command, op.ts, count, r)
   } else if (op.event === 'pull_request') {
     if (op.pr !== null && op.sha !== null) await indexSha(tx, scope, op.sha, op.pr, null)
-    let fact = pullRequestFact(op, config, version)
+    let fact = pullRequestFact(op, config, r)
     // Version 6: auto-merge turned off does not take out an entry a command queued.
-    if (version >= V6 && fact?.kind === 'leave' && op.action === 'auto_merge_disabled' && op.pr !== null && (await scope.entry(op.pr))?.via === 'command') fact = null
-    if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts, version) })
-    if (version >= V5 && op.pr !== null && op.labels !== null && (await labelPriority(scope, op.pr, op.labels, op.ts))) {
+    if (r.commandEntries && fact?.kind === 'leave' && op.action === 'auto_merge_disabled' && op.pr !== null && (await scope.entry(op.pr))?.via === 'command') fact = null
+    if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts, r) })
+    if (r.priorities && op.pr !== null && op.labels !== null && (await labelPriority(scope, op.pr, op.labels, op.ts))) {
       results.push({ pr: op.pr, result: 'reprioritized' })
     }
-    if (version >= V6 && op.pr !== null && op.labels !== null) await keepLabels(scope, op.pr, op.labels)
-  } else if (version >= V5 && op.event === 'status' && op.check !== null && isQueueStatus(op.check.source ?? 'status', op.check.name)) {
-    // The queue's own status on the PR (version 5): recorded as an event, no fact of any gate, and it wakes no PR
+    if (r.entryLabels && op.pr !== null && op.labels !== null) await keepLabels(scope, op.pr, op.labels)
+  } else if (r.queueStatusOutsideGate && op.event === 'status' && op.check !== null && isQueueStatus(op.check.source ?? 'status', op.check.name)) {
+    // The queue's own status on the PR (rule queueStatusOutsideGate): recorded as an event, no fact of any gate, and it wakes no PR
     // (each write would otherwise bring an evaluation of its PR back).
-  } else if (version >= V7 && op.check !== null && isQueueCheck(op.check.source ?? '', op.check.name, await scope.checkApps())) {
-    // The queue's own check run, or its App's check suite (version 7): the same, by app and name.
+  } else if (r.queueCheckOutsideGate && op.check !== null && isQueueCheck(op.check.source ?? '', op.check.name, await scope.checkApps())) {
+    // The queue's own check run, or its App's check suite (rule queueCheckOutsideGate): the same, by app and name.
   } else if (op.sha !== null && op.check !== null && (op.event === 'status' || op.action === 'completed')) {
-    const sha = await indexSha(tx, scope, op.sha, null, version >= V4 ? withFacts([op.check], 'merge') : withNameCheck(op.check))
+    const sha = await indexSha(tx, scope, op.sha, null, r.factsBySource ? withFacts([op.check], 'merge') : withNameCheck(op.check))
     const prs = new Set(op.prs)
     if (sha.pr !== null) prs.add(sha.pr)
-    const result = shaGate(sha, config, version, version >= V7 ? await scope.checkApps() : [])
+    const result = shaGate(sha, config, r, r.queueCheckOutsideGate ? await scope.checkApps() : [])
     for (const n of [...prs].sort((a, b) => a - b)) {
-      results.push({ pr: n, result: await transition(tx, scope, config, n, { kind: 'gate', sha: op.sha, result }, op.ts, version) })
+      results.push({ pr: n, result: await transition(tx, scope, config, n, { kind: 'gate', sha: op.sha, result }, op.ts, r) })
     }
   }
 
@@ -300,15 +163,15 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
   scope.save()
 }
 
-/** Labels compared case-insensitively: by the runtime's Unicode tables before version 4 (kept for those groups), ASCII-only from 4. */
-function labelFold(version: number): (label: string) => string {
-  return version >= V4 ? foldLabel : (l) => l.toLowerCase()
+/** Labels compared case-insensitively: ASCII-only (rule asciiLabelFold), before it by the runtime's Unicode tables (kept for those groups). */
+function labelFold(r: ApplyRules): (label: string) => string {
+  return r.asciiLabelFold ? foldLabel : (l) => l.toLowerCase()
 }
 
 /** What a pull_request event says about its PR's place in the queue. */
-function pullRequestFact(op: EventOp, config: RepoConfig, version: number): QueueFact | null {
+function pullRequestFact(op: EventOp, config: RepoConfig, r: ApplyRules): QueueFact | null {
   if (op.sha === null) return null
-  const fold = labelFold(version)
+  const fold = labelFold(r)
   const label = fold(config.label)
   const labelled = (op.labels ?? []).some((l) => fold(l) === label)
   const isQueueLabel = op.label !== null && fold(op.label) === label
@@ -343,23 +206,23 @@ function pullRequestFact(op: EventOp, config: RepoConfig, version: number): Queu
  * joins or moves to a new head picks up the checks already reported for
  * that head (they may have arrived first).
  */
-async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number, version: number): Promise<QueueResult> {
+async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number, r: ApplyRules): Promise<QueueResult> {
   const before = await scope.entry(pr)
   // A merged PR never re-joins (GitHub cannot reopen it): a labelled delivery sent before the merge and
   // applied after it once re-queued a merged PR, and its second leave audited a second `merge`.
-  if (version >= V4 && (fact.kind === 'join' || fact.kind === 'head') && (await tx.get<MergedEntry>(mergedKey(scope.tenant, scope.repo, pr))) !== null) return 'already-merged'
+  if (r.mergedStaysOut && (fact.kind === 'join' || fact.kind === 'head') && (await tx.get<MergedEntry>(mergedKey(scope.tenant, scope.repo, pr))) !== null) return 'already-merged'
   const out = queueTransition(pr, before, fact, ts)
-  if (version >= V4 && fact.kind === 'leave' && fact.merged) await rememberMerged(tx, scope, pr, before?.prSha ?? null, ts)
+  if (r.mergedStaysOut && fact.kind === 'leave' && fact.merged) await rememberMerged(tx, scope, pr, before?.prSha ?? null, ts)
   let entry = out.entry
-  // Version 6: a fresh entry (a re-join after a bounce, a retry) keeps the labels last listed for the PR.
-  if (version >= V6 && entry !== null && entry.labels === undefined && before?.labels !== undefined) entry = { ...entry, labels: before.labels }
-  // Version 5: a note is about one head; a new head (or a fresh join) waits for nothing yet.
-  if (version >= V5 && entry !== null && entry.wait !== undefined && (out.result === 'reevaluated' || out.result === 'joined')) entry = withoutWait(entry)
+  // Rule entryLabels: a fresh entry (a re-join after a bounce, a retry) keeps the labels last listed for the PR.
+  if (r.entryLabels && entry !== null && entry.labels === undefined && before?.labels !== undefined) entry = { ...entry, labels: before.labels }
+  // Rule waitNotes: a note is about one head; a new head (or a fresh join) waits for nothing yet.
+  if (r.waitNotes && entry !== null && entry.wait !== undefined && (out.result === 'reevaluated' || out.result === 'joined')) entry = withoutWait(entry)
   if (out.audit !== null) scope.audit(ts, out.audit, pr, entry?.prSha ?? before?.prSha ?? null, fact.kind === 'decide' ? fact.epoch : null, auditDetail(fact, out.result))
   if (entry !== null && (out.result === 'joined' || out.result === 'reevaluated')) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, entry.prSha))
-    if (sha !== null && shaFacts(sha, version).length > 0) {
-      const gate = queueTransition(pr, entry, { kind: 'gate', sha: entry.prSha, result: shaGate(sha, config, version, version >= V7 ? await scope.checkApps() : []) }, ts)
+    if (sha !== null && shaFacts(sha, r.factsBySource).length > 0) {
+      const gate = queueTransition(pr, entry, { kind: 'gate', sha: entry.prSha, result: shaGate(sha, config, r, r.queueCheckOutsideGate ? await scope.checkApps() : []) }, ts)
       if (gate.audit !== null) scope.audit(ts, gate.audit, pr, entry.prSha, null, null)
       entry = gate.entry
     }
@@ -394,122 +257,6 @@ function auditDetail(fact: QueueFact, result: QueueResult): string | null {
   return null
 }
 
-/** Apply version 4: record a merged PR, and forget the oldest beyond MERGED_MAX (a few per op, as the other indexes). */
-async function rememberMerged(tx: ViewTx, scope: RepoScope, pr: number, sha: string | null, ts: number): Promise<void> {
-  const key = mergedKey(scope.tenant, scope.repo, pr)
-  if ((await tx.get<MergedEntry>(key)) !== null) return
-  const stateKey = mergedStateKey(scope.tenant, scope.repo)
-  const bounds = (await tx.get<{ first: number; next: number }>(stateKey)) ?? { first: 0, next: 0 }
-  tx.put(key, { pr, sha, seq: bounds.next, ts } satisfies MergedEntry)
-  tx.put(mergedSeqKey(scope.tenant, scope.repo, bounds.next), pr)
-  let { first, next } = bounds
-  next++
-  for (let i = 0; i < EVICT_PER_OP && next - first > MERGED_MAX; i++) {
-    const old = await tx.get<number>(mergedSeqKey(scope.tenant, scope.repo, first))
-    tx.del(mergedSeqKey(scope.tenant, scope.repo, first))
-    if (old !== null && old !== pr) tx.del(mergedKey(scope.tenant, scope.repo, old))
-    first++
-  }
-  tx.put(stateKey, { first, next })
-}
-
-/** Remember a delivery for dedup, and forget the oldest beyond the caps. */
-async function remember(tx: ViewTx, scope: RepoScope, op: EventOp, version: number): Promise<void> {
-  const s = scope.state
-  const entry: DedupEntry = { bodySha256: op.bodySha256, seq: s.dedupNext, ts: op.ts }
-  tx.put(dedupKey(op.tenant, op.repo, op.delivery), entry)
-  tx.put(dedupSeqKey(op.tenant, op.repo, s.dedupNext), op.delivery)
-  s.dedupNext++
-  // Version 4: too old for THIS op (see the header); before: for the largest ts ever seen.
-  const horizon = (version >= V4 ? op.ts : s.maxTs) - DEDUP_MAX_AGE_MS
-  for (let i = 0; i < EVICT_PER_OP && s.dedupFirst < s.dedupNext; i++) {
-    const delivery = await tx.get<string>(dedupSeqKey(op.tenant, op.repo, s.dedupFirst))
-    const oldest = delivery === null ? null : await tx.get<DedupEntry>(dedupKey(op.tenant, op.repo, delivery))
-    const tooOld = oldest !== null && oldest.ts < horizon
-    if (s.dedupNext - s.dedupFirst <= DEDUP_MAX && !tooOld) break
-    tx.del(dedupSeqKey(op.tenant, op.repo, s.dedupFirst))
-    if (delivery !== null && oldest?.seq === s.dedupFirst) tx.del(dedupKey(op.tenant, op.repo, delivery))
-    s.dedupFirst++
-  }
-}
-
-type ShaUpdate = (entry: ShaEntry) => ShaEntry
-
-/** Versions 1-3: the latest conclusion per name (a new name beyond the cap is not kept). */
-function withNameCheck(fact: CheckFact): ShaUpdate {
-  const check: [string, string] = [fact.name, fact.conclusion]
-  return (entry) => {
-    const others = entry.checks.filter(([name]) => name !== check[0])
-    if (others.length >= CHECKS_PER_SHA) return entry
-    return { ...entry, checks: [...others, check].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)) }
-  }
-}
-
-/**
- * Version 4: facts by source and name. `merge` (a webhook's fact): the new
- * report supersedes an earlier one of its key (gate.ts latest). `replace`
- * (a forge-sync's reading): the holder's reading of the forge is the whole
- * picture, the one its own gate was judged on, so the view's gate agrees
- * with the holder's. Either way ranked and capped: what goes is passing.
- */
-function withFacts(facts: readonly CheckFact[], mode: 'merge' | 'replace'): ShaUpdate {
-  return (entry) => {
-    const before = mode === 'merge' ? shaFacts(entry, V4).map(fromShaFact) : []
-    const kept = ranked(latest([...before, ...facts])).slice(0, CHECKS_PER_SHA)
-    return { ...entry, checks: [], facts: kept.map(toShaFact) }
-  }
-}
-
-/** The facts of an entry: version 4's, or (an entry last written before the upgrade) its name-keyed pairs, of source "". */
-function shaFacts(entry: ShaEntry, version: number): ShaFact[] {
-  if (version >= V4 && entry.facts !== undefined) return entry.facts
-  return entry.checks.map(([name, conclusion]) => ['', name, conclusion, 0])
-}
-
-function shaGate(entry: ShaEntry | null, config: RepoConfig, version: number, checkApps: readonly number[]): ReturnType<typeof evaluateGate> {
-  if (version < V4) return evaluateGate(entry?.checks ?? [], config.requiredChecks)
-  // Version 5: the queue's own status on the PR is no part of its gate; version 7: nor its check run (gate.ts).
-  const own = (source: string, name: string): boolean => (version >= V5 && isQueueStatus(source, name)) || (version >= V7 && isQueueCheck(source, name, checkApps))
-  const facts = entry === null ? [] : shaFacts(entry, version).filter(([source, name]) => !own(source, name))
-  return evaluateGate(
-    facts.map(([, name, conclusion]) => [name, conclusion] as const),
-    config.requiredChecks
-  )
-}
-
-function toShaFact(f: CheckFact): ShaFact {
-  return [f.source ?? '', f.name, f.conclusion, f.id ?? 0]
-}
-
-function fromShaFact([source, name, conclusion, id]: ShaFact): CheckFact {
-  const fact: CheckFact = { name, conclusion }
-  if (source !== '') fact.source = source
-  if (id !== 0) fact.id = id
-  return fact
-}
-
-/** Record what we learned about a head SHA (its PR, or check facts); evict the oldest SHAs beyond the cap. */
-async function indexSha(tx: ViewTx, scope: RepoScope, sha: string, pr: number | null, update: ShaUpdate | null): Promise<ShaEntry> {
-  const s = scope.state
-  const key = shaKey(scope.tenant, scope.repo, sha)
-  const existing = await tx.get<ShaEntry>(key)
-  let entry: ShaEntry = existing ?? { sha, pr: null, checks: [], seq: s.shaNext }
-  if (pr !== null) entry = { ...entry, pr }
-  if (update !== null) entry = update(entry)
-  tx.put(key, entry)
-  if (existing === null) {
-    tx.put(shaSeqKey(scope.tenant, scope.repo, s.shaNext), sha)
-    s.shaNext++
-    for (let i = 0; i < EVICT_PER_OP && s.shaNext - s.shaFirst > SHA_MAX; i++) {
-      const old = await tx.get<string>(shaSeqKey(scope.tenant, scope.repo, s.shaFirst))
-      tx.del(shaSeqKey(scope.tenant, scope.repo, s.shaFirst))
-      if (old !== null && old !== sha) tx.del(shaKey(scope.tenant, scope.repo, old))
-      s.shaFirst++
-    }
-  }
-  return entry
-}
-
 export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp | QueueNoteOp | QueueCommandOp | QueueCheckAppOp
 
 /**
@@ -520,6 +267,7 @@ export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | 
  * decisions never reach the queue.
  */
 export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id: string, count: Count, version: number): Promise<void> {
+  const r = rules(version)
   const signer = await tx.get<LeaseRecord>(leaseKey(SIGNER_LEASE))
   const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
   const outcome = (ok: boolean, reason: string | null): void => tx.put(fencedOutcomeKey(id), { op: id, ok, reason } satisfies FencedOutcome)
@@ -544,18 +292,18 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       const out = queueTransition(op.pr, before, { kind: 'decide', sha: op.sha, status: op.status, reason: op.reason, epoch: op.epoch }, op.ts)
       if (out.result !== 'decided') return refuse('stale-decision', `${op.status} at ${op.sha.slice(0, 12)}: ${out.result}`)
       if (out.audit !== null) scope.audit(op.ts, out.audit, op.pr, op.sha, op.epoch, op.reason)
-      const decided = version >= V5 && op.status === 'bounced' && out.entry !== null && out.entry.wait !== undefined ? withoutWait(out.entry) : out.entry
+      const decided = r.waitNotes && op.status === 'bounced' && out.entry !== null && out.entry.wait !== undefined ? withoutWait(out.entry) : out.entry
       scope.setEntry(op.pr, before, decided)
       break
     }
     case 'attempt': {
-      if (version >= V4 && op.action === 'merge' && config.paused) return refuse('repo-paused', `merge at ${op.sha.slice(0, 12)}: the repo is paused`)
+      if (r.pauseRefusesMerge && op.action === 'merge' && config.paused) return refuse('repo-paused', `merge at ${op.sha.slice(0, 12)}: the repo is paused`)
       const entry = await scope.entry(op.pr)
       if (entry === null || entry.prSha !== op.sha) return refuse('stale-decision', `${op.action} at ${op.sha.slice(0, 12)}: the entry is not at that head`)
-      if (version >= V5 && op.action === 'merge') {
+      if (r.freezes && op.action === 'merge') {
         const freeze = await tx.get<FreezeEntry>(freezeKey(op.tenant, op.repo))
         if (freeze !== null && !mayMergeFrozen(entry, freeze, version)) {
-          return refuse('repo-frozen', `merge at ${op.sha.slice(0, 12)}: the repo is frozen (${version >= V6 && freeze.exceptLabel !== undefined ? `only PRs labelled ${freeze.exceptLabel}` : 'hotfix priority only'})`)
+          return refuse('repo-frozen', `merge at ${op.sha.slice(0, 12)}: the repo is frozen (${r.freezeExceptLabel && freeze.exceptLabel !== undefined ? `only PRs labelled ${freeze.exceptLabel}` : 'hotfix priority only'})`)
         }
       }
       const key = attemptKey(op.tenant, op.repo, op.pr)
@@ -581,7 +329,7 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       break
     }
     case 'forge-sync':
-      await applyForgeSync(tx, scope, config, op, version)
+      await applyForgeSync(tx, scope, config, op, r)
       break
     case 'queue-note':
       if (op.pr === null || op.sha === null) {
@@ -598,7 +346,7 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
         break
       }
     case 'queue-check-app': {
-      // Version 7 only (apply.ts counts it before, as a build before 7 does).
+      // From version 7 only (below it the fold counts the op as a build before 7 does: apply-rules.ts).
       const apps = await scope.checkApps()
       if (!apps.includes(op.app)) {
         tx.put(checkAppsKey(op.repo), [...apps, op.app].slice(-CHECK_APPS_MAX))
@@ -607,7 +355,7 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
       break
     }
     case 'queue-command': {
-      const refused = await answerCommand(tx, scope, config, op, version)
+      const refused = await answerCommand(tx, scope, config, op, r)
       if (refused !== null) return refuse('stale-decision', refused)
       break
     }
@@ -633,42 +381,43 @@ export async function applyFencedOp(tx: ViewTx, op: FencedOp, author: string, id
  * current head stays out (its label was removed; under auto-merge only a
  * new head brings it back).
  */
-async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: ForgeSyncOp, version: number): Promise<void> {
+async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: ForgeSyncOp, r: ApplyRules): Promise<void> {
   const entry = await scope.entry(op.pr)
-  const fold = labelFold(version)
+  const fold = labelFold(r)
   const label = fold(config.label)
   const labelled = op.labels.some((l) => fold(l) === label)
   if (op.state !== 'open') {
-    await transition(tx, scope, config, op.pr, { kind: 'leave', merged: op.state === 'merged' }, op.ts, version)
+    await transition(tx, scope, config, op.pr, { kind: 'leave', merged: op.state === 'merged' }, op.ts, r)
     return
   }
-  if (op.checks !== null && version >= V4) {
+  if (op.checks !== null && r.factsBySource) {
     await indexSha(tx, scope, op.sha, op.pr, withFacts(op.checks, 'replace'))
   } else if (op.checks !== null) {
     for (const c of op.checks) await indexSha(tx, scope, op.sha, op.pr, withNameCheck(c))
   } else {
     await indexSha(tx, scope, op.sha, op.pr, null)
   }
-  // Version 6: an entry a command queued stays (no label at the forge says so).
-  const wanted = (labelled || op.autoMerge || (version >= V6 && entry !== null && entry.via === 'command')) && !op.draft
+  // Rule commandEntries: an entry a command queued stays (no label at the forge says so).
+  const wanted = (labelled || op.autoMerge || (r.commandEntries && entry !== null && entry.via === 'command')) && !op.draft
   const bouncedHere = entry !== null && entry.status === 'bounced' && entry.prSha === op.sha
   if (!wanted) {
-    if (entry !== null) await transition(tx, scope, config, op.pr, { kind: 'leave', merged: false }, op.ts, version)
+    if (entry !== null) await transition(tx, scope, config, op.pr, { kind: 'leave', merged: false }, op.ts, r)
     return
   }
   if (bouncedHere) return
   if (entry === null || entry.prSha !== op.sha) {
-    await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts, version)
+    await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts, r)
   } else if (op.checks !== null) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, op.sha))
-    await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, version, version >= V7 ? await scope.checkApps() : []) }, op.ts, version)
+    await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, r, r.queueCheckOutsideGate ? await scope.checkApps() : []) }, op.ts, r)
   }
-  if (version >= V5) await labelPriority(scope, op.pr, op.labels, op.ts)
-  if (version >= V6) await keepLabels(scope, op.pr, op.labels)
+  if (r.priorities) await labelPriority(scope, op.pr, op.labels, op.ts)
+  if (r.entryLabels) await keepLabels(scope, op.pr, op.labels)
 }
 
 /** An operator's control from any writer: pause/resume a repo, remove an entry, retry a bounced PR now. */
 export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: string, count: Count, version: number): Promise<void> {
+  const r = rules(version)
   const key = repoKey(op.tenant, op.repo)
   const config = await tx.get<RepoConfig>(key)
   if (config === null) return count('unmanaged-repo')
@@ -685,10 +434,10 @@ export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: stri
       scope.audit(op.ts, 'leave', op.pr, before.prSha, null, 'removed by an operator')
     } else {
       // Retry: back in the queue at its head, gate re-read from the checks reported so far.
-      await transition(tx, scope, config, op.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, version)
-      // Version 5: with the priority it had.
+      await transition(tx, scope, config, op.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, r)
+      // Rule priorities: with the priority it had.
       const after = await scope.entry(op.pr)
-      if (version >= V5 && after !== null && before.priority !== undefined && after.priority === undefined) {
+      if (r.priorities && after !== null && before.priority !== undefined && after.priority === undefined) {
         scope.setEntry(op.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })
       }
     }
@@ -715,13 +464,14 @@ export async function applyQueuePriority(tx: ViewTx, op: QueuePriorityOp, id: st
  * changes it.
  */
 export async function applyQueueFreeze(tx: ViewTx, op: QueueFreezeOp, id: string, count: Count, version: number): Promise<void> {
+  const r = rules(version)
   const config = await tx.get<RepoConfig>(repoKey(op.tenant, op.repo))
   if (config === null) return count('unmanaged-repo')
   const key = freezeKey(op.tenant, op.repo)
   const existing = await tx.get<FreezeEntry>(key)
   const frozen = existing !== null
-  const except = version >= V6 ? op.exceptLabel : undefined
-  if (frozen === op.frozen && (version < V6 || !op.frozen || existing?.exceptLabel === except)) return
+  const except = r.freezeExceptLabel ? op.exceptLabel : undefined
+  if (frozen === op.frozen && (!r.freezeExceptLabel || !op.frozen || existing?.exceptLabel === except)) return
   const scope = await RepoScope.open(tx, op.tenant, op.repo, id)
   if (op.frozen) tx.put(key, except === undefined ? ({ ts: op.ts, op: id } satisfies FreezeEntry) : ({ ts: op.ts, op: id, exceptLabel: except } satisfies FreezeEntry))
   else tx.del(key)
@@ -745,7 +495,7 @@ async function keepLabels(scope: RepoScope, pr: number, labels: readonly string[
  * COMMANDS_MAX, a few evicted per op; a pending command is never evicted
  * from the pending set.
  */
-async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: NonNullable<EventOp['command']>, ts: number, count: Count, version: number): Promise<void> {
+async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: NonNullable<EventOp['command']>, ts: number, count: Count, r: ApplyRules): Promise<void> {
   const { tenant, repo } = scope
   const key = commandKey(tenant, repo, command.comment)
   if ((await tx.get<CommandEntry>(key)) !== null) {
@@ -760,12 +510,12 @@ async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: 
     scope.audit(ts, 'rejected', pr, null, null, `comment ${command.comment}: ${COMMANDS_PENDING_MAX} commands wait for the holder`)
     return
   }
-  if (await authorCommandsFull(tx, scope, command.user, version)) {
+  if (await authorCommandsFull(tx, scope, command.user, r)) {
     await count('author-commands-full')
     scope.audit(ts, 'rejected', pr, null, null, `comment ${command.comment}: ${COMMANDS_PER_AUTHOR_MAX} commands of ${command.user} wait for the holder`)
     return
   }
-  if (version >= V10) await addAuthorCommand(tx, scope, command.user, command.comment)
+  if (r.commandsPerAuthor) await addAuthorCommand(tx, scope, command.user, command.comment)
   const entry: CommandEntry = {
     comment: command.comment,
     pr,
@@ -795,22 +545,22 @@ async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: 
   scope.audit(ts, 'command', pr, null, null, `${commandText(entry)} by ${command.user} (comment ${command.comment}): pending`)
 }
 
-/** Version 10: whether the author already has COMMANDS_PER_AUTHOR_MAX commands pending in the repo. */
-async function authorCommandsFull(tx: ViewTx, scope: RepoScope, user: string, version: number): Promise<boolean> {
-  if (version < V10) return false
+/** Rule commandsPerAuthor: whether the author already has COMMANDS_PER_AUTHOR_MAX commands pending in the repo. */
+async function authorCommandsFull(tx: ViewTx, scope: RepoScope, user: string, r: ApplyRules): Promise<boolean> {
+  if (!r.commandsPerAuthor) return false
   const pending = (await tx.get<number[]>(authorCommandsKey(scope.tenant, scope.repo, user))) ?? []
   return pending.length >= COMMANDS_PER_AUTHOR_MAX
 }
 
-/** Version 10: the command is pending in its author's list (removed by its answer: removeAuthorCommand). */
+/** Rule commandsPerAuthor: the command is pending in its author's list (removed by its answer: removeAuthorCommand). */
 async function addAuthorCommand(tx: ViewTx, scope: RepoScope, user: string, comment: number): Promise<void> {
   const key = authorCommandsKey(scope.tenant, scope.repo, user)
   tx.put(key, [...((await tx.get<number[]>(key)) ?? []), comment])
 }
 
-/** Version 10: an answered command leaves its author's list (one recorded before the upgrade is in none: nothing to do). */
-async function removeAuthorCommand(tx: ViewTx, scope: RepoScope, user: string, comment: number, version: number): Promise<void> {
-  if (version < V10) return
+/** Rule commandsPerAuthor: an answered command leaves its author's list (one recorded before the upgrade is in none: nothing to do). */
+async function removeAuthorCommand(tx: ViewTx, scope: RepoScope, user: string, comment: number, r: ApplyRules): Promise<void> {
+  if (!r.commandsPerAuthor) return
   const key = authorCommandsKey(scope.tenant, scope.repo, user)
   const pending = await tx.get<number[]>(key)
   if (pending === null || !pending.includes(comment)) return
@@ -828,7 +578,7 @@ function commandText(c: Pick<CommandEntry, 'verb' | 'priority'>): string {
  * or why it is refused (nothing pending for that comment and PR: answered
  * before, by this holder or another).
  */
-async function answerCommand(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: QueueCommandOp, version: number): Promise<string | null> {
+async function answerCommand(tx: ViewTx, scope: RepoScope, config: RepoConfig, op: QueueCommandOp, r: ApplyRules): Promise<string | null> {
   const { tenant, repo } = scope
   const pendingKey = pendingCommandKey(tenant, repo, op.comment)
   const pending = await tx.get<CommandEntry>(pendingKey)
@@ -836,14 +586,14 @@ async function answerCommand(tx: ViewTx, scope: RepoScope, config: RepoConfig, o
   let outcome = op.outcome
   let detail = op.detail
   if (outcome === 'acted') {
-    const done = await carryOut(tx, scope, config, pending, op, version)
+    const done = await carryOut(tx, scope, config, pending, op, r)
     if (done !== null) {
       outcome = 'refused'
       detail = done
     }
   }
   tx.del(pendingKey)
-  await removeAuthorCommand(tx, scope, pending.user, op.comment, version)
+  await removeAuthorCommand(tx, scope, pending.user, op.comment, r)
   const stateKey = commandStateKey(tenant, repo)
   const state = (await tx.get<CommandState>(stateKey)) ?? { first: 0, next: 0, pending: 1 }
   tx.put(stateKey, { ...state, pending: Math.max(0, state.pending - 1) } satisfies CommandState)
@@ -855,14 +605,14 @@ async function answerCommand(tx: ViewTx, scope: RepoScope, config: RepoConfig, o
 }
 
 /** What an acted command does to the queue; a reason when it could do nothing (the answer is then `refused`). */
-async function carryOut(tx: ViewTx, scope: RepoScope, config: RepoConfig, c: CommandEntry, op: QueueCommandOp, version: number): Promise<string | null> {
+async function carryOut(tx: ViewTx, scope: RepoScope, config: RepoConfig, c: CommandEntry, op: QueueCommandOp, r: ApplyRules): Promise<string | null> {
   const before = await scope.entry(c.pr)
   switch (c.verb) {
     case 'queue': {
       if (op.sha === null) return 'no head to queue at'
       // Already in line: nothing to do, and the command is still answered as acted.
       if (before !== null && before.status !== 'bounced') return null
-      const result = await transition(tx, scope, config, c.pr, { kind: 'join', sha: op.sha, via: 'command', draft: false }, op.ts, version)
+      const result = await transition(tx, scope, config, c.pr, { kind: 'join', sha: op.sha, via: 'command', draft: false }, op.ts, r)
       if (result === 'already-merged') return 'already merged'
       const after = await scope.entry(c.pr)
       if (after !== null && before !== null && before.priority !== undefined && after.priority === undefined) {
@@ -877,7 +627,7 @@ async function carryOut(tx: ViewTx, scope: RepoScope, config: RepoConfig, c: Com
       return null
     case 'retry': {
       if (before === null) return 'not in the queue'
-      await transition(tx, scope, config, c.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, version)
+      await transition(tx, scope, config, c.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, r)
       const after = await scope.entry(c.pr)
       if (after !== null && before.priority !== undefined && after.priority === undefined) {
         scope.setEntry(c.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })

@@ -24,8 +24,7 @@
  *   kept while read; a request beyond that waits, unread (TCP
  *   backpressure), until a slot frees or its request timeout ends it; at
  *   most `maxConnections` (256) sockets are open. So bodies in memory are
- *   bounded by 16 MiB plus socket buffers. Before, 8 unsigned 24 MiB posts
- *   took a daemon from 46 to 329 MiB RSS.
+ *   bounded by 16 MiB plus socket buffers, whatever unsigned posts come.
  * - A genuine delivery is answered within GitHub's 10 s whatever
  *   unauthenticated clients do (GitHub sends its body at once; a slow
  *   client is the only one that needs long): a body slot is held at most
@@ -38,9 +37,9 @@
  *   one with no complete request in hand (an idle or slow socket), not
  *   itself; and `intakeTimeoutMs` counts from the request's arrival. No
  *   limit looks at the client's address: deliveries of several devices may
- *   come through one reverse proxy. Before, 16 sockets trickling a byte
- *   every 2 s to an unknown tenant held every slot, and a signed delivery
- *   waited 29.6 s.
+ *   come through one reverse proxy. Else a few sockets trickling a byte at
+ *   a time to an unknown tenant could hold every slot, and a signed
+ *   delivery would wait past GitHub's 10 s.
  * - Comment commands of authors without a strong association (OWNER,
  *   MEMBER, COLLABORATOR: a hint, never a verdict, as private org members
  *   arrive as NONE or CONTRIBUTOR) are appended at most once per PR and
@@ -65,9 +64,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net'
 import { verify } from '@octokit/webhooks-methods'
 import ReadyResource from 'ready-resource'
-import type { EventOp } from '../log/ops.js'
-import { CommandWindow } from './comment-commands.js'
+import type { EventOp } from '../../log/ops.js'
+import { CommandWindow } from './command-window.js'
 import { toEventOp } from './webhook-payload.js'
+import { BodySlots } from './body-slots.js'
 import type { WebhookSecretSource } from './webhook-secrets.js'
 
 /** Whether an op appended now can be applied, and if not why (IntentLog.appendable, with the daemon's own closing). */
@@ -136,7 +136,7 @@ export class WebhookServer extends ReadyResource {
   private readonly secrets: WebhookSecretSource
   private readonly intake: WebhookIntake
   private readonly maxBodyBytes: number
-  private readonly bodies: Slots
+  private readonly bodies: BodySlots
   private readonly clock: () => number
   private readonly onanswer: (status: number, reason: string) => void
   private readonly intakeTimeoutMs: number
@@ -162,7 +162,7 @@ export class WebhookServer extends ReadyResource {
     this.secrets = opts.secrets
     this.intake = opts.intake
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
-    this.bodies = new Slots(opts.maxConcurrentBodies ?? DEFAULT_MAX_CONCURRENT_BODIES)
+    this.bodies = new BodySlots(opts.maxConcurrentBodies ?? DEFAULT_MAX_CONCURRENT_BODIES)
     this.clock = opts.clock ?? Date.now
     const onanswer = opts.onanswer
     this.onanswer = (status, reason) => {
@@ -446,17 +446,17 @@ export class WebhookServer extends ReadyResource {
     }
     // Bytes after a well-framed request did not parse (a DELETE's body sent
     // with no Content-Length is read as a next request): that request's
-    // answer still goes out, then the connection closes. Destroying the
-    // socket here lost it (fuzz-webhook seed 224809).
+    // answer still goes out, then the connection closes (destroying the
+    // socket here would lose it).
     const reading = this.current.get(socket)
     if (reading !== undefined && !reading.req.complete && this.busy.has(socket)) {
       // The request being handled can never complete: its client ended the
       // connection mid-body (HPE_INVALID_EOF_STATE) or its request timeout
       // passed. Left open, its body read would never end and its body slot
-      // would be held for good: 16 such requests stopped the intake (fuzz-
-      // webhook seed 247480; a slow client could do it on purpose). It is
-      // answered, and the socket closed: the read ends as aborted, freeing
-      // the slot, and nothing else answers it.
+      // would be held for good: enough such requests (a slow client could
+      // send them on purpose) would stop the intake. It is answered, and the
+      // socket closed: the read ends as aborted, freeing the slot, and
+      // nothing else answers it.
       const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       const { req, res } = reading
       // The request itself is destroyed, not just the socket: once its answer is
@@ -555,66 +555,6 @@ function tooSlow(): Answer {
 /** Every authentication failure: one status and one body, whatever failed; `reason` is for onanswer only. */
 function unauthorized(reason: string): Answer {
   return { status: 401, reason, body: { ok: false, error: UNAUTHORIZED } }
-}
-
-/**
- * A counting semaphore over requests: at most N hold a slot. A freed slot
- * goes to the first waiter whose body has all arrived (parsed into its
- * request's buffer: Node reads a waiting request's bytes up to the stream's
- * high-water mark, so a delivery's body sent at once is complete there),
- * else to the first waiter. A waiter whose request closes first gets null
- * and leaves the queue.
- */
-class Slots {
-  private free: number
-  private readonly waiting = new Map<() => void, IncomingMessage>()
-
-  constructor(size: number) {
-    if (!Number.isSafeInteger(size) || size < 1) throw new RangeError(`maxConcurrentBodies must be a positive integer, got ${size}`)
-    this.free = size
-  }
-
-  acquire(req: IncomingMessage): Promise<(() => void) | null> {
-    if (req.destroyed) return Promise.resolve(null)
-    if (this.free > 0) {
-      this.free--
-      return Promise.resolve(this.releaser())
-    }
-    return new Promise((resolve) => {
-      const grant = (): void => {
-        req.off('close', onclose)
-        resolve(this.releaser())
-      }
-      const onclose = (): void => {
-        this.waiting.delete(grant)
-        resolve(null)
-      }
-      this.waiting.set(grant, req)
-      req.once('close', onclose)
-    })
-  }
-
-  private releaser(): () => void {
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      let next: (() => void) | null = null
-      for (const [grant, req] of this.waiting) {
-        if (req.complete) {
-          next = grant
-          break
-        }
-        next ??= grant
-      }
-      if (next === null) {
-        this.free++
-        return
-      }
-      this.waiting.delete(next)
-      next()
-    }
-  }
 }
 
 function ok(status: number, reason: string, extra: Record<string, unknown>): Answer {

@@ -18,7 +18,7 @@
  * merges (slower, never wrong); a rule switched on shows first as a 405
  * or a `behind` state, which the evaluation handles.
  */
-import type { BranchRules, Forge } from './forge/forge.js'
+import type { BranchRules, Forge } from '../forge/forge.js'
 
 export const UNKNOWN_RULES: BranchRules = { upToDate: null, reviews: null, mergeQueue: false, read: { rules: false, classic: false } }
 

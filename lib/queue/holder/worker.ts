@@ -1,6 +1,6 @@
 /**
  * The holder's worker: while this device holds the signer lease, it runs the
- * merge queue (DESIGN §4, seed 000): evaluations of queued PRs, merges,
+ * merge queue (DESIGN §4): evaluations of queued PRs, merges,
  * bounces, and reconciliation on election, every `reconcileMs`, and on
  * request. On a standby it does nothing.
  *
@@ -17,8 +17,8 @@
  *   each tenant's entry is evaluated, one after the other;
  * - an entry whose facts changed (head, gate, re-joined) -> evaluate it,
  *   whatever wake its last verdict set (unless a failure's backoff runs):
- *   a resync's forge-sync is no event, and a gate it re-read once waited
- *   for the pending verdict's wake, the gate timeout;
+ *   a resync's forge-sync is no event, and a gate it re-read would
+ *   otherwise wait for the pending verdict's wake, the gate timeout;
  * - a PR left with an open attempt -> evaluate it (resolves the attempt),
  *   unless it waits out a retry backoff;
  * - an unserved reconcile request -> reconcile its repos.
@@ -26,8 +26,8 @@
  * a forge error, or a failure to record an outcome (an append that threw),
  * retries with backoff (the forge's Retry-After when it gave one), with one
  * log line each: never at once. An attempt whose ending could not be
- * recorded stays open, and the open-attempt rule above once re-ran such an
- * evaluation on the next update: 17 merge calls in 5 s. Unrelated PRs run
+ * recorded stays open, and the open-attempt rule above would otherwise
+ * re-run such an evaluation on every update, a merge call each. Unrelated PRs run
  * in parallel up to `parallel`; when several entries of one queue are ready
  * at once, their merges are handed to the forge in queue order
  * (merge-order.ts), and a scan submits the PRs its events touched in that
@@ -43,14 +43,14 @@
  * forge's timeout) and record their ending before the release.
  */
 import { EventEmitter } from 'node:events'
-import type { Logger } from '../util/logger.js'
-import type { IntentLog } from '../log/intent-log.js'
-import { isForgeError, type Forge, type MutationContext } from './forge/forge.js'
-import { asTenantForges, type TenantForges } from './forge/tenant-forges.js'
+import type { Logger } from '../../util/logger.js'
+import type { IntentLog } from '../../log/intent-log.js'
+import { isForgeError, type Forge, type MutationContext } from '../forge/forge.js'
+import { asTenantForges, type TenantForges } from '../forge/tenant-forges.js'
 import { FencedWriter } from './fenced-writer.js'
 import { PrLock } from './pr-lock.js'
-import type { QueueReads } from './queue-reads.js'
-import type { QueueEntry, RepoConfig } from './queue-layout.js'
+import type { QueueReads } from '../model/queue-reads.js'
+import type { QueueEntry, RepoConfig } from '../model/queue-layout.js'
 import { evaluatePr, type Verdict } from './evaluation.js'
 import { reconcileRepo } from './reconciler.js'
 import { Tenure, type AttemptMemory, type WorkerMetrics, type WorkerSettings } from './tenure.js'
@@ -59,6 +59,7 @@ import { QueueStatusWriter } from './queue-status.js'
 import { MergeOrder } from './merge-order.js'
 import { CommandServer, PermissionCache } from './comment-commands.js'
 import { Redeliverer, type RedeliverySettings } from './redelivery.js'
+import { OneAtATime, PrMemory, Reconciles, RepoMemory, WorkerTimers } from './worker-state.js'
 
 export interface WorkerElector {
   epoch(): number | null
@@ -102,65 +103,51 @@ export interface WorkerOptions {
 const RETRY_MIN_MS = 2_000
 const RETRY_MAX_MS = 60_000
 
-interface Pending {
-  /** Evaluate when `at` (monotonic) has passed. */
-  at: number
-  why: string
-}
 
 export class HolderWorker extends EventEmitter {
   private readonly opts: WorkerOptions
   private readonly settings: WorkerSettings
   private readonly metrics: WorkerMetrics
-  private readonly now: () => number
-  private readonly wall: () => number
-  private readonly reconcileMs: number
+  /** Monotonic ms (timers) and wall ms (op timestamps). */
+  private readonly clock: { now: () => number; wall: () => number }
   private readonly lock: PrLock
   private tenure: Tenure | null = null
   private stopped = false
-  /** Per PR key: the entry's facts when it was last evaluated without error in this tenure. */
-  private readonly known = new Map<string, string>()
-  /** Per PR key: look again then (a verdict's wake or a retry after an error). */
-  private readonly wakes = new Map<string, Pending>()
-  private readonly failures = new Map<string, number>()
-  private readonly mergeableReads = new Map<string, number>()
-  /** Per repo: the events-ring sequence read up to. */
-  private readonly eventSeq = new Map<string, number>()
-  private readonly paused = new Map<string, boolean>()
-  /** Per repo (apply version 5): frozen at the last scan. */
-  private readonly frozen = new Map<string, boolean>()
+  private readonly prs = new PrMemory()
+  private readonly repos = new RepoMemory()
   /** Per tenant/repo scope: managed and not paused, at the last read of the tip (null: not read yet in this tenure). The fences read it. */
   private repoOpen: Map<string, boolean> | null = null
-  private refreshing = false
-  private refreshAgain = false
-  private readonly served = new Set<string>()
-  private readonly attempts: AttemptMemory = { announced: new Set(), called: new Set() }
-  private readonly rules: BranchRulesCache
-  private readonly statuses: QueueStatusWriter
-  /** Apply version 6: comment commands (the permission cache outlives tenures: it is the forge's answer, not the log's). */
-  private readonly commands: CommandServer
+  private readonly refreshes = new OneAtATime()
+  private readonly scans = new OneAtATime()
+  /** What outlives a tenure: the attempt memory, the branch-rules cache, the status writer, comment commands (apply version 6; the permission cache is the forge's answer, not the log's), the redeliverer. */
+  private readonly shared: {
+    attempts: AttemptMemory
+    rules: BranchRulesCache
+    statuses: QueueStatusWriter
+    commands: CommandServer
+    redeliverer: Redeliverer | null
+  }
   private readonly forges: TenantForges
   /** Tenants whose repos are skipped for want of a credential, each said once (again after it had one). */
   private readonly uncovered = new Set<string>()
-  private scanning = false
-  private rescan = false
-  private wakeTimer: NodeJS.Timeout | null = null
-  private reconcileTimer: NodeJS.Timeout | null = null
-  private readonly redeliverer: Redeliverer | null
-  private redeliveryTimer: NodeJS.Timeout | null = null
-  private reconciling: Promise<void> | null = null
-  private readonly onupdate = (): void => {
-    this.refreshRepos()
-    this.kick()
+  private readonly timers = new WorkerTimers()
+  private readonly reconciles: Reconciles
+  /** What a log update and a role change (the elector) set off. */
+  private readonly handlers = {
+    update: (): void => {
+      this.refreshRepos()
+      this.kick()
+    },
+    role: (): void => this.roleChanged()
   }
-  private readonly onrole = (): void => this.roleChanged()
 
   constructor(opts: WorkerOptions) {
     super()
     this.opts = opts
-    this.now = opts.now ?? (() => performance.now())
-    this.wall = opts.wall ?? Date.now
-    this.reconcileMs = opts.reconcileMs ?? 300_000
+    const now = opts.now ?? (() => performance.now())
+    const wall = opts.wall ?? Date.now
+    this.clock = { now, wall }
+    this.reconciles = new Reconciles(opts.reconcileMs ?? 300_000)
     this.settings = {
       dryRun: opts.dryRun ?? false,
       gateTimeoutMs: opts.gateTimeoutMs ?? 30 * 60_000,
@@ -171,32 +158,36 @@ export class HolderWorker extends EventEmitter {
       pause: opts.pause ?? (() => {})
     }
     this.metrics = opts.metrics ?? { merged: () => {}, bounced: () => {}, forgeError: () => {}, inflight: () => {} }
-    this.rules = new BranchRulesCache(this.now)
     this.forges = asTenantForges(opts.forge)
-    this.statuses = new QueueStatusWriter(this.forges, opts.logger)
+    const statuses = new QueueStatusWriter(this.forges, opts.logger)
+    this.shared = {
+      attempts: { announced: new Set(), called: new Set() },
+      rules: new BranchRulesCache(now),
+      statuses,
+      commands: new CommandServer(new PermissionCache(now), opts.logger, now),
+      redeliverer: opts.redelivery === undefined ? null : new Redeliverer(opts.redelivery, this.forges, opts.reads, opts.logger, wall)
+    }
     // A final state a tenure's end fenced is written by the tenure holding now (queue-status.ts).
-    this.statuses.on('owed', () => {
+    statuses.on('owed', () => {
       if (this.tenure !== null) this.settleStatuses(this.tenure)
     })
-    this.commands = new CommandServer(new PermissionCache(this.now), opts.logger, this.now)
-    this.redeliverer = opts.redelivery === undefined ? null : new Redeliverer(opts.redelivery, this.forges, opts.reads, opts.logger, this.wall)
     // Jobs catch their own errors (submit): what reaches onerror is a bug, reported with the lock's key.
     this.lock = new PrLock(opts.parallel ?? 8, (key, err) => this.failed(key, err), () => this.kick())
   }
 
   start(): void {
-    this.opts.log.on('update', this.onupdate)
-    this.opts.elector.on('elected', this.onrole)
-    this.opts.elector.on('demoted', this.onrole)
+    this.opts.log.on('update', this.handlers.update)
+    this.opts.elector.on('elected', this.handlers.role)
+    this.opts.elector.on('demoted', this.handlers.role)
     this.roleChanged()
   }
 
   /** For good (the daemon closes): no new work, then drain. */
   stop(timeoutMs: number): Promise<boolean> {
     this.stopped = true
-    this.opts.log.off('update', this.onupdate)
-    this.opts.elector.off('elected', this.onrole)
-    this.opts.elector.off('demoted', this.onrole)
+    this.opts.log.off('update', this.handlers.update)
+    this.opts.elector.off('elected', this.handlers.role)
+    this.opts.elector.off('demoted', this.handlers.role)
     return this.drain(timeoutMs)
   }
 
@@ -212,7 +203,7 @@ export class HolderWorker extends EventEmitter {
     this.endTenure()
     let timer: NodeJS.Timeout | null = null
     const idle = await Promise.race([
-      Promise.all([this.lock.idle(), this.reconciling, this.statuses.idle(), this.commands.idle(), this.redeliverer?.idle()]).then(() => true),
+      Promise.all([this.lock.idle(), this.reconciles.running, this.shared.statuses.idle(), this.shared.commands.idle(), this.shared.redeliverer?.idle()]).then(() => true),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))
     ])
     if (timer) clearTimeout(timer)
@@ -244,15 +235,15 @@ export class HolderWorker extends EventEmitter {
       repoOpen: (tenant, repo) => this.repoOpen === null || this.repoOpen.get(scope({ tenant, repo })) === true,
       log: this.opts.log,
       reads: this.opts.reads,
-      fenced: new FencedWriter(this.opts.log, this.wall),
+      fenced: new FencedWriter(this.opts.log, this.clock.wall),
       forges: this.forges,
       logger: this.opts.logger,
       metrics: this.metrics,
       settings: this.settings,
-      wall: this.wall,
-      attempts: this.attempts,
-      rules: this.rules,
-      statuses: this.statuses,
+      wall: this.clock.wall,
+      attempts: this.shared.attempts,
+      rules: this.shared.rules,
+      statuses: this.shared.statuses,
       order: new MergeOrder(this.settings.confirmTimeoutMs)
     })
     this.tenure = tenure
@@ -268,8 +259,8 @@ export class HolderWorker extends EventEmitter {
       // Read first, written only if the tenure still lasts (each tenure's state is its own).
       if (this.tenure !== t) return
       for (const [s, events, paused] of first) {
-        this.eventSeq.set(s, events)
-        this.paused.set(s, paused)
+        this.repos.eventSeq.set(s, events)
+        this.repos.paused.set(s, paused)
       }
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'queue worker: first read failed; scanning anyway')
@@ -278,10 +269,10 @@ export class HolderWorker extends EventEmitter {
     this.settleStatuses(t)
     this.kick()
     this.reconcileAll(t, null, 'elected')
-    this.reconcileTimer = setInterval(() => this.reconcileAll(t, null, 'schedule'), this.reconcileMs)
-    this.reconcileTimer.unref()
-    if (this.redeliverer !== null) {
-      const redeliverer = this.redeliverer
+    this.timers.reconcile = setInterval(() => this.reconcileAll(t, null, 'schedule'), this.reconciles.everyMs)
+    this.timers.reconcile.unref()
+    if (this.shared.redeliverer !== null) {
+      const redeliverer = this.shared.redeliverer
       // One context for the tenure (redelivery.ts joins a run of the same one); its fence as every mutation's.
       const ctx: MutationContext = { epoch: t.epoch, fence: () => this.tenure === t && t.holding() }
       const run = (): void => {
@@ -292,15 +283,15 @@ export class HolderWorker extends EventEmitter {
           .catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'redelivery run failed; trying again next period'))
       }
       run()
-      this.redeliveryTimer = setInterval(run, redeliverer.periodMs)
-      this.redeliveryTimer.unref()
+      this.timers.redelivery = setInterval(run, redeliverer.periodMs)
+      this.timers.redelivery.unref()
     }
   }
 
   /** The final states other tenures owe on their PRs, written under tenure `t`. */
   private settleStatuses(t: Tenure): void {
     if (!this.settings.statuses || this.settings.dryRun || !t.holding()) return
-    this.statuses.settle(
+    this.shared.statuses.settle(
       t,
       (tenant, repo) => t.fence(tenant, repo),
       (tenant, repo) => () => t.showWith(tenant, repo)
@@ -312,27 +303,16 @@ export class HolderWorker extends EventEmitter {
     this.opts.logger.info({ epoch: this.tenure.epoch }, 'queue worker stopped')
     this.tenure = null
     this.lock.clear()
-    this.known.clear()
-    this.wakes.clear()
-    this.failures.clear()
-    this.mergeableReads.clear()
-    this.eventSeq.clear()
-    this.frozen.clear()
-    this.served.clear()
-    if (this.wakeTimer) clearTimeout(this.wakeTimer)
-    if (this.reconcileTimer) clearInterval(this.reconcileTimer)
-    if (this.redeliveryTimer) clearInterval(this.redeliveryTimer)
-    this.wakeTimer = this.reconcileTimer = this.redeliveryTimer = null
+    this.prs.clear()
+    this.repos.clear()
+    this.reconciles.served.clear()
+    this.timers.clear()
   }
 
   /** The fences' snapshot of the repo configs, re-read at the tip (one read at a time; another after it if updates came meanwhile). */
   private refreshRepos(): void {
     if (this.tenure === null) return
-    if (this.refreshing) {
-      this.refreshAgain = true
-      return
-    }
-    this.refreshing = true
+    if (!this.refreshes.begin()) return
     const t = this.tenure
     this.opts.reads
       .repos('tip')
@@ -343,44 +323,32 @@ export class HolderWorker extends EventEmitter {
         (err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'queue worker: reading the repo configs failed; retrying on the next update')
       )
       .finally(() => {
-        this.refreshing = false
-        if (this.refreshAgain) {
-          this.refreshAgain = false
-          this.refreshRepos()
-        }
+        if (this.refreshes.end()) this.refreshRepos()
       })
   }
 
   private kick(): void {
     if (this.tenure === null) return
-    if (this.scanning) {
-      this.rescan = true
-      return
-    }
-    this.scanning = true
+    if (!this.scans.begin()) return
     const t = this.tenure
     this.scan(t)
       .catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'queue scan failed; retrying on the next update'))
       .finally(() => {
-        this.scanning = false
-        if (this.rescan) {
-          this.rescan = false
-          this.kick()
-        }
+        if (this.scans.end()) this.kick()
       })
   }
 
   private async scan(t: Tenure): Promise<void> {
     if (this.tenure !== t || !t.holding()) return
     const reads = this.opts.reads
-    const now = this.now()
+    const now = this.clock.now()
     for (const config of this.workable(await reads.repos('tip'))) {
       // Every write below is this tenure's state: a scan that outlived its tenure writes nothing.
       if (this.tenure !== t) return
       const s = scope(config)
-      const wasPaused = this.paused.get(s) ?? false
-      this.paused.set(s, config.paused)
-      if (wasPaused && !config.paused) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)
+      const wasPaused = this.repos.paused.get(s) ?? false
+      this.repos.paused.set(s, config.paused)
+      if (wasPaused && !config.paused) this.prs.forgetRepo(s)
 
       const touched = new Set(await this.touchedByEvents(t, config))
       // Submitted in queue order: the PrLock starts jobs in the order submitted, so past `parallel` the first in line starts first.
@@ -393,7 +361,7 @@ export class HolderWorker extends EventEmitter {
       for (const a of open) {
         if (touched.has(a.pr) || this.lock.busy(lockKey(config, a.pr))) continue
         // An attempt left open by a failure waits out the failure's backoff: never an immediate re-send.
-        const wake = this.wakes.get(prKey(config, a.pr))
+        const wake = this.prs.wakes.get(prKey(config, a.pr))
         if (wake !== undefined && wake.at > now) continue
         this.submit(t, config, a.pr, wake?.why ?? 'open attempt')
       }
@@ -401,12 +369,12 @@ export class HolderWorker extends EventEmitter {
       // Apply version 6: comment commands waiting for an answer (a paused repo's wait: its fence is closed).
       const commands = await reads.pendingCommands(config.tenant, config.repo, 'tip')
       if (this.tenure !== t) return
-      if (commands.length > 0) this.commands.serve(t, config, commands, () => this.kick())
+      if (commands.length > 0) this.shared.commands.serve(t, config, commands, () => this.kick())
       // Unfrozen (apply version 5): every entry is looked at again, as after a resume (a freeze changes no entry's facts).
       const frozen = (await reads.freeze(config.tenant, config.repo, 'tip')) !== null
       if (this.tenure !== t) return
-      if ((this.frozen.get(s) ?? false) && !frozen) for (const k of [...this.known.keys()]) if (k.startsWith(`${s}#`)) this.known.delete(k)
-      this.frozen.set(s, frozen)
+      if ((this.repos.frozen.get(s) ?? false) && !frozen) this.prs.forgetRepo(s)
+      this.repos.frozen.set(s, frozen)
       const entries = await reads.queue(config.tenant, config.repo, 'tip')
       if (this.tenure !== t) return
       // The head of the queue waiting its turn (apply version 5): the entry before it left, so its turn came.
@@ -418,11 +386,11 @@ export class HolderWorker extends EventEmitter {
         const key = prKey(config, entry.prNumber)
         // A running evaluation sees its own decisions land; only events (above) make it run again.
         if ((entry.status === 'bounced' && entry.followUps.length === 0) || touched.has(entry.prNumber) || this.lock.busy(lockKey(config, entry.prNumber))) continue
-        const wake = this.wakes.get(key)
+        const wake = this.prs.wakes.get(key)
         if (wake !== undefined && wake.at <= now) this.submit(t, config, entry.prNumber, wake.why)
         // Changed facts do not wait for a verdict's wake (a pending gate's is the gate timeout: a gate a resync
-        // re-read, its webhook lost, once waited 30 min to be acted on); a failure's backoff still holds.
-        else if (!this.backingOff(key) && this.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.known.has(key) ? 'changed' : 'new')
+        // re-read, its webhook lost, would wait that long to be acted on); a failure's backoff still holds.
+        else if (!this.backingOff(key) && this.prs.known.get(key) !== facts(entry)) this.submit(t, config, entry.prNumber, this.prs.known.has(key) ? 'changed' : 'new')
       }
     }
     await this.serveRequests(t)
@@ -435,8 +403,8 @@ export class HolderWorker extends EventEmitter {
     const state = await this.opts.reads.state(config.tenant, config.repo, 'tip')
     // The cursor is the tenure's: an ended tenure's scan moving it would hide these events from the next one.
     if (this.tenure !== t) return []
-    const from = this.eventSeq.get(s) ?? state.events
-    this.eventSeq.set(s, state.events)
+    const from = this.repos.eventSeq.get(s) ?? state.events
+    this.repos.eventSeq.set(s, state.events)
     if (state.events <= from) return []
     const prs = new Set<number>()
     for (const e of await this.opts.reads.events(config.tenant, config.repo, 'tip')) {
@@ -450,7 +418,7 @@ export class HolderWorker extends EventEmitter {
   private submit(t: Tenure, config: RepoConfig, pr: number, why: string): void {
     const key = prKey(config, pr)
     // A PR backing off after a failure keeps its retry time, whatever asks for it meanwhile (evaluate() waits).
-    if (!this.backingOff(key)) this.wakes.delete(key)
+    if (!this.backingOff(key)) this.prs.wakes.delete(key)
     const job = (reason: string): Promise<void> =>
       this.evaluate(t, config, pr, reason).catch((err: unknown) => {
         if (this.tenure === t) this.failed(key, err)
@@ -465,12 +433,12 @@ export class HolderWorker extends EventEmitter {
     // dirty while the failing evaluation ran): the retry comes from its wake. A rerun at once re-sent the
     // merge whose outcome had just failed to be recorded.
     if (this.backingOff(key)) return
-    const started = this.now()
+    const started = this.clock.now()
     const lapsesBefore = t.lapses
     this.opts.logger.info({ repo: config.repo, tenant: config.tenant, pr, epoch: t.epoch, reason }, 'evaluate')
     let verdict: Verdict
     try {
-      verdict = await evaluatePr(t, config.tenant, config.repo, pr, this.mergeableReads.get(key) ?? 0)
+      verdict = await evaluatePr(t, config.tenant, config.repo, pr, this.prs.mergeableReads.get(key) ?? 0)
     } catch (err) {
       if (this.tenure === t) this.failed(key, err)
       return
@@ -485,49 +453,48 @@ export class HolderWorker extends EventEmitter {
     if (!ended) {
       this.settings.pause('evaluated')
       entry = (await this.opts.reads.queue(config.tenant, config.repo, 'tip')).find((e) => e.prNumber === pr)
-      // Per-tenure state is written only while its tenure lasts. A demotion during that read once let the
-      // ended tenure's facts land in the next one's (endTenure had cleared them just before): re-elected at
-      // the same epoch, three PRs whose evaluations ended "not holding" counted as known and were never
-      // evaluated again (the nemesis stale-mutation scenario, 90 s without a merge on a quiet machine).
+      // Per-tenure state is written only while its tenure lasts: a demotion during that read would let the
+      // ended tenure's facts land in the next one's (endTenure cleared them just before), and PRs whose
+      // evaluations ended "not holding" would count as known there and never be evaluated again.
       ended = this.tenure !== t
     }
     // Holding lapsed inside a tenure that goes on: the deadline passed before a renew's confirmation was
     // read, and the renew then extended it without a demotion. The verdict ("not holding", or anything
     // cut short by it) says nothing about the PR: left unknown, the next scan (the renew's update) looks
-    // again. Recorded as known, three PRs waited 94 s for the next flap (a stale-scenario run at load 10).
-    // A lapse seen by any check during the evaluation counts, also when holding is back by now (under
-    // CI's load the renew was read during the queue read above, and the PR then never merged).
+    // again (recorded as known, it would wait for the next change of holding). A lapse seen by any check
+    // during the evaluation counts, also when holding is back by now (the renew may be read during the
+    // queue read above).
     const lapsed = !ended && (t.lapses > lapsesBefore || !t.holding())
-    if (lapsed) this.known.delete(key)
+    if (lapsed) this.prs.known.delete(key)
     if (!ended && !lapsed) {
-      this.failures.delete(key)
-      if (entry !== undefined) this.known.set(key, facts(entry))
+      this.prs.failures.delete(key)
+      if (entry !== undefined) this.prs.known.set(key, facts(entry))
       if (verdict.next === 'wake') {
-        this.wakes.set(key, { at: this.now() + verdict.afterMs, why: verdict.what })
-        if (verdict.mergeableUnknown) this.mergeableReads.set(key, (this.mergeableReads.get(key) ?? 0) + 1)
+        this.prs.wakes.set(key, { at: this.clock.now() + verdict.afterMs, why: verdict.what })
+        if (verdict.mergeableUnknown) this.prs.mergeableReads.set(key, (this.prs.mergeableReads.get(key) ?? 0) + 1)
         this.armWake()
       } else {
-        this.mergeableReads.delete(key)
+        this.prs.mergeableReads.delete(key)
       }
     }
-    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.now() - started), ...(ended ? { tenureEnded: true } : {}), ...(lapsed ? { holdingLapsed: true } : {}) }, 'evaluated')
+    this.opts.logger.info({ repo: config.repo, pr, epoch: t.epoch, verdict: verdict.what, ms: Math.round(this.clock.now() - started), ...(ended ? { tenureEnded: true } : {}), ...(lapsed ? { holdingLapsed: true } : {}) }, 'evaluated')
     if (!ended) this.emit('evaluated', { tenant: config.tenant, repo: config.repo, pr, reason, verdict })
   }
 
   /** A failure's backoff is still running for this entry. */
   private backingOff(key: string): boolean {
-    const wake = this.wakes.get(key)
-    return this.failures.has(key) && wake !== undefined && wake.at > this.now()
+    const wake = this.prs.wakes.get(key)
+    return this.prs.failures.has(key) && wake !== undefined && wake.at > this.clock.now()
   }
 
   /** One clear line, a metric (counted in Tenure.call), and a retry with backoff; the view keeps the entry as it was. */
   private failed(key: string, err: unknown): void {
-    const n = (this.failures.get(key) ?? 0) + 1
-    this.failures.set(key, n)
+    const n = (this.prs.failures.get(key) ?? 0) + 1
+    this.prs.failures.set(key, n)
     const backoff = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (n - 1))
     const retryInMs = isForgeError(err) && err.retryAfterMs !== null ? Math.max(err.retryAfterMs, RETRY_MIN_MS) : backoff
-    this.known.delete(key)
-    this.wakes.set(key, { at: this.now() + retryInMs, why: 'retry' })
+    this.prs.known.delete(key)
+    this.prs.wakes.set(key, { at: this.clock.now() + retryInMs, why: 'retry' })
     const e = err as { message?: string; kind?: string; status?: number | null }
     this.opts.logger.warn({ pr: key, kind: isForgeError(err) ? err.kind : 'internal', status: e.status ?? null, err: e.message ?? String(err), attempt: n, retryInMs }, 'queue work failed; retrying')
     this.armWake()
@@ -536,11 +503,11 @@ export class HolderWorker extends EventEmitter {
   private armWake(): void {
     if (this.tenure === null) return
     let earliest = Infinity
-    for (const w of this.wakes.values()) earliest = Math.min(earliest, w.at)
-    if (this.wakeTimer) clearTimeout(this.wakeTimer)
-    this.wakeTimer = null
+    for (const w of this.prs.wakes.values()) earliest = Math.min(earliest, w.at)
+    if (this.timers.wake) clearTimeout(this.timers.wake)
+    this.timers.wake = null
     if (earliest === Infinity) return
-    this.wakeTimer = setTimeout(() => this.kick(), Math.max(0, earliest - this.now()) + 5)
+    this.timers.wake = setTimeout(() => this.kick(), Math.max(0, earliest - this.clock.now()) + 5)
   }
 
   /**
@@ -567,12 +534,12 @@ export class HolderWorker extends EventEmitter {
     const repos = await this.opts.reads.repos('tip')
     for (const request of await this.opts.reads.reconcileRequests('tip')) {
       // `served` outlives this scan's tenure: a scan of an ended tenure that marked a request served (for a
-      // run that then did nothing) once left it unserved by every later tenure.
+      // run that then did nothing) would leave it unserved by every later tenure.
       if (this.tenure !== t) return
-      if (this.served.has(request.op)) continue
+      if (this.reconciles.served.has(request.op)) continue
       const answered = new Set(request.results.map((r) => r.repo))
       if (targets(repos, request).every((r) => answered.has(r.repo))) continue
-      this.served.add(request.op)
+      this.reconciles.served.add(request.op)
       this.reconcileAll(t, request, 'request')
     }
   }
@@ -591,18 +558,18 @@ export class HolderWorker extends EventEmitter {
           const e = err as { message?: string; kind?: string }
           this.opts.logger.warn({ tenant: config.tenant, repo: config.repo, why, kind: isForgeError(err) ? err.kind : 'internal', err: e.message ?? String(err) }, 'reconcile failed; retrying later')
           // A request is tried again after a pause (not on every update: the forge may be down).
-          if (request !== null) setTimeout(() => this.served.delete(request.op), RETRY_MIN_MS * 5).unref()
+          if (request !== null) setTimeout(() => this.reconciles.served.delete(request.op), RETRY_MIN_MS * 5).unref()
         }
       }
       this.emit('reconciled', { why, request: request?.op ?? null })
     }
     // One reconciliation at a time; a request that comes meanwhile runs after.
-    const previous = this.reconciling ?? Promise.resolve()
+    const previous = this.reconciles.running ?? Promise.resolve()
     const next = previous.then(run)
-    this.reconciling = next.finally(() => {
-      if (this.reconciling === tail) this.reconciling = null
+    this.reconciles.running = next.finally(() => {
+      if (this.reconciles.running === tail) this.reconciles.running = null
     })
-    const tail = this.reconciling
+    const tail = this.reconciles.running
   }
 }
 

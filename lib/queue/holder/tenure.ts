@@ -22,15 +22,15 @@
  * (the worker refreshes it on every log update); evaluation re-reads the
  * config before each mutation as well.
  */
-import type { Logger } from '../util/logger.js'
-import type { IntentLog } from '../log/intent-log.js'
-import { toOpText } from '../log/ops.js'
-import type { Forge, MutationContext } from './forge/forge.js'
-import { ForgeError, isForgeError } from './forge/forge.js'
-import type { TenantForges } from './forge/tenant-forges.js'
+import type { Logger } from '../../util/logger.js'
+import type { IntentLog } from '../../log/intent-log.js'
+import { toOpText } from '../../log/ops.js'
+import type { Forge, MutationContext } from '../forge/forge.js'
+import { ForgeError, isForgeError } from '../forge/forge.js'
+import type { TenantForges } from '../forge/tenant-forges.js'
 import type { FencedWriter } from './fenced-writer.js'
-import type { FencedOutcome } from './queue-layout.js'
-import type { QueueReads } from './queue-reads.js'
+import type { FencedOutcome } from '../model/queue-layout.js'
+import type { QueueReads } from '../model/queue-reads.js'
 import type { BranchRulesCache } from './branch-rules.js'
 import type { QueueStatusWriter, ShowWith } from './queue-status.js'
 import type { MergeOrder } from './merge-order.js'
