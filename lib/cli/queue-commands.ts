@@ -11,7 +11,7 @@ import type { Json } from '../daemon/control-server.js'
 import { EXIT, socketOf } from './args.js'
 import { out } from './output.js'
 import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../queue/queue-layout.js'
-import { PRIORITIES } from '../log/ops.js'
+import { PRIORITIES } from '../queue/model/queue-ops.js'
 
 type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
 type WithStorage = (c: Command) => Command

@@ -47,7 +47,7 @@ import { systemClock, type Clock } from '../util/clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
 import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Capable, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'
-import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
+import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
 import type { ReadMode } from '../log/intent-log.js'
 
 /** What the elector needs from the intent log (a fake in unit tests). */

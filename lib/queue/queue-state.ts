@@ -16,7 +16,7 @@
  *   new head.
  */
 
-import type { Priority, WaitReason } from '../log/ops.js'
+import type { Priority, WaitReason } from './model/queue-ops.js'
 
 export type QueueStatus = 'queued' | 'evaluating' | 'gate_passed' | 'bounced'
 export type GateResult = 'success' | 'failure' | 'pending'

@@ -65,7 +65,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net'
 import { verify } from '@octokit/webhooks-methods'
 import ReadyResource from 'ready-resource'
-import type { EventOp } from '../log/ops.js'
+import type { EventOp } from './model/queue-ops.js'
 import { CommandWindow } from './comment-commands.js'
 import { toEventOp } from './webhook-payload.js'
 import type { WebhookSecretSource } from './webhook-secrets.js'
