@@ -45,6 +45,12 @@ export interface ViewEntry {
   value: unknown
 }
 
+/** One family's state, as a snapshot carries it (snapshot.ts: a generation's genesis). */
+export interface FamilySnapshot {
+  family: string
+  entries: ViewEntry[]
+}
+
 /** Where a restore writes: the view's batch (hyperbee's, or a generation's genesis). */
 export interface ViewWriter {
   put(key: string, value: unknown): Promise<unknown>
