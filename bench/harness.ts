@@ -15,7 +15,8 @@ import { Cluster, OverlapMonitor, type Device } from '../test/helpers/cluster.js
 import { GroupLog } from '../lib/families.js'
 import { Elector } from '../lib/lease/elector.js'
 import { electionConfig, type ElectionConfig } from '../lib/lease/config.js'
-import { SIGNER_LEASE, type Op } from '../lib/log/ops.js'
+import type { Op } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import type { LeaseRecord } from '../lib/lease/lease-state.js'
 import { Teardowns, now, sleep, waitUntil } from './util.js'
 

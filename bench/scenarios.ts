@@ -5,7 +5,7 @@
 import b4a from 'b4a'
 import type { Hypercore } from 'corestore'
 import type { Device } from '../test/helpers/cluster.js'
-import { SIGNER_LEASE, type LeaseOp } from '../lib/log/ops.js'
+import { SIGNER_LEASE, type LeaseOp } from '../lib/lease/lease-ops.js'
 import type { ElectionConfig } from '../lib/lease/config.js'
 import type { LeaseRecord } from '../lib/lease/lease-state.js'
 import { closeRig, daemonConfig, openRig, startElectors, waitSingleHolder, watchOp, type Rig, type Visibility } from './harness.js'

@@ -17,6 +17,8 @@ import { IntentLog, type GenerationStorage, type IntentLogOptions } from './log/
 import type { OpFamily } from './log/op-family.js'
 import { namedLeaseFamily, signerLeaseFamily } from './lease/lease-family.js'
 import { queueFamily } from './queue/model/queue-family.js'
+import './lease/lease-ops.js'
+import './queue/model/queue-ops.js'
 
 /** The writers and the group, the signer lease, named leases, the merge queue, the generations (their registered keys). */
 export const GROUP_FAMILIES: readonly OpFamily[] = [groupFamily, signerLeaseFamily, namedLeaseFamily, queueFamily, generationFamily]

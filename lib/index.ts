@@ -17,6 +17,7 @@ export { electionConfig, validateElectionConfig, DEFAULT_LEASE_MS, type Election
 export { systemClock, ManualClock, type Clock } from './util/clock.js'
 export { decide, holdingEpoch, holdDeadline, type Decision } from './lease/election.js'
 export { transition, isLive, type LeaseRecord, type LeaseOutcome, type RejectReason } from './lease/lease-state.js'
-export { encodeOp, decodeOp, SIGNER_LEASE, type Op, type LeaseOp } from './log/ops.js'
+export { encodeOp, decodeOp, type Op } from './log/ops.js'
+export { SIGNER_LEASE, type LeaseOp } from './lease/lease-ops.js'
 export { AutoleaseError, isAutoleaseError, type ErrorCode } from './errors.js'
 export type { TenureEntry, WriterEntry, OpOutcome } from './log/view-layout.js'

@@ -9,7 +9,7 @@ import b4a from 'b4a'
 import type { ApplyHost } from 'autobase'
 import { APPLY_VERSION, type View } from '../lib/log/apply.js'
 import { apply } from '../lib/families.js'
-import { SIGNER_LEASE } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, leaseKey, rejectedKey, writerKey } from '../lib/log/view-layout.js'
 

@@ -10,7 +10,7 @@ import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
 import { GroupLog } from '../lib/families.js'
-import { SIGNER_LEASE } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
 
 async function settled(devices: Device[]): Promise<string> {

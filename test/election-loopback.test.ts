@@ -5,7 +5,7 @@
  */
 import test from 'brittle'
 import { Cluster, OverlapMonitor, waitFor, type Device } from './helpers/cluster.js'
-import { SIGNER_LEASE } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import { systemClock } from '../lib/util/clock.js'
 
 const LEASE_MS = 2000

@@ -12,7 +12,7 @@ import type { IntentLog } from '../lib/log/intent-log.js'
 import { GroupLog } from '../lib/families.js'
 import { Elector } from '../lib/lease/elector.js'
 import { Swarm } from '../lib/daemon/swarm.js'
-import { SIGNER_LEASE } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import { waitFor } from './helpers/cluster.js'
 
 const LEASE_MS = 2000

@@ -3,7 +3,8 @@ import { holds } from './helpers/props.js'
 import fc from 'fast-check'
 import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Decision, type ElectionView, type Timing } from '../lib/lease/election.js'
 import { electionConfig } from '../lib/lease/config.js'
-import { opId, SIGNER_LEASE } from '../lib/log/ops.js'
+import { opId } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import type { LeaseRecord } from '../lib/lease/lease-state.js'
 
 

@@ -7,7 +7,8 @@
  */
 import test from 'brittle'
 import type { CheckReading, GateReading, StatusReading } from '../lib/queue/forge/forge.js'
-import { isText, type CheckFact } from '../lib/log/ops.js'
+import { isText } from '../lib/log/ops.js'
+import type { CheckFact } from '../lib/queue/model/queue-ops.js'
 import { appKey, checkName, factKey, failing, gateFacts, gateOf, latest, runSource, suiteName, suiteSource } from '../lib/queue/model/gate.js'
 import { REPO, forgeOn, sha, startFake } from './forge-helpers.js'
 

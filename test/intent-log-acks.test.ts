@@ -7,7 +7,7 @@
 import test from 'brittle'
 import { acksHeads, firstHopAcker, nudgeTurn } from '../lib/log/intent-log.js'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
-import { SIGNER_LEASE } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 
 const keys = (n: number): string[] => Array.from({ length: n }, (_, i) => (0xf0 - i * 7).toString(16).padStart(64, '0'))
 

@@ -1,7 +1,8 @@
 import test from 'brittle'
 import { holds } from './helpers/props.js'
 import fc from 'fast-check'
-import { decodeOp, encodeOp, opId, SIGNER_LEASE, type LeaseOp } from '../lib/log/ops.js'
+import { decodeOp, encodeOp, opId } from '../lib/log/ops.js'
+import { SIGNER_LEASE, type LeaseOp } from '../lib/lease/lease-ops.js'
 import { isLive, transition, type LeaseOutcome, type LeaseRecord, type RejectReason } from '../lib/lease/lease-state.js'
 
 

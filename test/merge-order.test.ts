@@ -8,7 +8,7 @@
 import test from 'brittle'
 import { MergeOrder } from '../lib/queue/holder/merge-order.js'
 import type { QueueEntry } from '../lib/queue/model/queue-layout.js'
-import type { Priority } from '../lib/log/ops.js'
+import type { Priority } from '../lib/queue/model/queue-ops.js'
 
 function entry(pr: number, priority: Priority, queuedAt = pr): QueueEntry {
   return { prNumber: pr, prSha: 'a'.repeat(40), queuedAt, status: 'gate_passed', reevaluatedAt: null, gateResult: 'success', gateResultAt: null, bounceReason: null, via: 'label', epoch: 1, followUps: [], priority }

@@ -1,7 +1,9 @@
 import test from 'brittle'
 import { holds, thrown } from './helpers/props.js'
 import fc from 'fast-check'
-import { decodeOp, encodeOp, isOpId, MAX_BATCH_EVENTS, MAX_OP_BYTES, OP_VERSION, opId, packEvents, SIGNER_LEASE, type Decoded, type DecodeFailure, type EventOp, type Op } from '../lib/log/ops.js'
+import { decodeOp, encodeOp, isOpId, MAX_OP_BYTES, OP_VERSION, opId, type Decoded, type DecodeFailure, type Op } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
+import { MAX_BATCH_EVENTS, packEvents, type EventOp } from '../lib/queue/model/queue-ops.js'
 
 
 const KEY_A = 'a'.repeat(64)

@@ -11,7 +11,8 @@ import test from 'brittle'
 import fc from 'fast-check'
 import b4a from 'b4a'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
-import { OP_VERSION, SIGNER_LEASE } from '../lib/log/ops.js'
+import { OP_VERSION } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 
 const TYPES = ['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version', 'repo-add', 'repo-remove', 'event']
 

@@ -7,7 +7,8 @@
 import test from 'brittle'
 import { APPLY_VERSION, type View } from '../lib/log/apply.js'
 import { apply } from '../lib/families.js'
-import type { EventOp, Op } from '../lib/log/ops.js'
+import type { Op } from '../lib/log/ops.js'
+import type { EventOp } from '../lib/queue/model/queue-ops.js'
 import { APPLIED_KEY, rejectedKey } from '../lib/log/view-layout.js'
 import {
   AUDIT_RING,

@@ -4,7 +4,7 @@
  */
 import test from 'brittle'
 import { Cluster, waitFor } from './helpers/cluster.js'
-import { SIGNER_LEASE } from '../lib/log/ops.js'
+import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 
 // Defect (a randomized fault run, by reading): a SIGTERMed holder whose tip
 // showed another device's claim still pending (a partition just healed)

@@ -16,7 +16,7 @@ import { connect, type Socket } from 'node:net'
 import { Cluster, waitFor } from './helpers/cluster.js'
 import { QueueReads } from '../lib/queue/model/queue-reads.js'
 import { GroupAppend } from '../lib/log/group-append.js'
-import type { EventOp } from '../lib/log/ops.js'
+import type { EventOp } from '../lib/queue/model/queue-ops.js'
 import { WebhookServer } from '../lib/queue/intake/webhook-server.js'
 import { example, utf8, withHeadSha, withRepo } from './webhook-helpers.js'
 

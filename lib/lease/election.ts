@@ -21,8 +21,8 @@
  *   the old process's token while something of the old one may still be in
  *   flight (its `run` child until its deadline, a forge call on the wire):
  *   a fencing token shared by two incarnations fences nothing between them.
- *   A restarted holder that renewed at once was elected again at the very
- *   epoch it held when it was SIGKILLed (a randomized fault run). The wait
+ *   A restarted holder that renewed at once would hold again the very
+ *   epoch its killed process held. The wait
  *   starts after the old process's last send (we can only see what it
  *   sent), so it ends after the old hold deadline, as for a failover. A
  *   suspend of the SAME process keeps its epoch: it renews (same
@@ -38,8 +38,8 @@
  *   (deadline - RENEW_MARGIN x p95 latency), never more often than once per
  *   retryMs, and never while our previous claim or renew is still
  *   unconfirmed: another op does not confirm the first one sooner, and
- *   renewing every retryMs under load fed a storm of renews and acks in
- *   which autobase indexed nothing for 1.6 s (measured). A healthy group
+ *   renewing every retryMs under load feeds a storm of renews and acks in
+ *   which autobase indexes nothing. A healthy group
  *   (p95 well under the slack / RENEW_MARGIN) renews exactly every
  *   leaseMs/2: at most 2 lease ops per leaseMs. A slow one renews as soon as
  *   its previous renew is confirmed instead of demoting at its deadline.
@@ -113,9 +113,8 @@ export function decide(v: ElectionView, t: Timing): Decision {
     // Handed over to us: claim at once, no queueing behind anyone, and not
     // held back by our own stand-down from an earlier release (that stand-
     // down exists so OUR successor claims uncontested; a holder that now
-    // hands back to us names us). Measured in-process: a handoff back to a
-    // device that had released within leaseMs waited out the rest of its
-    // stand-down, 0.5-1.1 s.
+    // hands back to us names us): else a handoff back to a device that
+    // released within leaseMs would wait out the rest of its stand-down.
     return claimUnlessPending(v, t, tip)
   }
   if (v.standDownUntil !== null && v.now < v.standDownUntil) {

@@ -6,8 +6,8 @@
  * - `holding()` / `epoch()` are evaluated against the clock at the moment of
  *   use, never a flag refreshed on ticks; events are notifications only.
  * - Sending a release ends holding at once (send times are forgotten before
- *   the op is appended): a prototype that counted itself holder until its
- *   release was confirmed overlapped its successor.
+ *   the op is appended): counting itself holder until the release is
+ *   confirmed, a holder would overlap its successor.
  * - A suspended machine (wall clock jumped ahead of the monotonic clock,
  *   which stops during suspend on Linux) forgets its send times, so it holds
  *   nothing until a fresh renew is confirmed.
@@ -26,14 +26,14 @@
  *   appends the release naming a live successor: the successor may act as
  *   soon as it sees the release, so nothing of ours may still run by then.
  * - A release is sent whenever a tenure of THIS process is at the tip or
- *   confirmed, whatever else the tip shows: a holder whose tip showed
- *   another device's claim still pending (right after a partition healed)
- *   answered `not-held`, stopped without a release, the claim then lost its
- *   CAS, and no device held for 11 s. A release at our confirmed epoch is
- *   harmless either way: ordered after the pending claim it is rejected and
- *   the claimant holds; ordered before, the claim fails and the nominee
- *   claims. A tenure of an earlier process is never released: what that
- *   process left running is unknown, so only leaseMs may end it.
+ *   confirmed, whatever else the tip shows: a holder whose tip shows another
+ *   device's claim still pending (a partition just healed) that stopped
+ *   without a release would leave nobody holding for a lease when that
+ *   claim loses its CAS. A release at our confirmed epoch is harmless either
+ *   way: ordered after the pending claim it is rejected and the claimant
+ *   holds; ordered before, the claim fails and the nominee claims. A tenure
+ *   of an earlier process is never released: what that process left
+ *   running is unknown, so only leaseMs may end it.
  * - A process never acts under an epoch an earlier process of this device
  *   held (election.ts `isInherited`): it knows the first log index it
  *   appended at, and a record of ours below it is waited out and claimed
@@ -47,7 +47,7 @@ import { systemClock, type Clock } from '../util/clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
 import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Capable, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'
-import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
+import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
 import type { ReadMode } from '../log/intent-log.js'
 
 /** What the elector needs from the intent log (a fake in unit tests). */
@@ -150,63 +150,32 @@ export class Elector extends ReadyResource {
   private readonly timers: boolean
   private readonly capable: Capable
   private readonly stopWork: ((deadline: number | null) => Promise<void>) | null
-  /**
-   * Per writer key (an op id's author): the log index of the first op this
-   * process appended under it (election.ts isInherited). One key per
-   * generation of the log (docs/generations.md): a record carried into the
-   * next generation keeps the op id it had, and is ours when this process
-   * wrote it there.
-   */
-  private readonly firstOwn = new Map<string, number>()
-  /** The epoch of the inherited tenure we last announced (one `inherited` event per tenure, however many of its records replay). */
-  private inheritedSeen: number | null = null
-  /** The confirmed op our last elected/renewed event was about. */
-  private announced: string | null = null
-  /** Set by a final release: nothing is claimed or renewed any more. */
-  private retired = false
-  /** The last release sent (see lastRelease). */
-  private sentRelease: SentRelease | null = null
-  private handingOver = false
-
-  private tip: LeaseRecord | null = null
-  private confirmed: LeaseRecord | null = null
-  private observed: { opId: string | null; at: number }
-  /** Append-to-confirmed latency of our recent lease ops (ms), newest last. */
-  private readonly latencies: number[] = []
-  /** Local send time of our recent claims and renews, by op id. */
-  private readonly sent = new Map<string, number>()
-  private lastSentAt: number | null = null
-  /** The id of our latest claim or renew (once appended). */
-  private lastSentId: string | null = null
-  private lastClaimAt: number | null = null
-  private standDownUntil: number | null = null
-  private cause: DemotionReason | null = null
-  /** Set synchronously by release(): holding ends before anything is awaited. */
-  private releasing = false
-  private role: { epoch: number } | null = null
-  private lastMono: number
-  private lastWall: number
-
-  private running = false
-  private acting: Promise<void> | null = null
-  private refreshing: Promise<void> | null = null
-  private cycling = false
-  private again = false
-  private tickTimer: NodeJS.Timeout | null = null
-  private deadlineTimer: NodeJS.Timeout | null = null
-  private readonly onupdate = (): void => this.kick()
-  /**
-   * The log's confirmed order proved not to be the quorum's (its confirmed
-   * reads refuse until it is repaired): holding ends now, whatever that
-   * order said; decision() waits while log.orderDiverged is set.
-   */
-  private readonly ondiverged = (): void => {
-    this.forgetSendTimes('order-diverged')
-    this.confirmed = null
-    this.evaluate()
+  /** What this process wrote (election.ts isInherited). */
+  private readonly own = new Ownership()
+  private readonly sends = new Sends()
+  private readonly seen: Seen
+  private readonly standing: Standing = { role: null, announced: null, cause: null }
+  /** Releases, hand-overs and retirement. */
+  private readonly stepDown: StepDown = { releasing: false, handingOver: false, retired: false, until: null, sent: null }
+  private readonly suspend: SuspendWatch
+  private readonly loop: Loop = { running: false, cycling: false, again: false, tickTimer: null, deadlineTimer: null }
+  /** The claim, renew or release being appended (`acting`) and the read in progress: never two at once. */
+  private readonly inFlight: InFlight = { acting: null, refreshing: null }
+  private readonly logListeners = {
+    update: (): void => this.kick(),
+    /**
+     * The log's confirmed order proved not to be the quorum's (its confirmed
+     * reads refuse until it is repaired): holding ends now, whatever that
+     * order said; decision() waits while log.orderDiverged is set.
+     */
+    diverged: (): void => {
+      this.forgetSendTimes('order-diverged')
+      this.seen.confirmed = null
+      this.evaluate()
+    },
+    /** Claims and renews resume, from confirmed reads made from now on. */
+    repaired: (): void => this.kick()
   }
-  /** Claims and renews resume, from confirmed reads made from now on. */
-  private readonly onrepaired = (): void => this.kick()
 
   constructor(log: LeaseLog, opts: ElectorOptions = {}) {
     super()
@@ -218,34 +187,33 @@ export class Elector extends ReadyResource {
     this.timers = opts.timers !== false
     this.capable = opts.capable ?? (() => true)
     this.stopWork = opts.stopWork ?? null
-    this.lastMono = this.clock.now()
-    this.lastWall = this.clock.wall()
-    this.observed = { opId: null, at: this.lastMono }
+    this.suspend = new SuspendWatch(this.clock)
+    this.seen = { tip: null, confirmed: null, observed: { opId: null, at: this.suspend.startedAt } }
     // From construction: nothing is sent before, and a divergence found while the daemon was still starting is in log.orderDiverged.
-    log.on('diverged', this.ondiverged)
-    log.on('repaired', this.onrepaired)
+    log.on('diverged', this.logListeners.diverged)
+    log.on('repaired', this.logListeners.repaired)
   }
 
   override async _open(): Promise<void> {
-    this.log.on('update', this.onupdate)
+    this.log.on('update', this.logListeners.update)
     await this.refresh()
     // `opened` only turns true after _open returns, so the loop keys off its own flag.
-    this.running = true
+    this.loop.running = true
     if (this.timers) this.kick()
   }
 
   override async _close(): Promise<void> {
-    this.running = false
-    this.log.off('update', this.onupdate)
-    this.log.off('diverged', this.ondiverged)
-    this.log.off('repaired', this.onrepaired)
-    if (this.tickTimer) clearTimeout(this.tickTimer)
-    if (this.deadlineTimer) clearTimeout(this.deadlineTimer)
-    this.tickTimer = this.deadlineTimer = null
-    if (this.acting) await this.acting
-    if (this.role !== null) {
-      const epoch = this.role.epoch
-      this.role = null
+    this.loop.running = false
+    this.log.off('update', this.logListeners.update)
+    this.log.off('diverged', this.logListeners.diverged)
+    this.log.off('repaired', this.logListeners.repaired)
+    if (this.loop.tickTimer) clearTimeout(this.loop.tickTimer)
+    if (this.loop.deadlineTimer) clearTimeout(this.loop.deadlineTimer)
+    this.loop.tickTimer = this.loop.deadlineTimer = null
+    if (this.inFlight.acting) await this.inFlight.acting
+    if (this.standing.role !== null) {
+      const epoch = this.standing.role.epoch
+      this.standing.role = null
       this.emit('demoted', { epoch, reason: 'closed' })
     }
   }
@@ -257,15 +225,15 @@ export class Elector extends ReadyResource {
 
   /** The epoch (fencing token) we hold right now, or null. */
   epoch(): number | null {
-    if (this.closing !== null || this.releasing) return null
+    if (this.closing !== null || this.stepDown.releasing) return null
     this.checkSuspend()
-    return holdingEpoch({ self: this.log.self, now: this.clock.now(), confirmed: this.confirmed, sentAt: (id) => this.sent.get(id) }, this.config)
+    return holdingEpoch({ self: this.log.self, now: this.clock.now(), confirmed: this.seen.confirmed, sentAt: (id) => this.sends.times.get(id) }, this.config)
   }
 
   /** The monotonic instant our hold ends, or null when not holding. */
   deadline(): number | null {
     if (this.epoch() === null) return null
-    return holdDeadline({ self: this.log.self, confirmed: this.confirmed, sentAt: (id) => this.sent.get(id) }, this.config)
+    return holdDeadline({ self: this.log.self, confirmed: this.seen.confirmed, sentAt: (id) => this.sends.times.get(id) }, this.config)
   }
 
   status(): ElectorStatus {
@@ -273,16 +241,14 @@ export class Elector extends ReadyResource {
     const epoch = this.epoch()
     let expiresInMs: number | null = null
     if (epoch !== null) expiresInMs = Math.max(0, (this.deadline() ?? now) - now)
-    else if (this.tip !== null && this.tip.holder !== null) expiresInMs = Math.max(0, this.observed.at + this.config.leaseMs - now)
-    else if (this.tip !== null || this.confirmed !== null) expiresInMs = 0
-    return { role: epoch === null ? 'standby' : 'holder', epoch, confirmed: this.confirmed, tip: this.tip, expiresInMs }
+    else if (this.seen.tip !== null && this.seen.tip.holder !== null) expiresInMs = Math.max(0, this.seen.observed.at + this.config.leaseMs - now)
+    else if (this.seen.tip !== null || this.seen.confirmed !== null) expiresInMs = 0
+    return { role: epoch === null ? 'standby' : 'holder', epoch, confirmed: this.seen.confirmed, tip: this.seen.tip, expiresInMs }
   }
 
   /** The p95 of our recent append-to-confirmed latencies (0 until one is measured). */
   confirmLatencyMs(): number {
-    if (this.latencies.length === 0) return 0
-    const sorted = [...this.latencies].sort((a, b) => a - b)
-    return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))]!
+    return this.sends.latencyP95()
   }
 
   /**
@@ -292,37 +258,37 @@ export class Elector extends ReadyResource {
    */
   async release(opts: ReleaseOptions = {}): Promise<'released' | 'not-held'> {
     const deadline = this.deadline()
-    this.releasing = true
-    this.cause = 'released'
-    if (opts.final === true) this.retired = true
+    this.stepDown.releasing = true
+    this.standing.cause = 'released'
+    if (opts.final === true) this.stepDown.retired = true
     this.evaluate()
     try {
-      while (this.acting) await this.acting
+      while (this.inFlight.acting) await this.inFlight.acting
       let done!: () => void
-      this.acting = new Promise<void>((resolve) => (done = resolve))
+      this.inFlight.acting = new Promise<void>((resolve) => (done = resolve))
       try {
         await this.refresh()
         // Our tenure at the tip, else our confirmed one whatever the tip shows (see the header).
-        const record = this.ours(this.tip) ? this.tip : this.ours(this.confirmed) ? this.confirmed : null
+        const record = this.ours(this.seen.tip) ? this.seen.tip : this.ours(this.seen.confirmed) ? this.seen.confirmed : null
         // Released already (a `release` call, then SIGTERM): one release per tenure.
-        if (record === null || (this.sentRelease !== null && this.sentRelease.epoch >= record.epoch)) return 'not-held'
+        if (record === null || (this.stepDown.sent !== null && this.stepDown.sent.epoch >= record.epoch)) return 'not-held'
         this.forgetSendTimes('released')
-        this.standDownUntil = this.clock.now() + this.config.leaseMs
+        this.stepDown.until = this.clock.now() + this.config.leaseMs
         const stopWork = opts.stopWork ?? this.stopWork
         if (stopWork) await stopWork(deadline)
         const successor =
           opts.successor !== undefined ? opts.successor : chooseSuccessor(this.log.self, this.log.liveWriters(this.config.leaseMs), record.epoch + 1, this.capable)
         const ts = Math.round(this.clock.wall())
         const id = await this.log.append({ type: 'release', name: this.name, epoch: record.epoch, owner: null, ts, ...(successor !== null ? { successor } : {}) })
-        this.noteOwn(id)
-        this.sentRelease = { epoch: record.epoch, successor, opId: id }
+        this.own.note(id)
+        this.stepDown.sent = { epoch: record.epoch, successor, opId: id }
         return 'released'
       } finally {
-        this.acting = null
+        this.inFlight.acting = null
         done()
       }
     } finally {
-      this.releasing = false
+      this.stepDown.releasing = false
       this.evaluate()
       this.kick()
     }
@@ -330,17 +296,17 @@ export class Elector extends ReadyResource {
 
   /** Send no claim or renew from now on (the device is stopping; a release may still follow). Holding is not ended by this alone. */
   retire(): void {
-    this.retired = true
+    this.stepDown.retired = true
   }
 
   /** The last release this elector sent (null: none yet). */
   lastRelease(): SentRelease | null {
-    return this.sentRelease
+    return this.stepDown.sent
   }
 
   /** One full round without timers: refresh, role check, decide, act. For tests with a manual clock. */
   async step(): Promise<Decision> {
-    if (this.acting) await this.acting
+    if (this.inFlight.acting) await this.inFlight.acting
     await this.refresh()
     this.evaluate()
     const decision = this.decision()
@@ -349,9 +315,9 @@ export class Elector extends ReadyResource {
       await this.refresh()
       this.evaluate()
     } else if (decision.action !== 'wait') {
-      this.acting = this.act(decision)
-      await this.acting
-      this.acting = null
+      this.inFlight.acting = this.act(decision)
+      await this.inFlight.acting
+      this.inFlight.acting = null
       await this.refresh()
       this.evaluate()
     }
@@ -360,23 +326,12 @@ export class Elector extends ReadyResource {
 
   /** A tenure this process wrote (a record naming us that an earlier process wrote is not ours: isInherited). */
   private ours(record: LeaseRecord | null): record is LeaseRecord {
-    return record !== null && record.holder === this.log.self && !isInherited(this.log.self, record, this.firstOwnIndex(record))
-  }
-
-  private noteOwn(id: string): void {
-    const index = opIndex(id)
-    const key = id.slice(0, id.lastIndexOf(':'))
-    if (!this.firstOwn.has(key) && Number.isSafeInteger(index)) this.firstOwn.set(key, index)
-  }
-
-  /** The first index this process appended under the key that wrote `record` (null: none, or no record). */
-  private firstOwnIndex(record: LeaseRecord | null): number | null {
-    return record === null ? null : (this.firstOwn.get(record.opId.slice(0, record.opId.lastIndexOf(':'))) ?? null)
+    return record !== null && record.holder === this.log.self && !isInherited(this.log.self, record, this.own.firstIndex(record))
   }
 
   private decision(): Decision {
-    if (this.retired || this.handingOver || this.diverged()) return { action: 'wait', until: null, reason: 'standing-down' }
-    const tip = this.tip
+    if (this.stepDown.retired || this.stepDown.handingOver || this.diverged()) return { action: 'wait', until: null, reason: 'standing-down' }
+    const tip = this.seen.tip
     const live = this.log.liveWriters(this.config.leaseMs)
     // The claim order for the next epoch, among the live devices but the current holder.
     const candidates = live.filter((k) => k !== tip?.holder)
@@ -387,20 +342,20 @@ export class Elector extends ReadyResource {
         self: this.log.self,
         now: this.clock.now(),
         tip,
-        observedAt: this.observed.at,
-        lastSentAt: this.lastSentAt,
-        lastClaimAt: this.lastClaimAt,
-        standDownUntil: this.standDownUntil,
+        observedAt: this.seen.observed.at,
+        lastSentAt: this.sends.lastAt,
+        lastClaimAt: this.sends.lastClaimAt,
+        standDownUntil: this.stepDown.until,
         holdDeadline,
         // A renew stuck for half a lease (a reboot, a lost ack) no longer holds the next one back.
         inFlight:
-          this.lastSentId !== null &&
-          tip?.opId === this.lastSentId &&
-          this.confirmed?.opId !== this.lastSentId &&
-          this.clock.now() - (this.lastSentAt ?? -Infinity) < this.config.leaseMs / 2,
+          this.sends.lastId !== null &&
+          tip?.opId === this.sends.lastId &&
+          this.seen.confirmed?.opId !== this.sends.lastId &&
+          this.clock.now() - (this.sends.lastAt ?? -Infinity) < this.config.leaseMs / 2,
         confirmLatencyMs: this.confirmLatencyMs(),
         rank: claimRank(this.log.self, candidates, nextEpoch, this.capable),
-        inherited: isInherited(this.log.self, tip, this.firstOwnIndex(tip)),
+        inherited: isInherited(this.log.self, tip, this.own.firstIndex(tip)),
         handOverTo: holdDeadline !== null ? handOverTarget(this.log.self, live, nextEpoch, this.capable) : null
       },
       this.config
@@ -408,26 +363,26 @@ export class Elector extends ReadyResource {
   }
 
   private kick(): void {
-    if (!this.timers || this.closing !== null || !this.running) return
-    if (this.cycling) {
-      this.again = true
+    if (!this.timers || this.closing !== null || !this.loop.running) return
+    if (this.loop.cycling) {
+      this.loop.again = true
       return
     }
-    this.cycling = true
+    this.loop.cycling = true
     this.cycle()
       .catch((err: unknown) => this.emit('error', err))
       .finally(() => {
-        this.cycling = false
-        if (this.again) {
-          this.again = false
+        this.loop.cycling = false
+        if (this.loop.again) {
+          this.loop.again = false
           this.kick()
         }
       })
   }
 
   private async cycle(): Promise<void> {
-    if (this.tickTimer) clearTimeout(this.tickTimer)
-    this.tickTimer = null
+    if (this.loop.tickTimer) clearTimeout(this.loop.tickTimer)
+    this.loop.tickTimer = null
     if (this.closing !== null) return
     try {
       // A read waiting on a peer must not freeze the tick: decide on the
@@ -435,14 +390,14 @@ export class Elector extends ReadyResource {
       await Promise.race([this.refresh(), new Promise((resolve) => setTimeout(resolve, this.config.retryMs).unref())])
       this.evaluate()
       let wakeAt: number | null = null
-      if (this.acting === null) {
+      if (this.inFlight.acting === null) {
         const decision = this.decision()
         if (decision.action === 'hand-over') {
           // release() takes the acting slot itself; the loop is kicked again when it ends.
           void this.handOver(decision.epoch, decision.successor).catch((err: unknown) => this.emit('error', err))
         } else if (decision.action !== 'wait') {
-          this.acting = this.act(decision).finally(() => {
-            this.acting = null
+          this.inFlight.acting = this.act(decision).finally(() => {
+            this.inFlight.acting = null
             this.kick()
           })
         } else {
@@ -462,24 +417,24 @@ export class Elector extends ReadyResource {
    * leaseMs/4: a safety net in case an update is missed, not a poll.
    */
   private arm(at: number | null): void {
-    if (this.closing !== null || this.tickTimer !== null) return
+    if (this.closing !== null || this.loop.tickTimer !== null) return
     const now = this.clock.now()
     const ms = Math.min(this.config.leaseMs / 4, Math.max(0, (at ?? Infinity) - now))
-    this.tickTimer = setTimeout(() => {
-      this.tickTimer = null
+    this.loop.tickTimer = setTimeout(() => {
+      this.loop.tickTimer = null
       this.kick()
     }, Math.ceil(ms))
   }
 
   /** Release to a capable successor (decide's hand-over), stopping local work first as any release does. */
   private async handOver(epoch: number, successor: string): Promise<void> {
-    if (this.handingOver) return
-    this.handingOver = true
+    if (this.stepDown.handingOver) return
+    this.stepDown.handingOver = true
     try {
       this.emit('hand-over', { epoch, successor })
       await this.release({ successor })
     } finally {
-      this.handingOver = false
+      this.stepDown.handingOver = false
     }
   }
 
@@ -488,21 +443,21 @@ export class Elector extends ReadyResource {
     const ts = Math.round(this.clock.wall())
     let op: LeaseOp
     if (decision.action === 'claim') {
-      this.lastClaimAt = at
+      this.sends.lastClaimAt = at
       op = { type: 'claim', name: this.name, seen: decision.seen, epoch: decision.epoch, ts }
     } else if (decision.action === 'renew') {
       op = { type: 'renew', name: this.name, epoch: decision.epoch, owner: null, ts }
     } else {
       return
     }
-    this.lastSentAt = at
+    this.sends.lastAt = at
     try {
       const id = await this.log.append(op)
-      this.noteOwn(id)
+      this.own.note(id)
       // A release or suspend since we sent voids this send time.
-      if (this.lastSentAt === at) {
-        this.remember(id, at)
-        this.lastSentId = id
+      if (this.sends.lastAt === at) {
+        this.sends.remember(id, at)
+        this.sends.lastId = id
       }
     } catch (err) {
       if (this.closing !== null) return
@@ -512,27 +467,17 @@ export class Elector extends ReadyResource {
     }
   }
 
-  private remember(id: string, at: number): void {
-    this.sent.set(id, at)
-    if (this.sent.size > MAX_SENT) {
-      const oldest = this.sent.keys().next().value
-      if (oldest !== undefined) this.sent.delete(oldest)
-    }
-  }
-
   private forgetSendTimes(cause: DemotionReason): void {
-    this.sent.clear()
-    this.lastSentAt = null
-    this.lastSentId = null
-    this.cause = cause
+    this.sends.forget()
+    this.standing.cause = cause
   }
 
   private async refresh(): Promise<void> {
-    if (this.refreshing) return this.refreshing
-    this.refreshing = this.read().finally(() => {
-      this.refreshing = null
+    if (this.inFlight.refreshing) return this.inFlight.refreshing
+    this.inFlight.refreshing = this.read().finally(() => {
+      this.inFlight.refreshing = null
     })
-    return this.refreshing
+    return this.inFlight.refreshing
   }
 
   private async read(): Promise<void> {
@@ -554,17 +499,11 @@ export class Elector extends ReadyResource {
     }
     const now = this.clock.now()
     const tipId = tip?.opId ?? null
-    if (tipId !== this.observed.opId) this.observed = { opId: tipId, at: now }
-    const before = this.confirmed
-    if (confirmed !== null && confirmed.opId !== before?.opId) {
-      const sentAt = this.sent.get(confirmed.opId)
-      if (sentAt !== undefined) {
-        this.latencies.push(now - sentAt)
-        if (this.latencies.length > LATENCY_WINDOW) this.latencies.shift()
-      }
-    }
-    this.tip = tip
-    this.confirmed = confirmed
+    if (tipId !== this.seen.observed.opId) this.seen.observed = { opId: tipId, at: now }
+    const before = this.seen.confirmed
+    if (confirmed !== null && confirmed.opId !== before?.opId) this.sends.confirmed(confirmed.opId, now)
+    this.seen.tip = tip
+    this.seen.confirmed = confirmed
     if (confirmed !== null && (before === null || before.holder !== confirmed.holder || before.epoch !== confirmed.epoch)) {
       this.emit('holder-changed', { holder: confirmed.holder, epoch: confirmed.epoch })
     }
@@ -572,39 +511,39 @@ export class Elector extends ReadyResource {
 
   /** Emit role changes (and confirmed renews, inherited tenures) and arm a timer for our deadline. */
   private evaluate(): void {
-    const tip = this.tip
-    if (tip !== null && tip.epoch !== this.inheritedSeen && isInherited(this.log.self, tip, this.firstOwnIndex(tip)) && !this.retired) {
-      this.inheritedSeen = tip.epoch
-      this.emit('inherited', { epoch: tip.epoch, claimAfterMs: Math.max(0, Math.ceil(this.observed.at + this.config.leaseMs - this.clock.now())) })
+    const tip = this.seen.tip
+    if (tip !== null && tip.epoch !== this.own.inheritedSeen && isInherited(this.log.self, tip, this.own.firstIndex(tip)) && !this.stepDown.retired) {
+      this.own.inheritedSeen = tip.epoch
+      this.emit('inherited', { epoch: tip.epoch, claimAfterMs: Math.max(0, Math.ceil(this.seen.observed.at + this.config.leaseMs - this.clock.now())) })
     }
     const epoch = this.epoch()
-    if (this.role !== null && this.role.epoch !== epoch) {
-      const old = this.role.epoch
-      this.role = null
+    if (this.standing.role !== null && this.standing.role.epoch !== epoch) {
+      const old = this.standing.role.epoch
+      this.standing.role = null
       const reason = this.demotionReason()
       if (reason === 'deadline') {
-        const pending = this.lastSentId !== null && this.confirmed?.opId !== this.lastSentId && this.lastSentAt !== null
-        this.emit('demoted', { epoch: old, reason, renewPendingMs: pending ? Math.round(this.clock.now() - this.lastSentAt!) : null, confirmLatencyMs: Math.round(this.confirmLatencyMs()) })
+        const pending = this.sends.lastId !== null && this.seen.confirmed?.opId !== this.sends.lastId && this.sends.lastAt !== null
+        this.emit('demoted', { epoch: old, reason, renewPendingMs: pending ? Math.round(this.clock.now() - this.sends.lastAt!) : null, confirmLatencyMs: Math.round(this.confirmLatencyMs()) })
       } else {
         this.emit('demoted', { epoch: old, reason })
       }
     }
-    if (epoch !== null && this.role === null) {
-      this.role = { epoch }
-      this.cause = null
-      this.announced = this.confirmed?.opId ?? null
+    if (epoch !== null && this.standing.role === null) {
+      this.standing.role = { epoch }
+      this.standing.cause = null
+      this.standing.announced = this.seen.confirmed?.opId ?? null
       this.emit('elected', { epoch, holdMs: this.holdMs() })
-    } else if (epoch !== null && this.confirmed !== null && this.confirmed.opId !== this.announced) {
-      this.announced = this.confirmed.opId
+    } else if (epoch !== null && this.seen.confirmed !== null && this.seen.confirmed.opId !== this.standing.announced) {
+      this.standing.announced = this.seen.confirmed.opId
       this.emit('renewed', { epoch, holdMs: this.holdMs() })
     }
-    if (this.deadlineTimer) clearTimeout(this.deadlineTimer)
-    this.deadlineTimer = null
-    const deadline = this.role !== null ? this.deadline() : null
+    if (this.loop.deadlineTimer) clearTimeout(this.loop.deadlineTimer)
+    this.loop.deadlineTimer = null
+    const deadline = this.standing.role !== null ? this.deadline() : null
     if (this.timers && deadline !== null && this.closing === null) {
       // At the deadline, read the confirmed record first: a renew confirmed
       // since the last read moves the deadline instead of demoting us.
-      this.deadlineTimer = setTimeout(() => {
+      this.loop.deadlineTimer = setTimeout(() => {
         this.refresh().then(
           () => this.evaluate(),
           () => this.evaluate()
@@ -624,26 +563,134 @@ export class Elector extends ReadyResource {
   }
 
   private demotionReason(): DemotionReason {
-    if (this.cause !== null) return this.cause
-    if (this.confirmed === null || this.confirmed.holder !== this.log.self) return 'taken-over'
+    if (this.standing.cause !== null) return this.standing.cause
+    if (this.seen.confirmed === null || this.seen.confirmed.holder !== this.log.self) return 'taken-over'
     return 'deadline'
   }
 
   private checkSuspend(): void {
-    const mono = this.clock.now()
-    const wall = this.clock.wall()
-    const gap = wall - this.lastWall - (mono - this.lastMono)
-    this.lastMono = mono
-    this.lastWall = wall
-    if (gap > this.config.suspendToleranceMs) {
-      // The monotonic clock stopped while the wall clock ran on: we slept.
-      // Our windows are measured on a clock that missed that time.
+    const woke = this.suspend.woke(this.config.suspendToleranceMs)
+    if (woke !== null) {
+      // Our windows are measured on a clock that missed the time we slept.
       this.forgetSendTimes('suspended')
-      this.observed = { ...this.observed, at: mono }
+      this.seen.observed = { ...this.seen.observed, at: woke }
     }
   }
 }
 
 function isCoded(err: unknown): err is Error & { code: string } {
   return err instanceof Error && typeof (err as { code?: unknown }).code === 'string'
+}
+
+/** The records as last read: the tip, the confirmed, and when the tip's op was first seen here (monotonic). */
+type Seen = { tip: LeaseRecord | null; confirmed: LeaseRecord | null; observed: { opId: string | null; at: number } }
+
+/** The role announced (elected, demoted), the confirmed op our last elected/renewed event was about, why holding ended. */
+type Standing = { role: { epoch: number } | null; announced: string | null; cause: DemotionReason | null }
+
+interface StepDown {
+  /** Set synchronously by release(): holding ends before anything is awaited. */
+  releasing: boolean
+  handingOver: boolean
+  /** Set by a final release: nothing is claimed or renewed any more. */
+  retired: boolean
+  /** No claim before this instant: the successor we nominated claims uncontested. */
+  until: number | null
+  /** The last release sent (see lastRelease). */
+  sent: SentRelease | null
+}
+
+/** The loop: running from open to close, one cycle at a time (`again`: another was asked for meanwhile), and its two timers. */
+type Loop = { running: boolean; cycling: boolean; again: boolean; tickTimer: NodeJS.Timeout | null; deadlineTimer: NodeJS.Timeout | null }
+type InFlight = { acting: Promise<void> | null; refreshing: Promise<void> | null }
+
+/**
+ * What this process wrote. Per writer key (an op id's author): the log
+ * index of the first op this process appended under it (election.ts
+ * isInherited). One key per generation of the log (docs/generations.md): a
+ * record carried into the next generation keeps the op id it had, and is
+ * ours when this process wrote it there.
+ */
+class Ownership {
+  private readonly firstOwn = new Map<string, number>()
+  /** The epoch of the inherited tenure we last announced (one `inherited` event per tenure, however many of its records replay). */
+  inheritedSeen: number | null = null
+
+  note(id: string): void {
+    const index = opIndex(id)
+    const key = id.slice(0, id.lastIndexOf(':'))
+    if (!this.firstOwn.has(key) && Number.isSafeInteger(index)) this.firstOwn.set(key, index)
+  }
+
+  /** The first index this process appended under the key that wrote `record` (null: none, or no record). */
+  firstIndex(record: LeaseRecord | null): number | null {
+    return record === null ? null : (this.firstOwn.get(record.opId.slice(0, record.opId.lastIndexOf(':'))) ?? null)
+  }
+}
+
+/**
+ * Our recent claims and renews: the local send time of each (by op id), the
+ * latest one, and how long the recent ones took to be confirmed. Forgotten
+ * on a release, a suspend or a divergence: a send time forgotten holds nothing.
+ */
+class Sends {
+  readonly times = new Map<string, number>()
+  lastAt: number | null = null
+  /** The id of our latest claim or renew (once appended). */
+  lastId: string | null = null
+  lastClaimAt: number | null = null
+  /** Append-to-confirmed latency of our recent lease ops (ms), newest last. */
+  private readonly latencies: number[] = []
+
+  remember(id: string, at: number): void {
+    this.times.set(id, at)
+    if (this.times.size > MAX_SENT) {
+      const oldest = this.times.keys().next().value
+      if (oldest !== undefined) this.times.delete(oldest)
+    }
+  }
+
+  forget(): void {
+    this.times.clear()
+    this.lastAt = null
+    this.lastId = null
+  }
+
+  /** A newly confirmed op: if we sent it, how long it took. */
+  confirmed(opId: string, now: number): void {
+    const sentAt = this.times.get(opId)
+    if (sentAt !== undefined) {
+      this.latencies.push(now - sentAt)
+      if (this.latencies.length > LATENCY_WINDOW) this.latencies.shift()
+    }
+  }
+
+  /** The p95 of the recent latencies (0 until one is measured). */
+  latencyP95(): number {
+    if (this.latencies.length === 0) return 0
+    const sorted = [...this.latencies].sort((a, b) => a - b)
+    return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))]!
+  }
+}
+
+/** A suspend: the monotonic clock stops during it (on Linux), the wall clock runs on. */
+class SuspendWatch {
+  readonly startedAt: number
+  private lastMono: number
+  private lastWall: number
+
+  constructor(private readonly clock: Clock) {
+    this.startedAt = this.lastMono = clock.now()
+    this.lastWall = clock.wall()
+  }
+
+  /** The monotonic instant now if the clocks drifted apart by more than `toleranceMs` since the last look (we slept), else null. */
+  woke(toleranceMs: number): number | null {
+    const mono = this.clock.now()
+    const wall = this.clock.wall()
+    const gap = wall - this.lastWall - (mono - this.lastMono)
+    this.lastMono = mono
+    this.lastWall = wall
+    return gap > toleranceMs ? mono : null
+  }
 }

@@ -6,7 +6,7 @@
  * outcome (which the requesting device reports once it is confirmed).
  */
 import type { ViewTx } from '../log/view-tx.js'
-import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
+import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
 import { transition, type LeaseRecord } from './lease-state.js'
 import { leaseKey, outcomeKey, tenureKey, type OpOutcome, type RejectionReason, type TenureEntry } from '../log/view-layout.js'
 

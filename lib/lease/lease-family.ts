@@ -8,7 +8,8 @@
  * Owns: the signer lease's record and tenures; every other lease record,
  * tenure and named-lease outcome (outcome/).
  */
-import { SIGNER_LEASE, type Op } from '../log/ops.js'
+import type { Op } from '../log/ops.js'
+import { SIGNER_LEASE } from './lease-ops.js'
 import { keyRange, prefixRange, stateInRanges, type OpFamily, type OpHandlers } from '../log/op-family.js'
 import { LEASE_PREFIX, OUTCOME_PREFIX, TENURE_PREFIX, leaseKey, tenurePrefix } from '../log/view-layout.js'
 import { applyLeaseOp } from './lease-apply.js'

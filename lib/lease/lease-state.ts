@@ -21,7 +21,7 @@
  * What it does not do: decide WHEN to claim or renew (election.ts), or know
  * whether a record is confirmed (intent-log.ts).
  */
-import { SIGNER_LEASE, type LeaseOp } from '../log/ops.js'
+import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
 import type { LeaseRecord, RejectReason, TenureEnd, TenureStart } from '../log/view-layout.js'
 
 // The record and tenure shapes are the view's (lib/log/view-layout.ts: the intent log reads them too).

@@ -24,7 +24,7 @@
 import type { IntentLog } from '../log/intent-log.js'
 import { isLive, type LeaseRecord } from './lease-state.js'
 import type { OpOutcome } from '../log/view-layout.js'
-import { SIGNER_LEASE, isLeaseName } from '../log/ops.js'
+import { SIGNER_LEASE, isLeaseName } from './lease-ops.js'
 import { AutoleaseError } from '../errors.js'
 
 export interface ConfirmedOutcome extends OpOutcome {

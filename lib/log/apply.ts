@@ -16,8 +16,7 @@
  *   node, discards the same nothing, and counts the same `apply-error`. So
  *   isolating it cannot make peers diverge, and it cannot stop the base (a
  *   throw would stop it for everyone, and a restart would re-apply the same
- *   op and stop again: a lone surrogate in a lease name once did exactly
- *   that to every device).
+ *   op and stop again, for good).
  * - a StorageFailure, or a failure while committing, is not a property of
  *   the op: it is rethrown and stops the base, as it must.
  *
@@ -31,9 +30,10 @@
  *
  * The fold is a registry of op families (op-family.ts): each applies its
  * own ops and owns its own view keys. createFold takes the list from the
- * part that composes them (lib/families.ts: the group, the signer lease,
- * named leases, the queue), so lib/log imports nothing from the layers
- * above it; an op no family applies is counted as `unknown-type`. This
+ * part that composes them (lib/families.ts), so lib/log imports nothing
+ * from the layers above it; what the fold needs to know of a family's op
+ * types (the apply version that added each) comes with their codecs
+ * (ops.ts registerOpCodecs); an op no family applies is counted as `unknown-type`. This
  * module keeps what every op shares: isolation, the founder, the
  * authorization of the author, and the apply version's gates.
  *
@@ -44,116 +44,47 @@
  */
 import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
-import { decodeOp, opId, type DecodeFailure, type Op } from './ops.js'
+import { decodeOp, opCodec, opId, type DecodeFailure, type Op, type OpType } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
-import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View, type ViewEntry } from './op-family.js'
+import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type FamilySnapshot, type OpFamily, type View } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type WriterEntry } from './view-layout.js'
 import { GENERATIONS_VERSION, generationGate, identityOf, type RestoreEntry } from './generation-family.js'
 
-export type { View }
+export type { View, FamilySnapshot }
 
 /**
  * The apply behaviour this build implements. Groups start at this version
- * (the founder's first op says so). Version 1: leases and writers. Version
- * 2: repo config and webhook events too; in a version-1 group those ops
- * stay unknown (as a version-1 build sees them) until the group is upgraded.
- * Version 3: event-batch ops (several webhook events in one node); unknown
- * in a version-2 group, as a version-2 build sees them.
- * Version 4: the queue's rules change (lib/queue/queue-apply.ts): check
- * facts keyed by source and name in the head-SHA index and the gate, a
- * merge attempt on a paused repo refused, labels folded ASCII-only, the
- * dedup index aged against each op's own ts; and capability ops (what each
- * device can do as holder), unknown in a version-3 group. A version-3 group
- * keeps the version-3 rules (the group's version is passed to the queue's
- * handlers).
- * Version 5: the queue on real repositories (lib/queue/queue-apply.ts):
- * priority and freeze (queue-priority, queue-freeze ops), the holder's
- * notes on why an entry waits (queue-note), update-branch attempts, and a
- * merge attempt below hotfix priority on a frozen repo refused. In a
- * group at 1-4 those ops are counted exactly as a version-4 build counts
- * them when it fails to decode them (unknown type; an attempt action it
- * does not know is an invalid field), before any authorization, as there.
- * Version 6: commands in PR comments and a freeze's exception label
- * (lib/queue/queue-apply.ts, lib/queue/comment-commands.ts): issue_comment events, the holder's
- * answers (queue-command), the labels of each entry. In a group at 1-5
- * they are counted as a version-5 build counts them when it fails to
- * decode them (CODEC_ADDITIONS), before any authorization.
- * Version 7: the queue's check run (lib/queue/queue-apply.ts, queue-status.ts):
- * the holder records the GitHub App whose check run shows the queue on a
- * repo's PRs (queue-check-app), and the gate ignores that App's check runs
- * named for a queue and its check suites, by app and name. In a group at
- * 1-6 the op is counted as a version-6 build counts it (unknown type).
- * Version 8: the log in generations (lib/log/generation-family.ts,
- * docs/generations.md): gen-keys, seal, share, founded and genesis ops; a sealed
- * generation is frozen (every later op rejected, counted under gen/), a
- * new generation starts from its genesis alone, and an op's author is the
- * identity its writer key stands for in this generation. In a group at
- * 1-7 those ops are counted as a version-7 build counts them.
- * Version 9: a first seal names the roster it saw (the last op that
- * changed the writers: generation-family.ts ROSTER_STAMP_VERSION) and is
- * rejected where it lands on another (`roster-changed`), so a writer added
- * as the seal was appended is never left without a key for the next
- * generation. In a group at 8 the stamp is ignored and never written, as a
- * version-8 build does.
- * Version 10: a gen-keys whose box key no founder can seal to, or naming
- * keys another identity registered, is rejected (generation-family.ts
- * KEY_CHECK_VERSION), so no writer's registration can stop a seal or take
- * another device's place in the next generation. In a group at 9 they are
- * accepted, as a version-9 build does.
- * Also at version 10: a comment command is refused while its author has
- * COMMANDS_PER_AUTHOR_MAX pending in the repo (lib/queue/queue-apply.ts,
- * `author-commands-full`). In a group at 1-9 commands count as before.
+ * (the founder's first op says so); an upgrade moves a group to a later one
+ * (an apply-version op). What each version added is stated where it lives:
+ * the op types a version introduced by their codec's `since` (ops.ts and
+ * each family's codec module), the rules it changed by the handlers that
+ * keep each version's rules byte for byte (the group's version is passed to
+ * every handler). The log's own: version 8 the generations
+ * (generation-family.ts, docs/generations.md), 9 the roster stamp of a
+ * first seal, 10 the checks of a gen-keys op.
  */
 export const APPLY_VERSION = 10
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
-const VERSION_1_TYPES = new Set<Op['type']>(['claim', 'acquire', 'renew', 'release', 'add-writer', 'remove-writer', 'apply-version'])
 /**
- * What each version since 5 added to the codec, stated once for both ways
- * an op of it can arrive in a group below that version: as an op this
- * build decodes (olderBuildFailure) and as one it refuses (decodeFailure).
- * Either way it is counted as a build before that version counts it, so
- * that builds of both versions in one group keep byte-identical views (a
- * version-5 build once counted a malformed queue-note `invalid-field`
- * where a version-4 build counted `unknown-type`: a mixed fleet diverged
- * on a counter). Versions 2-4 predate this rule and keep their own checks
- * (dispatch, queue-apply): their builds did not decode the fields first.
+ * From this version on, an op type a version added (its codec's `since`),
+ * or a value it added to an older type (its codec's `older`), is counted,
+ * in a group below that version, exactly as a build before it counts it
+ * when it fails to decode it, and before any authorization, as there: as an
+ * op this build decodes (olderBuildFailure) and as one it refuses
+ * (decodeFailure). Builds of both versions in one group so keep
+ * byte-identical views (a build that counted a malformed op of a new type
+ * `invalid-field` where the older build counted `unknown-type` would make a
+ * mixed fleet diverge on a counter). Types added before it keep their own
+ * check, after authorization (dispatch): their builds did not decode the
+ * fields first.
  */
-interface CodecAddition {
-  version: number
-  /** Op types a build before `version` does not know: its codec fails them on the type. */
-  types: ReadonlySet<string>
-  /** How a build before `version` fails an op of a type it knows (null: it decodes it too). */
-  olderFailure(op: Op): 'invalid-field' | null
+const CODEC_RULE_VERSION = 5
+
+/** The apply version that added `type` (FIRST_VERSION for a type this build does not know). */
+function sinceOf(type: string): number {
+  return opCodec(type)?.since ?? FIRST_VERSION
 }
-const CODEC_ADDITIONS: readonly CodecAddition[] = [
-  {
-    version: 5,
-    types: new Set<Op['type']>(['queue-priority', 'queue-freeze', 'queue-note']),
-    olderFailure: (op) => (op.type === 'attempt' && op.action === 'update-branch' ? 'invalid-field' : null),
-  },
-  {
-    version: 6,
-    types: new Set<Op['type']>(['queue-command']),
-    // An issue_comment event is an invalid `event` field, alone or in a
-    // batch (the intake puts each in a batch of its own, ops.ts packEvents).
-    olderFailure: (op) =>
-      (op.type === 'event' && op.event === 'issue_comment') ||
-      (op.type === 'event-batch' && op.events.some((e) => e.event === 'issue_comment'))
-        ? 'invalid-field'
-        : null,
-  },
-  {
-    version: 7,
-    types: new Set<Op['type']>(['queue-check-app']),
-    olderFailure: () => null,
-  },
-  {
-    version: GENERATIONS_VERSION,
-    types: new Set<Op['type']>(['gen-keys', 'seal', 'founded', 'genesis', 'share']),
-    olderFailure: () => null,
-  },
-]
 
 /**
  * How an op this build refuses to decode is counted in a group at
@@ -163,26 +94,21 @@ const CODEC_ADDITIONS: readonly CodecAddition[] = [
  */
 function decodeFailure(decoded: { reason: DecodeFailure; type?: string }, groupVersion: number): DecodeFailure {
   if (decoded.reason !== 'invalid-field' || decoded.type === undefined) return decoded.reason
-  const type = decoded.type
-  const added = CODEC_ADDITIONS.some((a) => groupVersion < a.version && a.types.has(type))
-  return added ? 'unknown-type' : decoded.reason
+  const since = sinceOf(decoded.type)
+  return since >= CODEC_RULE_VERSION && groupVersion < since ? 'unknown-type' : decoded.reason
 }
 
 /** How the builds a group at `groupVersion` may hold fail an op this one decodes (null: they decode it). */
 function olderBuildFailure(op: Op, groupVersion: number): 'unknown-type' | 'invalid-field' | null {
-  for (const a of CODEC_ADDITIONS) {
-    if (groupVersion >= a.version) continue
-    if (a.types.has(op.type)) return 'unknown-type'
-    const failure = a.olderFailure(op)
+  const codec = opCodec(op.type)
+  if (codec === undefined) return null
+  if (codec.since >= CODEC_RULE_VERSION && groupVersion < codec.since) return 'unknown-type'
+  for (const older of codec.older ?? []) {
+    if (groupVersion >= older.before || older.before < CODEC_RULE_VERSION) continue
+    const failure = older.failure(op)
     if (failure !== null) return failure
   }
   return null
-}
-
-/** One family's state, as a snapshot carries it. */
-export interface FamilySnapshot {
-  family: string
-  entries: ViewEntry[]
 }
 
 /** The fold over a set of op families. */
@@ -322,10 +248,8 @@ async function dispatch(
   count: Count,
   handlerFor: (op: Op) => Dispatch | null
 ): Promise<void> {
-  // The queue's ops came with version 2: a version-1 group sees them as a version-1 build does.
-  if (groupVersion < 2 && !VERSION_1_TYPES.has(op.type)) return count('unknown-type')
-  if (groupVersion < 3 && op.type === 'event-batch') return count('unknown-type')
-  if (groupVersion < 4 && op.type === 'capability') return count('unknown-type')
+  // A type added before CODEC_RULE_VERSION, in a group below its version: as a build of that version sees it.
+  if (groupVersion < sinceOf(op.type)) return count('unknown-type')
   // The family that applies it (op-family.ts); none in this fold: as a build without it sees it.
   const handler = handlerFor(op)
   if (handler === null) return count('unknown-type')

@@ -62,7 +62,9 @@ import type { Duplex } from 'node:stream'
 import { GenerationLog, NAMESPACE, type LocalKey, type ReadMode, type StallDiagnosis } from './intent-log.js'
 import type { OrderDivergence } from './order-check.js'
 import type { Fold, View } from './apply.js'
-import { decodeOp, SIGNER_LEASE, type EventOp, type Op, type SealOp } from './ops.js'
+import { decodeOp, type Op, type SealOp } from './ops.js'
+import { SIGNER_LEASE } from '../lease/lease-ops.js'
+import type { EventOp } from '../queue/model/queue-ops.js'
 import { ROSTER_OP_KEY, WRITER_PREFIX, type CapabilityEntry, type LeaseRecord, type OpOutcome, type TenureEntry, type WriterEntry } from './view-layout.js'
 import {
   GEN_AUTHOR_PREFIX,

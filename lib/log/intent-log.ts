@@ -61,7 +61,9 @@ import autobaseMessages from 'autobase/lib/messages.js'
 import { OrderCheck } from './order-check.js'
 import type { OrderDivergence } from './order-check.js'
 import { APPLY_VERSION, type Fold, type View } from './apply.js'
-import { encodeOp, packEvents, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
+import { encodeOp, type Op } from './ops.js'
+import { SIGNER_LEASE } from '../lease/lease-ops.js'
+import { packEvents, type EventOp } from '../queue/model/queue-ops.js'
 import {
   APPLIED_KEY,
   APPLY_VERSION_KEY,

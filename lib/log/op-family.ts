@@ -1,21 +1,20 @@
 /**
  * Op families: what the fold (apply.ts) is made of. A family is one part of
- * the group's state (the writers and the group itself, the signer lease,
- * named leases, the merge queue): the ops it applies, each with its
- * handler, and the view keys it owns, with the hooks that carry them (a
+ * the group's state (the writers and the group itself, and each family the
+ * composition brings): the ops it applies, each with its handler, and the view keys it owns, with the hooks that carry them (a
  * snapshot lists every key the family owns with its value; a restore puts
  * them back), so that a later generation of the log can start from the
  * state of the one before.
  *
- * The log knows families only through this interface: the layer that owns
- * a family defines it (lib/log/group-family.ts, lib/lease/lease-family.ts,
- * lib/queue/queue-family.ts) and the part that composes them
- * (lib/families.ts) hands the list to the log. lib/log imports nothing
- * from the layers above it.
+ * The log knows families only through this interface and the op codecs
+ * they register (ops.ts): the layer that owns a family defines it (this
+ * layer's own: group-family.ts, generation-family.ts) and the part that
+ * composes them (lib/families.ts) hands the list to the log. lib/log
+ * imports nothing from the layers above it.
  */
 import type { ApplyHost } from 'autobase'
 import type Hyperbee from 'hyperbee'
-import type { Op } from './ops.js'
+import type { Op, OpType } from './ops.js'
 import type { ViewTx } from './view-tx.js'
 import { prefixEnd, rejectedKey, type RejectionReason, type WriterEntry } from './view-layout.js'
 
@@ -35,7 +34,7 @@ export interface ApplyContext {
   count: Count
 }
 
-export type OpType = Op['type']
+export type { OpType }
 export type OpOf<T extends OpType> = Extract<Op, { type: T }>
 export type OpHandler<T extends OpType> = (op: OpOf<T>, ctx: ApplyContext) => Promise<void> | void
 export type OpHandlers = { readonly [T in OpType]?: OpHandler<T> }
@@ -44,6 +43,12 @@ export type OpHandlers = { readonly [T in OpType]?: OpHandler<T> }
 export interface ViewEntry {
   key: string
   value: unknown
+}
+
+/** One family's state, as a snapshot carries it (snapshot.ts: a generation's genesis). */
+export interface FamilySnapshot {
+  family: string
+  entries: ViewEntry[]
 }
 
 /** Where a restore writes: the view's batch (hyperbee's, or a generation's genesis). */
@@ -61,8 +66,8 @@ export interface OpFamily {
   readonly name: string
   readonly handlers: OpHandlers
   /**
-   * For op types more than one family applies (the signer lease and named
-   * leases share claim, renew and release): whether this family applies
+   * For op types more than one family applies (two families that split
+   * one type's ops by a field of the op): whether this family applies
    * this op. Families that share a type must partition its ops.
    */
   accepts?(op: Op): boolean

@@ -22,7 +22,7 @@
  */
 import { createHash } from 'node:crypto'
 import b4a from 'b4a'
-import type { FamilySnapshot } from './apply.js'
+import type { FamilySnapshot } from './op-family.js'
 import type { GenesisOp } from './ops.js'
 
 /** The escaped size of a chunk's data (bytes of its JSON string): 64 KiB less room for the op's other fields. */

@@ -23,7 +23,8 @@
 import fc from 'fast-check'
 import b4a from 'b4a'
 import { APPLY_VERSION } from '../../lib/log/apply.js'
-import { MAX_OP_BYTES, OP_VERSION, SIGNER_LEASE } from '../../lib/log/ops.js'
+import { MAX_OP_BYTES, OP_VERSION } from '../../lib/log/ops.js'
+import { SIGNER_LEASE } from '../../lib/lease/lease-ops.js'
 
 export const TENANTS = ['t1', 't2']
 export const REPOS = ['o/a', 'o/b']

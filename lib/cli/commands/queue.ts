@@ -8,10 +8,12 @@
 import { InvalidArgumentError, type Command } from 'commander'
 import { call } from '../../daemon/control-client.js'
 import type { Json } from '../../daemon/control-server.js'
-import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
+import { EXIT, socketOf } from '../args.js'
 import { out } from '../output.js'
 import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../../queue/model/queue-layout.js'
-import { PRIORITIES } from '../../log/ops.js'
+import { PRIORITIES } from '../../queue/model/queue-ops.js'
+type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
+type WithStorage = (c: Command) => Command
 
 interface ReconcileAnswer {
   tenant: string

@@ -17,11 +17,11 @@
 import { randomBytes } from 'node:crypto'
 import { watch, call, type WatchHandle } from '../../daemon/control-client.js'
 import type { Json } from '../../daemon/control-server.js'
-import { isOwner } from '../../log/ops.js'
+import { isOwner } from '../../lease/lease-ops.js'
 import { Runner, type HoldState } from '../runner.js'
 import { LeaseHold, checkTtl, type HoldOutcome } from '../lease-hold.js'
-import type { Command } from 'commander'
 import { EXIT, Exit, defaultOwner, seconds, socketOf, type Act, type WithStorage } from '../args.js'
+import type { Command } from 'commander'
 
 export interface RunFlags {
   storage: string

@@ -33,7 +33,7 @@
 import { dirname, resolve } from 'node:path'
 import { exposure, readBoundedFile, readPrivateFile } from '../../util/private-files.js'
 import { AutoleaseError } from '../../errors.js'
-import { isTenant } from '../../log/ops.js'
+import { isTenant } from '../model/queue-ops.js'
 import type { ForgeCredential, GitHubAppConfig, GitHubForgeConfig } from './github-config.js'
 import type { HookRef, RedeliverySettings } from './forge.js'
 

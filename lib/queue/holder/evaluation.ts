@@ -37,7 +37,7 @@
  *   keeps its status).
  */
 import { isForgeError, type BranchRules, type Forge, type PullRequest } from '../forge/forge.js'
-import { isLabel, type CheckFact, type WaitReason } from '../../log/ops.js'
+import { isLabel, type CheckFact, type WaitReason } from '../model/queue-ops.js'
 import { conclusionRank, foldLabel, freezeRule, mayMergeFrozen, type GateResult } from '../model/queue-state.js'
 import type { QueueStatusState } from './queue-status.js'
 import { failing, gateFacts, gateOf } from '../model/gate.js'

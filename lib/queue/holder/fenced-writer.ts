@@ -8,7 +8,7 @@
  * confirmed, not after a timeout.
  */
 import type { IntentLog } from '../../log/intent-log.js'
-import type { AttemptEndOp, AttemptOp, ForgeSyncOp, QueueCheckAppOp, QueueCommandOp, QueueDecideOp, QueueNoteOp, ReconcileResultOp } from '../../log/ops.js'
+import type { AttemptEndOp, AttemptOp, ForgeSyncOp, QueueCheckAppOp, QueueCommandOp, QueueDecideOp, QueueNoteOp, ReconcileResultOp } from '../model/queue-ops.js'
 import { waitForConfirmed } from '../../lease/named-leases.js'
 import { fencedOutcomeKey, type FencedOutcome } from '../model/queue-layout.js'
 

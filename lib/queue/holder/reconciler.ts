@@ -50,7 +50,7 @@
  * head with its webhook lost is found by the next evaluation of that PR,
  * not by the resync.
  */
-import { SIGNER_LEASE } from '../../log/ops.js'
+import { SIGNER_LEASE } from '../../lease/lease-ops.js'
 import type { PullRequest } from '../forge/forge.js'
 import type { QueueEntry, RepoConfig } from '../model/queue-layout.js'
 import type { GateResult } from '../model/queue-state.js'

@@ -33,7 +33,8 @@
  *   a conclusion that is not a word, a label beyond GitHub's own limits).
  */
 import { createHash } from 'node:crypto'
-import { decodeOp, encodeOp, isLabel, isLogin, isRepo, isSha, normalizeRepo, PRIORITIES, type CheckFact, type CommentCommand, type EventOp, type Priority, type WebhookEventType } from '../../log/ops.js'
+import { decodeOp, encodeOp } from '../../log/ops.js'
+import { isLabel, isLogin, isRepo, isSha, normalizeRepo, PRIORITIES, type CheckFact, type CommentCommand, type EventOp, type Priority, type WebhookEventType } from '../model/queue-ops.js'
 import { STATUS_SOURCE, checkName, runSource, suiteName, suiteSource, type AppRef } from '../model/gate.js'
 
 export interface WebhookInput {

@@ -17,7 +17,7 @@
  */
 import { AutoleaseError } from '../../errors.js'
 import { readPrivateFile } from '../../util/private-files.js'
-import { isTenant } from '../../log/ops.js'
+import { isTenant } from '../model/queue-ops.js'
 
 const MAX_FILE_BYTES = 1024 * 1024
 const MAX_SECRETS = 8

@@ -64,7 +64,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net'
 import { verify } from '@octokit/webhooks-methods'
 import ReadyResource from 'ready-resource'
-import type { EventOp } from '../../log/ops.js'
+import type { EventOp } from '../model/queue-ops.js'
 import { CommandWindow } from './command-window.js'
 import { toEventOp } from './webhook-payload.js'
 import { BodySlots } from './body-slots.js'

@@ -9,7 +9,7 @@
  * what a cap drops is passing: a cap never hides a failing check.
  */
 import type { ViewTx } from '../../log/view-tx.js'
-import type { CheckFact, EventOp } from '../../log/ops.js'
+import type { CheckFact, EventOp } from './queue-ops.js'
 import type { ApplyRules } from './apply-rules.js'
 import { evaluateGate } from './queue-state.js'
 import { isQueueCheck, isQueueStatus, latest, ranked } from './gate.js'

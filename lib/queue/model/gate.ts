@@ -43,7 +43,8 @@
  * failure its re-run had superseded.
  */
 import { createHash } from 'node:crypto'
-import { MAX_CHECK_NAME, isText, toOpText, type CheckFact } from '../../log/ops.js'
+import { isText, toOpText } from '../../log/ops.js'
+import { MAX_CHECK_NAME, type CheckFact } from './queue-ops.js'
 import type { GateReading } from '../forge/forge.js'
 import type { RepoConfig } from './queue-layout.js'
 import { conclusionRank, evaluateGate, type GateResult } from './queue-state.js'

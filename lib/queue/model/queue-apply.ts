@@ -21,24 +21,24 @@
  * group's rules byte for byte until it is upgraded.
  */
 import type { ViewTx } from '../../log/view-tx.js'
-import {
-  SIGNER_LEASE,
-  type AttemptEndOp,
-  type AttemptOp,
-  type EventOp,
-  type ForgeSyncOp,
-  type QueueControlOp,
-  type QueueDecideOp,
-  type QueueCommandOp,
-  type QueueFreezeOp,
-  type QueueNoteOp,
-  type QueueCheckAppOp,
-  type QueuePriorityOp,
-  type ReconcileRequestOp,
-  type ReconcileResultOp,
-  type RepoAddOp,
-  type RepoRemoveOp
-} from '../../log/ops.js'
+import { SIGNER_LEASE } from '../../lease/lease-ops.js'
+import type {
+  AttemptEndOp,
+  AttemptOp,
+  EventOp,
+  ForgeSyncOp,
+  QueueControlOp,
+  QueueDecideOp,
+  QueueCommandOp,
+  QueueFreezeOp,
+  QueueNoteOp,
+  QueueCheckAppOp,
+  QueuePriorityOp,
+  ReconcileRequestOp,
+  ReconcileResultOp,
+  RepoAddOp,
+  RepoRemoveOp
+} from './queue-ops.js'
 import { leaseKey, type RejectionReason } from '../../log/view-layout.js'
 import type { LeaseRecord } from '../../lease/lease-state.js'
 import { foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'

@@ -10,7 +10,7 @@
  * results, the fenced ops' outcome slots, and per repo the Apps whose
  * check runs show a queue (apply version 7).
  */
-import type { EventBatchOp } from '../../log/ops.js'
+import type { EventBatchOp } from './queue-ops.js'
 import { StorageFailure } from '../../log/view-tx.js'
 import type { ViewTx } from '../../log/view-tx.js'
 import { countInto, prefixRange, stateInRanges, type Count, type OpFamily } from '../../log/op-family.js'

@@ -12,7 +12,7 @@
  * FIFOs with a count cap per repo, evicted in op order.
  */
 import type { AuditAction, GateResult, JoinVia, QueueEntry, QueueResult } from './queue-state.js'
-import type { CommandVerb, ForgeAction, MergeMethod, Priority, WebhookEventType } from '../../log/ops.js'
+import type { CommandVerb, ForgeAction, MergeMethod, Priority, WebhookEventType } from './queue-ops.js'
 
 export const EVENTS_RING = 100
 export const AUDIT_RING = 200

@@ -16,7 +16,7 @@
  *   new head.
  */
 
-import type { Priority, WaitReason } from '../../log/ops.js'
+import type { Priority, WaitReason } from './queue-ops.js'
 import { rules } from './apply-rules.js'
 
 export type QueueStatus = 'queued' | 'evaluating' | 'gate_passed' | 'bounced'
