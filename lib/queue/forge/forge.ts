@@ -71,7 +71,7 @@ export interface CheckReading {
   status: string
   /** success | failure | neutral | cancelled | skipped | timed_out | action_required | stale; null until completed. */
   conclusion: string | null
-  /** The check run's id (a re-run has a larger one), its check suite's id and its app: the gate keys runs by app and suite (lib/queue/gate.ts). */
+  /** The check run's id (a re-run has a larger one), its check suite's id and its app: the gate keys runs by app and suite (lib/queue/model/gate.ts). */
   id?: number
   suiteId?: number | null
   app?: { id?: number | null; slug?: string | null; name?: string | null } | null

@@ -2,7 +2,7 @@
  * The queue's rules per apply version, in one table: each rule the queue's
  * fold consults, with the version that brought it. Every handler asks
  * `rules(version)` (the group's apply version), never compares versions;
- * so does the holder (evaluation.ts) for the one rule that is its own.
+ * so does the holder (holder/evaluation.ts) for the one rule that is its own.
  *
  * Invariant: a group keeps the rules of its version byte for byte until it
  * is upgraded (test/apply-versions.test.ts), so every build in a mixed

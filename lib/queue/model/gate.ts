@@ -53,7 +53,7 @@ import { conclusionRank, evaluateGate, type GateResult } from './queue-state.js'
 export const STATUS_SOURCE = 'status'
 
 /**
- * The queue's own commit statuses (queue-status.ts: `autolease/<tenant>`)
+ * The queue's own commit statuses (holder/queue-status.ts: `autolease/<tenant>`)
  * are never part of its gate: a `pending` one would hold every PR pending
  * for good, a `failure` one would bounce it again after a retry.
  */
