@@ -26,7 +26,7 @@ import { createLogger, LOG_LEVELS } from '../lib/util/logger.js'
 import { call, watch, RemoteError } from '../lib/daemon/control-client.js'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../lib/daemon/storage-lock.js'
 import { GenerationDirs } from '../lib/daemon/generation-dirs.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { decodeInvite, joinGroup } from '../lib/daemon/pairing.js'
 import { cmdRun, type RunFlags } from '../lib/cli/run-command.js'
 import { registerQueueCommands } from '../lib/cli/queue-commands.js'
@@ -50,7 +50,7 @@ async function cmdInit(f: { storage: string }): Promise<number> {
     // Made whole under another name first (lib/daemon/store-dir.ts): a kill during init leaves no torn store.
     new GenerationDirs(lock.paths).prepare(0)
     const store = new Corestore(lock.paths.corestore)
-    const log = new GroupLog(store)
+    const log = new IntentLog(store)
     try {
       await log.ready()
       const key = encodeKey(log.key)

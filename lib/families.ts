@@ -7,13 +7,11 @@
  *   groupFold.apply      autobase's apply (what IntentLog runs)
  *   groupFold.snapshot   every family's keys and values
  *   groupFold.restore    puts them back (a later generation's start)
- *   GroupLog             the intent log over this fold (the public IntentLog)
+ * The log over this fold is IntentLog (lib/intent-log.ts).
  */
-import type Corestore from 'corestore'
 import { createFold, type Fold } from './log/apply.js'
 import { groupFamily } from './log/group-family.js'
 import { generationFamily } from './log/generation-family.js'
-import { IntentLog, type GenerationStorage, type IntentLogOptions } from './log/generations.js'
 import type { OpFamily } from './log/op-family.js'
 import { namedLeaseFamily, signerLeaseFamily } from './lease/lease-family.js'
 import { queueFamily } from './queue/queue-family.js'
@@ -25,16 +23,3 @@ export const groupFold: Fold = createFold(GROUP_FAMILIES)
 
 /** Autobase's apply over this build's families (tests fold nodes with it directly). */
 export const apply: Fold['apply'] = (nodes, view, host) => groupFold.apply(nodes, view, host)
-
-export type GroupLogOptions = Omit<IntentLogOptions, 'fold'> & { fold?: Fold }
-
-/**
- * The intent log of a group, folding with this build's families (or
- * `fold`): across generations on a GenerationStorage (the daemon's), or
- * generation 0 alone on a Corestore.
- */
-export class GroupLog extends IntentLog {
-  constructor(storage: Corestore | GenerationStorage, opts: GroupLogOptions = {}) {
-    super(storage, { ...opts, fold: opts.fold ?? groupFold })
-  }
-}

@@ -7,9 +7,9 @@
  *   elector.on('elected', ({ epoch }) => ...)
  *   if (elector.holding()) doWork(elector.epoch())            // check at the moment of use
  */
-// IntentLog is the intent log over this build's op families (lib/families.ts).
-export { GroupLog as IntentLog, type GroupLogOptions as IntentLogOptions } from './families.js'
-export type { ReadMode } from './log/intent-log.js'
+// IntentLog is the intent log over this build's op families (lib/intent-log.ts, lib/families.ts).
+export { IntentLog, type IntentLogOptions } from './intent-log.js'
+export type { ReadMode } from './log/autobase-log.js'
 export { Elector, type ElectorOptions, type ElectorStatus, type DemotionReason, type LeaseLog } from './lease/elector.js'
 export { Swarm, type SwarmOptions } from './daemon/swarm.js'
 export { openStore, type StoreBounds } from './daemon/store.js'

@@ -8,7 +8,7 @@ import { chooseSuccessor, claimRank, type Capable } from '../lib/lease/election.
 import { transition, type LeaseOutcome, type LeaseRecord } from '../lib/lease/lease-state.js'
 import { decodeOp, encodeOp, SIGNER_LEASE, type LeaseOp } from '../lib/log/ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
-import type { ReadMode } from '../lib/log/intent-log.js'
+import type { ReadMode } from '../lib/log/autobase-log.js'
 
 const A = 'a'.repeat(64)
 const B = 'b'.repeat(64)

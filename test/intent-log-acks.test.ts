@@ -5,7 +5,7 @@
  * confirm every op.
  */
 import test from 'brittle'
-import { acksHeads, firstHopAcker, nudgeTurn } from '../lib/log/intent-log.js'
+import { acksHeads, firstHopAcker, nudgeTurn } from '../lib/log/autobase-log.js'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
 import { SIGNER_LEASE } from '../lib/log/ops.js'
 

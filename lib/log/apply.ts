@@ -46,11 +46,12 @@ import type { ApplyHost, ApplyNode } from 'autobase'
 import b4a from 'b4a'
 import { decodeOp, opId, type DecodeFailure, type Op } from './ops.js'
 import { StorageFailure, ViewBatch, ViewTx } from './view-tx.js'
-import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View, type ViewEntry } from './op-family.js'
+import { bump, countInto, prefixRange, stateInRanges, type ApplyContext, type Count, type OpFamily, type OpType, type View } from './op-family.js'
 import { APPLIED_KEY, APPLY_VERSION_KEY, FOUNDER_KEY, rejectedKey, writerKey, type WriterEntry } from './view-layout.js'
 import { GENERATIONS_VERSION, generationGate, identityOf, type RestoreEntry } from './generation-family.js'
+import type { FamilySnapshot } from './snapshot.js'
 
-export type { View }
+export type { View, FamilySnapshot }
 
 /**
  * The apply behaviour this build implements. Groups start at this version
@@ -177,12 +178,6 @@ function olderBuildFailure(op: Op, groupVersion: number): 'unknown-type' | 'inva
     if (failure !== null) return failure
   }
   return null
-}
-
-/** One family's state, as a snapshot carries it. */
-export interface FamilySnapshot {
-  family: string
-  entries: ViewEntry[]
 }
 
 /** The fold over a set of op families. */

@@ -22,13 +22,19 @@
  */
 import { createHash } from 'node:crypto'
 import b4a from 'b4a'
-import type { FamilySnapshot } from './apply.js'
+import type { ViewEntry } from './op-family.js'
 import type { GenesisOp } from './ops.js'
 
 /** The escaped size of a chunk's data (bytes of its JSON string): 64 KiB less room for the op's other fields. */
 export const CHUNK_BYTES = 60_000
 /** The chain's start. */
 export const EMPTY_DIGEST = '0'.repeat(64)
+
+/** One family's state, as a snapshot carries it (the fold's snapshot and restore: apply.ts). */
+export interface FamilySnapshot {
+  family: string
+  entries: ViewEntry[]
+}
 
 /** One entry as a snapshot line carries it. */
 export interface SnapshotEntry {

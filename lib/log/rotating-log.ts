@@ -1,7 +1,9 @@
 /**
- * The intent log across generations (docs/generations.md): the IntentLog
- * every other module uses. It serves every read, append, ack and election
- * from ONE generation's log (intent-log.ts), the current one, and moves the
+ * RotatingLog: the log across generations (docs/generations.md), which
+ * lib/intent-log.ts composes with this build's op families into the
+ * IntentLog every other module uses. It serves every read, append, ack and
+ * election from ONE generation's log (autobase-log.ts), the current one,
+ * and moves the
  * group from a sealed generation to the next: it seals when a bound is
  * reached, founds the next generation when its seal names this device,
  * follows the switch once it is committed and checked, appends again what
@@ -59,7 +61,7 @@ import b4a from 'b4a'
 import type Corestore from 'corestore'
 import type { ReplicationStream } from 'corestore'
 import type { Duplex } from 'node:stream'
-import { GenerationLog, NAMESPACE, type LocalKey, type ReadMode, type StallDiagnosis } from './intent-log.js'
+import { AutobaseLog, NAMESPACE, type LocalKey, type ReadMode, type StallDiagnosis } from './autobase-log.js'
 import type { OrderDivergence } from './order-check.js'
 import type { Fold, View } from './apply.js'
 import { decodeOp, SIGNER_LEASE, type EventOp, type Op, type SealOp } from './ops.js'
@@ -159,7 +161,7 @@ export interface GenerationStorage {
   list(): number[]
 }
 
-export interface IntentLogOptions {
+export interface RotatingLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
   key?: Uint8Array | string | null
   ackIntervalMs?: number
@@ -322,7 +324,7 @@ const REAPPEND_BATCH = 64
 const NOT_REAPPENDED = new Set<Op['type']>(['queue-decide', 'attempt', 'attempt-end', 'forge-sync', 'reconcile-result', 'queue-note', 'queue-command', 'gen-keys', 'seal', 'founded', 'genesis', 'share'])
 
 interface Open {
-  log: GenerationLog
+  log: AutobaseLog
   store: Corestore
   /** Opened here (closed here); the single-generation log's store is its caller's. */
   owned: boolean
@@ -332,14 +334,14 @@ interface Muxer {
   pair(opts: { protocol: string }, fn: (id: Uint8Array) => unknown): void
 }
 
-export class IntentLog extends ReadyResource {
-  /** This device's identity for a storage, without opening the log (pairing sends it before joining); release() once the log is open (GenerationLog.holdLocalKey). */
+export class RotatingLog extends ReadyResource {
+  /** This device's identity for a storage, without opening the log (pairing sends it before joining); release() once the log is open (AutobaseLog.holdLocalKey). */
   static holdLocalKey(store: Corestore, namespace = NAMESPACE): Promise<LocalKey> {
-    return GenerationLog.holdLocalKey(store, namespace)
+    return AutobaseLog.holdLocalKey(store, namespace)
   }
 
   readonly rotation: RotationConfig
-  private readonly opts: IntentLogOptions
+  private readonly opts: RotatingLogOptions
   private readonly storage: GenerationStorage | null
   private readonly single: Corestore | null
   private readonly clock: Clock
@@ -396,7 +398,7 @@ export class IntentLog extends ReadyResource {
   /** The next generation this device was left out of, and why (warned once per generation). */
   private excluded: { generation: number; reason: ExclusionReason } | null = null
 
-  constructor(storage: Corestore | GenerationStorage, opts: IntentLogOptions) {
+  constructor(storage: Corestore | GenerationStorage, opts: RotatingLogOptions) {
     super()
     this.opts = opts
     this.clock = opts.clock ?? systemClock
@@ -449,9 +451,9 @@ export class IntentLog extends ReadyResource {
       p = this.pointerCache
     }
     this.keyStore = store
-    // Held until the log is open on this store: a log opened on a core still closing fails (GenerationLog.holdLocalKey).
-    const local = await GenerationLog.holdLocalKey(store, this.opts.namespace ?? NAMESPACE)
-    let current: GenerationLog
+    // Held until the log is open on this store: a log opened on a core still closing fails (AutobaseLog.holdLocalKey).
+    const local = await AutobaseLog.holdLocalKey(store, this.opts.namespace ?? NAMESPACE)
+    let current: AutobaseLog
     try {
       this.identity = b4a.toString(local.key, 'hex')
       this.box = boxKeyPair((await store.createKeyPair(BOX_KEY_PAIR)).secretKey.subarray(0, 32))
@@ -550,8 +552,8 @@ export class IntentLog extends ReadyResource {
     store: Corestore,
     owned: boolean,
     o: { key: Uint8Array | null; keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }; genesis?: boolean; encryptionKey?: Uint8Array }
-  ): Promise<GenerationLog> {
-    const log = new GenerationLog(store, {
+  ): Promise<AutobaseLog> {
+    const log = new AutobaseLog(store, {
       key: o.key,
       fold: this.opts.fold,
       wakeup: this.wakeup,
@@ -608,7 +610,7 @@ export class IntentLog extends ReadyResource {
     if (g.owned) await g.store.close()
   }
 
-  private get cur(): GenerationLog {
+  private get cur(): AutobaseLog {
     const g = this.gens.get(this.currentNumber)
     if (g === undefined) throw new AutoleaseError('CLOSED', 'intent log is closed')
     return g.log
@@ -631,7 +633,7 @@ export class IntentLog extends ReadyResource {
   }
 
   /** The current generation's autobase (tests and status read its lengths). */
-  get base(): GenerationLog['base'] {
+  get base(): AutobaseLog['base'] {
     return this.cur.base
   }
 
@@ -712,7 +714,7 @@ export class IntentLog extends ReadyResource {
     return out
   }
 
-  private attachTo(stream: Duplex, log: GenerationLog): void {
+  private attachTo(stream: Duplex, log: AutobaseLog): void {
     log.attach(stream)
     // After every store's replicate: one discovery-key handler for all of them (see the header).
     const mux = (stream as { noiseStream?: { userData?: Muxer | null } }).noiseStream?.userData
@@ -763,12 +765,12 @@ export class IntentLog extends ReadyResource {
   }
 
   /** Appends wait while a switch moves this device's rejected ops (they come first in the next generation). */
-  private async appendTo<T>(fn: (log: GenerationLog) => Promise<T>): Promise<T> {
+  private async appendTo<T>(fn: (log: AutobaseLog) => Promise<T>): Promise<T> {
     while (this.gate !== null) await this.gate
     this.appending++
     try {
       const cur = this.cur
-      // A pending indexer's first node is its ack (intent-log.ts announce).
+      // A pending indexer's first node is its ack (autobase-log.ts announce).
       await cur.announce()
       return await fn(cur)
     } finally {
@@ -861,12 +863,12 @@ export class IntentLog extends ReadyResource {
     return [...out]
   }
 
-  /** The current generation's active indexers as of its indexed length (writer keys, hex: GenerationLog.confirmedIndexers). */
+  /** The current generation's active indexers as of its indexed length (writer keys, hex: AutobaseLog.confirmedIndexers). */
   confirmedIndexers(): Promise<string[]> {
     return this.cur.confirmedIndexers()
   }
 
-  /** See GenerationLog.neededForActivation: the current generation's. */
+  /** See AutobaseLog.neededForActivation: the current generation's. */
   neededForActivation(): Promise<boolean> {
     return this.cur.neededForActivation()
   }
@@ -1080,7 +1082,7 @@ export class IntentLog extends ReadyResource {
    * writer of this autobase): the generation ends at once, so that the
    * next one, whose key it never gets, starts (docs/generations.md §12).
    */
-  private async revoked(cur: GenerationLog): Promise<boolean> {
+  private async revoked(cur: AutobaseLog): Promise<boolean> {
     for (const w of await cur.writers('confirmed')) {
       if (!w.removed || w.removedOp === null) continue
       if (await cur.hasWriter(w.removedOp.slice(0, w.removedOp.lastIndexOf(':')))) return true
@@ -1149,7 +1151,7 @@ export class IntentLog extends ReadyResource {
   }
 
   /** The next generation's log, opened once: the founder's by its own key (key null), everyone else's by the founder's; encrypted with its generation key. */
-  private async ensureNext(next: number, key: Uint8Array | null, encryptionKey: Uint8Array): Promise<GenerationLog> {
+  private async ensureNext(next: number, key: Uint8Array | null, encryptionKey: Uint8Array): Promise<AutobaseLog> {
     const open = this.gens.get(next)
     if (open !== undefined) return open.log
     const storage = this.storage!
@@ -1265,7 +1267,7 @@ export class IntentLog extends ReadyResource {
   }
 
   /** The founder's steps (§7: 3-5), each once, resumed after a crash from what its logs hold. */
-  private async found(n: number, next: number, engine: GenerationLog, packed: PackedSnapshot): Promise<void> {
+  private async found(n: number, next: number, engine: AutobaseLog, packed: PackedSnapshot): Promise<void> {
     if (this.founding) return
     this.founding = true
     try {
@@ -1295,9 +1297,9 @@ export class IntentLog extends ReadyResource {
   /**
    * While a generation's indexers are being activated, the first of its
    * confirmed indexers by key acks, at most every ACTIVATE_MS: one device,
-   * so that acks do not cross (intent-log.ts afterUpdate).
+   * so that acks do not cross (autobase-log.ts afterUpdate).
    */
-  private async activate(engine: GenerationLog): Promise<void> {
+  private async activate(engine: AutobaseLog): Promise<void> {
     const now = this.clock.now()
     if (!engine.isIndexer || now - this.activatedAt < ACTIVATE_MS) return
     const confirmed = (await engine.confirmedIndexers()).sort()
@@ -1307,7 +1309,7 @@ export class IntentLog extends ReadyResource {
   }
 
   /** Whether more than half of the generation's indexers (identities by its view) are active indexers of its autobase. */
-  private async majorityActive(engine: GenerationLog): Promise<boolean> {
+  private async majorityActive(engine: AutobaseLog): Promise<boolean> {
     const active = new Set(await engine.confirmedIndexers())
     const writers = (await engine.writers('confirmed')).filter((w) => w.indexer && !w.removed)
     if (writers.length === 0) return false
@@ -1344,7 +1346,7 @@ export class IntentLog extends ReadyResource {
    * writer's first nodes here) and this device's own snapshot differ, the
    * first MISMATCH_LINES of them.
    */
-  private async snapshotDifferences(engine: GenerationLog, genesis: GenesisState, mine: PackedSnapshot): Promise<string[]> {
+  private async snapshotDifferences(engine: AutobaseLog, genesis: GenesisState, mine: PackedSnapshot): Promise<string[]> {
     let theirs = ''
     for (const value of await engine.writerValues(genesis.bootstrap, genesis.parts)) {
       const d = decodeOp(value)
@@ -1409,7 +1411,7 @@ export class IntentLog extends ReadyResource {
   }
 
   /** This device's own nodes of a sealed generation from its first rejected one, that are appended again (see the header). */
-  private async rejectedOwn(log: GenerationLog): Promise<Array<{ index: number; value: Uint8Array }>> {
+  private async rejectedOwn(log: AutobaseLog): Promise<Array<{ index: number; value: Uint8Array }>> {
     let from = 0
     for (let attempt = 0; ; attempt++) {
       // One consistent point: the indexed count did not move while the cut was read.

@@ -2,7 +2,8 @@
  * The intent log of one generation: one autobase, in its own corestore
  * namespace, with a hyperbee view built by apply. The only module that
  * imports autobase or hyperbee. The group's log across generations
- * (generations.ts: the IntentLog every other module uses) is made of these,
+ * (rotating-log.ts: RotatingLog, which the composed IntentLog extends) is
+ * made of these,
  * one per generation kept; this one knows nothing of the others.
  *
  * Two reads:
@@ -83,7 +84,7 @@ import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 import { ReplicationWatchdog } from './replication-watchdog.js'
 
-export interface IntentLogOptions {
+export interface AutobaseLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
   key?: Uint8Array | string | null
   ackIntervalMs?: number
@@ -94,9 +95,9 @@ export interface IntentLogOptions {
   fold: Fold
   /** The local writer's key pair (a later generation's registered key); default: the store's `local` core (the device's identity). */
   keyPair?: { publicKey: Uint8Array; secretKey: Uint8Array }
-  /** A wakeup protocol shared with the other generations' autobases (generations.ts adds each stream to it once). */
+  /** A wakeup protocol shared with the other generations' autobases (rotating-log.ts adds each stream to it once). */
   wakeup?: ProtomuxWakeup
-  /** A later generation's autobase founded here: its first ops are the genesis (generations.ts), not an apply-version op. */
+  /** A later generation's autobase founded here: its first ops are the genesis (rotating-log.ts), not an apply-version op. */
   genesis?: boolean
   /** A later generation's key: every core of its autobase is encrypted (docs/generations.md §12). */
   encryptionKey?: Uint8Array
@@ -104,9 +105,8 @@ export interface IntentLogOptions {
   encrypted?: boolean
 }
 
-export type { IntentLog } from './generations.js'
 
-/** This device's writer key in a storage, with its signing pair, held open until release() (GenerationLog.holdLocalKey). */
+/** This device's writer key in a storage, with its signing pair, held open until release() (AutobaseLog.holdLocalKey). */
 export interface LocalKey {
   key: Uint8Array
   keyPair: { publicKey: Uint8Array; secretKey: Uint8Array }
@@ -117,7 +117,7 @@ export type ReadMode = 'tip' | 'confirmed'
 
 export const NAMESPACE = 'autolease'
 
-export class GenerationLog extends ReadyResource {
+export class AutobaseLog extends ReadyResource {
   /**
    * This device's writer key for a storage, without opening the base
    * (pairing sends it before joining), and the session of its core that
@@ -179,7 +179,7 @@ export class GenerationLog extends ReadyResource {
   private readonly activity = new Map<string, { length: number; at: number }>()
   private readonly snaps: Record<ReadMode, Snapshot | null> = { tip: null, confirmed: null }
 
-  constructor(store: Corestore, opts: IntentLogOptions) {
+  constructor(store: Corestore, opts: AutobaseLogOptions) {
     super()
     this.founding = (opts.key === undefined || opts.key === null) && opts.genesis !== true
     this.clock = opts.clock ?? systemClock
@@ -276,7 +276,7 @@ export class GenerationLog extends ReadyResource {
     return this.base.replicate(stream)
   }
 
-  /** This generation's cores on a stream that already carries the shared wakeup protocol (generations.ts). */
+  /** This generation's cores on a stream that already carries the shared wakeup protocol (rotating-log.ts). */
   attach(stream: Duplex): void {
     this.store.replicate(stream)
   }
@@ -311,7 +311,7 @@ export class GenerationLog extends ReadyResource {
 
   /**
    * Values already encoded (an op this device appended in an earlier
-   * generation, appended again as it was: generations.ts), as one autobase
+   * generation, appended again as it was: rotating-log.ts), as one autobase
    * batch; resolves with their op ids in order.
    */
   async appendValues(values: readonly Uint8Array[]): Promise<string[]> {
@@ -390,7 +390,7 @@ export class GenerationLog extends ReadyResource {
     return system !== null && (await system.get(b4a.from(keyHex, 'hex'), { wait: false })) !== null
   }
 
-  /** One ack now, whatever the ack rule says (an indexer's activation: generations.ts). */
+  /** One ack now, whatever the ack rule says (an indexer's activation: rotating-log.ts). */
   async forceAck(): Promise<void> {
     if (this.closing !== null || !this.base.ackable) return
     await this.base.append(null)
