@@ -1,55 +1,39 @@
 /**
- * The intent log of one generation: one autobase, in its own corestore
- * namespace, with a hyperbee view built by apply. The only module that
- * imports autobase or hyperbee. The group's log across generations
- * (rotating-log.ts: RotatingLog, which the composed IntentLog extends) is
- * made of these,
- * one per generation kept; this one knows nothing of the others.
+ * AutobaseLog: the log of one generation, one autobase in its own
+ * corestore namespace, with a hyperbee view built by the fold. The only
+ * module that opens an autobase or a hyperbee. The log across generations
+ * (rotating-log.ts: RotatingLog) is made of these, one per generation kept;
+ * this one knows nothing of the others.
  *
- * Two reads:
+ * Two reads (view-snapshots.ts):
  * - tip: everything applied locally, including ops not yet ordered for
  *   good. Used to build claims and to notice changes early; never to act.
  * - confirmed: the view at the indexed length, i.e. the prefix a majority
  *   of indexers acknowledged, whose order can no longer change. We confirm
  *   on INDEXED rather than SIGNED: indexed already is the majority decision
  *   (each ack is a signed append by an indexer we verified), while the
- *   quorum multisig only lags it by another round (~200 ms measured) and
- *   serves peers that fast-forward without the acks. A minority partition
- *   can advance neither.
+ *   quorum multisig only lags it by another round and serves peers that
+ *   fast-forward without the acks. A minority partition can advance
+ *   neither. The confirmed length is read at a consistent point
+ *   (confirmed-length.ts), and nothing confirmed is read from an order that
+ *   is not the quorum's (order-repair.ts).
  *
  * Reads never wait on the network (`wait: false`): with fast-forward off
  * (see the constructor) every view block is applied, hence stored, locally,
  * and a stalled peer cannot freeze a read or the elector's tick.
  *
- * Indexers ack as soon as they apply a new op, so a claim is confirmed in a
- * few round trips instead of after autobase's 10 s default ack interval;
- * the background ack timer (ackIntervalMs) covers convergence after races.
- * Every ack is appended when it helps and never at random: autobase counts
- * an indexer's ack of an op only if that indexer's next node after the op
- * sees it, so an ack concurrent with a real op costs that op a merge and
- * two more rounds.
- *
- * The confirmed length is the view length recorded in the system block at
- * the indexed length of the last consistent point (an 'update' event, when
- * autobase has flushed its drain and the committed view matches it), never
- * autobase's live in-memory state: that runs ahead of the committed view in
- * the middle of an update, by a whole reorder after a heal, and a confirmed
- * read there counted a holder's own unconfirmed renews as confirmed (it
- * held beside its successor). test/intent-log-race.test.ts pauses a flush
- * in that window.
- *
- * Snapshots: one cached snapshot per (mode, length) serves every read until
- * the view moves; opening a snapshot while autobase flushes an apply could
- * crash hypercore (patches/README.md), so we open as few as we can.
+ * Acks: by the ack rule after every update (ack-policy.ts), and by the
+ * confirmation watchdog while a real op stays unconfirmed
+ * (confirmation-watchdog.ts); autobase's own timer (ackIntervalMs) is only
+ * a backstop.
  *
  * The group's apply version is in the view (apply.ts): the log refuses to
  * open, or emits a VERSION_AHEAD error (once, and `versionAhead` says which
  * version), when the group moved to a version this build does not
  * implement, instead of diverging from its peers. The daemon stops on it.
  */
-import { createHash } from 'node:crypto'
 import Autobase from 'autobase'
-import type { SystemView, ViewStore } from 'autobase'
+import type { ViewStore } from 'autobase'
 import Hyperbee from 'hyperbee'
 import type Corestore from 'corestore'
 import type { ReplicationStream } from 'corestore'
@@ -57,9 +41,6 @@ import type { Duplex } from 'node:stream'
 import type ProtomuxWakeup from 'protomux-wakeup'
 import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
-import c from 'compact-encoding'
-import autobaseMessages from 'autobase/lib/messages.js'
-import { OrderCheck } from './order-check.js'
 import type { OrderDivergence } from './order-check.js'
 import { APPLY_VERSION, type Fold, type View } from './apply.js'
 import { encodeOp, packEvents, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
@@ -83,6 +64,15 @@ import {
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 import { ReplicationWatchdog } from './replication-watchdog.js'
+import { AckPolicy } from './ack-policy.js'
+import { ConfirmationWatchdog, FORCE_ACK_MS, diagnose, type StallDiagnosis } from './confirmation-watchdog.js'
+import { ConfirmedLength } from './confirmed-length.js'
+import { OrderRepair, orderDivergedError } from './order-repair.js'
+import { READ_OPTS, RETRYABLE, ViewSnapshots, get, range, type ReadMode } from './view-snapshots.js'
+import { viewBlocksHash, viewHash } from './view-hash.js'
+import { WriterActivity, activating, confirmedIndexers, neededForActivation } from './indexers.js'
+
+export type { ReadMode, StallDiagnosis }
 
 export interface AutobaseLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
@@ -105,15 +95,12 @@ export interface AutobaseLogOptions {
   encrypted?: boolean
 }
 
-
 /** This device's writer key in a storage, with its signing pair, held open until release() (AutobaseLog.holdLocalKey). */
 export interface LocalKey {
   key: Uint8Array
   keyPair: { publicKey: Uint8Array; secretKey: Uint8Array }
   release(): Promise<void>
 }
-
-export type ReadMode = 'tip' | 'confirmed'
 
 export const NAMESPACE = 'autolease'
 
@@ -140,44 +127,27 @@ export class AutobaseLog extends ReadyResource {
 
   readonly base: Autobase<View>
   private readonly store: Corestore
+  private readonly founding: boolean
+  private readonly clock: Clock
   /** The tip view length at the last version check (each new real op grows the view; acks never do). */
   private lastViewLength = -1
   private checking = false
   private recheck = false
-  /** The DAG heads we last decided an ack on: each set of heads is answered at most once. */
-  private ackedHeads = ''
-  /** Acks appended by the rule of afterUpdate since the tip view (real ops) last changed. */
-  private opAcks = { viewLength: -1, count: 0 }
-  private readonly stallCheckMs: number
-  private stallTimer: NodeJS.Timeout | null = null
-  /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
-  private stalled = { indexed: -1, since: 0, nudges: 0, reported: 0 }
-  private pendingAckAt = 0
   /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
   private realPending = false
   /** The tip view length at the last check for a nominated release, the newest such release seen, and whether acks wait for its nominee. */
   private handoff: { viewLength: number; release: string | null; waiting: boolean } = { viewLength: -1, release: null, waiting: false }
-  /** Forced acks appended by the watchdog (the bench reports them). */
-  forcedAcks = 0
   /** The group's apply version once it is ahead of this build (VERSION_AHEAD was emitted), else null. */
   versionAhead: number | null = null
-  /** Where this device's order was found to differ from the quorum-signed one ('diverged' was emitted; order-check.ts), until 'repaired'; else null. */
-  orderDiverged: OrderDivergence | null = null
-  private readonly orderCheck = new OrderCheck()
-  private repairing = false
-  private lastRepairAt = -Infinity
-  /** Acks appended by the ack rule of afterUpdate (ackHeads). */
-  ruleAcks = 0
-  private nudging = false
   /** Asks live peers again for blocks a frozen peer holds up (replication-watchdog.ts). */
   readonly replication: ReplicationWatchdog
-  private readonly founding: boolean
-  private readonly clock: Clock
-  private consistent: { indexed: number; system: SystemView | null } = { indexed: 0, system: null }
-  private confirmedView: { point: { indexed: number; system: SystemView | null }; length: number } | null = null
-  /** Per writer (hex): the longest length seen as a DAG head, and when. */
-  private readonly activity = new Map<string, { length: number; at: number }>()
-  private readonly snaps: Record<ReadMode, Snapshot | null> = { tip: null, confirmed: null }
+  private readonly acks: AckPolicy
+  private readonly watchdog: ConfirmationWatchdog
+  private stallTimer: NodeJS.Timeout | null = null
+  private readonly order: OrderRepair
+  private readonly confirmed: ConfirmedLength
+  private readonly snapshots: ViewSnapshots
+  private readonly activity: WriterActivity
 
   constructor(store: Corestore, opts: AutobaseLogOptions) {
     super()
@@ -207,11 +177,40 @@ export class AutobaseLog extends ReadyResource {
       ...(opts.encryptionKey ? { encryptionKey: opts.encryptionKey } : {}),
       ...(opts.encrypted === true || opts.encryptionKey ? { encrypted: true } : {})
     })
-    this.stallCheckMs = Math.max(250, opts.ackIntervalMs ?? 500)
     this.replication = new ReplicationWatchdog(this.clock)
+    const closed = (): boolean => this.closing !== null
+    const self = (): string => this.self
+    this.activity = new WriterActivity(this.clock)
+    this.confirmed = new ConfirmedLength(this.base, closed)
+    this.snapshots = new ViewSnapshots(this.base, () => this.confirmedViewLength(), closed)
+    this.acks = new AckPolicy({ base: this.base, self, hold: (viewLength) => this.awaitingNominee(viewLength) })
+    this.watchdog = new ConfirmationWatchdog(
+      {
+        base: this.base,
+        clock: this.clock,
+        replication: this.replication,
+        self,
+        closed,
+        realPending: () => this.realPending,
+        stalled: (report) => this.emit('stalled', report),
+        warning: (err) => this.emit('warning', err)
+      },
+      opts.ackIntervalMs ?? 500
+    )
+    this.order = new OrderRepair({
+      base: this.base,
+      clock: this.clock,
+      closed,
+      point: () => this.confirmed.point,
+      forgetConfirmed: () => this.forgetConfirmed(),
+      recheck: () => this.check(),
+      diverged: (d) => this.emit('diverged', d),
+      repaired: (d) => this.emit('repaired', d),
+      warning: (err) => this.emit('warning', err)
+    })
     this.base.on('update', () => this.onupdate())
     // A reorder rewrites the tip under the same length: a cached tip snapshot is void.
-    this.base.view.core.on('truncate', () => this.drop('tip'))
+    this.base.view.core.on('truncate', () => this.snapshots.drop('tip'))
     // Without a listener an error inside autobase (a bug in apply) would
     // crash the process from a background promise; surface it instead.
     this.base.on('error', (err: Error) => this.emit('error', err))
@@ -223,21 +222,36 @@ export class AutobaseLog extends ReadyResource {
     if (this.founding && this.base.writable && this.base.local.length === 0) {
       await this.base.append(encodeOp({ type: 'apply-version', version: APPLY_VERSION }))
     }
-    this.noteConsistent()
+    this.confirmed.note()
     const version = await this.groupApplyVersion('tip')
     if (version > APPLY_VERSION) {
       await this.base.close()
       throw versionAhead(version)
     }
-    this.stallTimer = setInterval(() => this.checkStall(), FORCE_ACK_MS / 2)
+    this.stallTimer = setInterval(() => this.watchdog.check(), FORCE_ACK_MS / 2)
     this.stallTimer.unref()
   }
 
   override async _close(): Promise<void> {
     if (this.stallTimer) clearInterval(this.stallTimer)
-    this.drop('tip')
-    this.drop('confirmed')
+    this.snapshots.drop('tip')
+    this.snapshots.drop('confirmed')
     await this.base.close()
+  }
+
+  /** Acks appended by the ack rule (ack-policy.ts). */
+  get ruleAcks(): number {
+    return this.acks.ruleAcks
+  }
+
+  /** Forced acks appended by the confirmation watchdog (the bench reports them). */
+  get forcedAcks(): number {
+    return this.watchdog.forcedAcks
+  }
+
+  /** Where this device's order was found to differ from the quorum-signed one ('diverged' was emitted; order-repair.ts), until 'repaired'; else null. */
+  get orderDiverged(): OrderDivergence | null {
+    return this.order.diverged
   }
 
   /** The group's identity: stable across indexer changes (view keys are not). */
@@ -337,51 +351,19 @@ export class AutobaseLog extends ReadyResource {
     await this.base.ack()
   }
 
-  /** The active indexers (writer keys, hex) as of the indexed length: who confirms here now (a pending indexer does not, until a node of its is indexed). */
-  async confirmedIndexers(): Promise<string[]> {
-    for (let attempt = 0; ; attempt++) {
-      const system = this.base.system
-      if (system === null) return []
-      try {
-        const info = await system.getIndexedInfo(this.base.indexedLength)
-        return info.indexers.map((i) => b4a.toString(i.key, 'hex'))
-      } catch (err) {
-        // base.system is replaced on indexer changes: read again from the new one. The old one
-        // closes before the new one is in place, so it may still be the one there: wait a moment.
-        if ((err as { code?: string }).code !== 'SESSION_CLOSED' || this.closing !== null || attempt >= 5) throw err
-        if (this.base.system === system) await new Promise((resolve) => setTimeout(resolve, 20 * (attempt + 1)))
-      }
-    }
+  /** The active indexers (writer keys, hex) as of the indexed length (indexers.ts). */
+  confirmedIndexers(): Promise<string[]> {
+    return confirmedIndexers(this.base, () => this.closing !== null)
   }
 
-  /**
-   * Whether an indexer was activated at the tip (its first node applied)
-   * and the indexed prefix does not count it yet: autobase never acks an
-   * ack, and a new indexer's first node is one, so its activation waited
-   * for the next real op or the background ack timer (2-4 s per indexer at
-   * leaseMs 2000; every indexer of a new generation starts so).
-   */
-  async activating(): Promise<boolean> {
-    const tip = this.indexerKeys()
-    if (tip.length === 0) return false
-    const confirmed = new Set(await this.confirmedIndexers())
-    return tip.some((k) => !confirmed.has(k))
+  /** Whether an indexer was activated at the tip and the indexed prefix does not count it yet (indexers.ts). */
+  activating(): Promise<boolean> {
+    return activating(this.base, () => this.closing !== null)
   }
 
-  /**
-   * Whether this device leaving now could stall confirmation for good: it
-   * is an active indexer, another indexer is still being activated
-   * (pending at the tip, or active there but not yet in the indexed
-   * prefix), and without it the active indexers are no majority of
-   * themselves. Activated one at a time, three indexers pass through a
-   * pair, both needed to confirm the third's activation: one of the pair
-   * stopping right after a generation switch stalled the generation for
-   * good (daemon-generations, 1 run in 6 under a busy loop).
-   */
-  async neededForActivation(): Promise<boolean> {
-    const active = await this.confirmedIndexers()
-    if (!active.includes(this.self) || (active.length - 1) * 2 > active.length) return false
-    return (this.base.system?.pendingIndexers.length ?? 0) > 0 || (await this.activating())
+  /** Whether this device leaving now could stall confirmation for good (indexers.ts). */
+  neededForActivation(): Promise<boolean> {
+    return neededForActivation(this.base, this.self, () => this.closing !== null)
   }
 
   /** Whether a writer key (hex) was ever a writer of this autobase (an op id of this generation names one). */
@@ -438,120 +420,13 @@ export class AutobaseLog extends ReadyResource {
    */
   async confirmedViewLength(): Promise<number> {
     // An order that is not the quorum's confirms nothing: no confirmed read answers from it.
-    if (this.orderDiverged !== null) throw orderDiverged(this.orderDiverged)
-    return this.indexedViewLength()
+    if (this.order.diverged !== null) throw orderDivergedError(this.order.diverged)
+    return this.confirmed.read()
   }
 
-  /** The view length at the indexed length of the last consistent point, whether or not the order was found to be the quorum's. */
-  private async indexedViewLength(): Promise<number> {
-    for (let attempt = 0; ; attempt++) {
-      const point = this.consistent
-      if (point.system === null || point.indexed === 0) return 0
-      const known = this.confirmedView
-      // Same indexed length of the same system core: the same Info block, so the same length.
-      if (known !== null && known.point.indexed === point.indexed && known.point.system === point.system) return known.length
-      try {
-        const node = await point.system.db.getBySeq(point.indexed - 1, READ_OPTS)
-        if (node === null) throw Object.assign(new Error(`system block ${point.indexed - 1} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
-        const length = c.decode(autobaseMessages.Info, node.value).views[0]?.length ?? 0
-        // Never move backwards: a later point can only confirm more.
-        if (this.confirmedView === null || this.confirmedView.length <= length) this.confirmedView = { point, length }
-        return this.confirmedView.length
-      } catch (err) {
-        // base.system is replaced on indexer changes and reboots; the next update records the new one.
-        if ((err as { code?: string }).code === 'SESSION_CLOSED' && this.closing === null) {
-          if (this.consistent !== point && attempt < 3) continue
-          if (known !== null) return known.length
-        }
-        throw err
-      }
-    }
-  }
-
-  /**
-   * Record the indexed length at a consistent point: when autobase emits
-   * 'update' it has flushed its whole drain, so the committed view (what
-   * `base.view` reads) matches the indexed length. In the middle of an
-   * update the in-memory indexed length and system state run ahead of the
-   * committed view, by a whole reorder after a partition heals: a confirmed
-   * read there took a holder's own unconfirmed renews (its old tip, still
-   * in the committed view) for the confirmed prefix, and it held again
-   * beside its successor (test/election-loopback (e) caught it). The
-   * indexed prefix never changes afterwards, so a length recorded here
-   * stays valid until the next point moves it forward.
-   */
-  private noteConsistent(): void {
-    this.consistent = { indexed: this.base.indexedLength, system: this.base.system }
-  }
-
-  /**
-   * Run fn against a snapshot of the view: the tip, or the confirmed prefix.
-   * A tip read can race a reorder (autobase truncates the tip and re-applies
-   * it under the snapshot): it then fails with a storage code, or even a
-   * TypeError from a half-rewritten node, and is retried with backoff. The
-   * confirmed prefix is never rewritten, so only its storage codes retry.
-   */
-  async read<T>(mode: ReadMode, fn: (view: View) => Promise<T>, key?: string): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.readOnce(mode, fn, key)
-      } catch (err) {
-        const code = (err as { code?: string }).code
-        const transient = (code !== undefined && RETRYABLE.has(code)) || (mode === 'tip' && err instanceof TypeError)
-        if (!transient || this.closing !== null) throw err
-        if (attempt >= 8) throw new AutoleaseError('READ_FAILED', `${mode} read kept racing a reorder: ${(err as Error).message}`)
-        await new Promise((resolve) => setTimeout(resolve, 2 ** attempt))
-      }
-    }
-  }
-
-  /**
-   * One read of a snapshot. With `key` (a single-key get), the answer is
-   * remembered for as long as the snapshot lives: a snapshot never changes
-   * (the tip's is dropped on a reorder), and every update used to read the
-   * same records again (the elector's tip and confirmed lease, the ack
-   * rule's look at the signer lease), each a few storage round trips.
-   * Callers get their own copy.
-   */
-  private async readOnce<T>(mode: ReadMode, fn: (view: View) => Promise<T>, key?: string): Promise<T> {
-    const view = this.base.view
-    const length = mode === 'tip' ? view.core.length : await this.confirmedViewLength()
-    // An empty hyperbee has no header block: nothing is there (or confirmed) yet.
-    if (length <= 1) return fn(EMPTY_VIEW)
-    let snap = this.snaps[mode]
-    if (snap === null || snap.length !== length) {
-      this.drop(mode)
-      snap = { length, bee: view.checkout(length), refs: 0, dropped: false, memo: new Map() }
-      this.snaps[mode] = snap
-    }
-    snap.refs++
-    try {
-      if (key === undefined) return await fn(snap.bee)
-      const memo = snap.memo
-      let answer = memo.get(key) as Promise<T> | undefined
-      if (answer === undefined) {
-        if (memo.size >= MEMO_KEYS) memo.clear()
-        answer = fn(snap.bee)
-        memo.set(key, answer)
-        // A failed read is not remembered: the retry reads again.
-        answer.catch(() => {
-          if (memo.get(key) === answer) memo.delete(key)
-        })
-      }
-      return structuredClone(await answer)
-    } finally {
-      snap.refs--
-      if (snap.dropped && snap.refs === 0) void snap.bee.close().catch(() => {})
-    }
-  }
-
-  /** Retire the cached snapshot of `mode`: closed now, or by its last reader. */
-  private drop(mode: ReadMode): void {
-    const snap = this.snaps[mode]
-    if (snap === null) return
-    this.snaps[mode] = null
-    snap.dropped = true
-    if (snap.refs === 0) void snap.bee.close().catch(() => {})
+  /** Run fn against a snapshot of the view: the tip, or the confirmed prefix (view-snapshots.ts). */
+  read<T>(mode: ReadMode, fn: (view: View) => Promise<T>, key?: string): Promise<T> {
+    return this.snapshots.read(mode, fn, key)
   }
 
   /** The apply version the group runs (apply.ts): 1 for a group that never said. */
@@ -609,32 +484,14 @@ export class AutobaseLog extends ReadyResource {
     return this.value<number>(APPLIED_KEY, mode).then((v) => v ?? 0)
   }
 
-  /** sha256 over every view entry (key and value) of the snapshot: equal hashes = identical views. */
+  /** sha256 over every view entry (key and value) of the snapshot: equal hashes = identical views (view-hash.ts). */
   viewHash(mode: ReadMode = 'tip'): Promise<string> {
-    return this.read(mode, async (v) => {
-      const h = createHash('sha256')
-      for await (const e of v.createReadStream({}, READ_OPTS)) {
-        h.update(e.key).update('\u0000').update(JSON.stringify(e.value)).update('\u0001')
-      }
-      return h.digest('hex')
-    })
+    return this.read(mode, viewHash)
   }
 
-  /**
-   * sha256 over the raw blocks of the view core up to the snapshot's length:
-   * equal hashes = byte-identical views, not just equal contents.
-   */
+  /** sha256 over the raw blocks of the view core up to the snapshot's length (view-hash.ts). */
   viewBlocksHash(mode: ReadMode = 'tip'): Promise<{ length: number; hash: string }> {
-    return this.read(mode, async (v) => {
-      const h = createHash('sha256')
-      const length = v.version <= 1 ? 0 : v.version
-      for (let i = 0; i < length; i++) {
-        const block = await v.core.get(i, READ_OPTS)
-        if (block === null) throw Object.assign(new Error(`view block ${i} not available`), { code: 'BLOCK_NOT_AVAILABLE' })
-        h.update(block)
-      }
-      return { length, hash: h.digest('hex') }
-    })
+    return this.read(mode, viewBlocksHash)
   }
 
   /** Append an ack now if this device is an indexer (confirmation without waiting for the timer). */
@@ -665,142 +522,19 @@ export class AutobaseLog extends ReadyResource {
     return waiting
   }
 
-  /**
-   * Confirmation watchdog, keyed on unconfirmed REAL ops (never on
-   * `indexedLength < length`: autobase never acks an ack, so an idle tail of
-   * acks stays unindexed for good, and a watchdog on that fired forever,
-   * growing an idle log by an ack per check).
-   *
-   * Autobase's linearizer acks only when it thinks an ack helps, and never
-   * while any indexer's core is announced longer than what we hold of it.
-   * Under load we measured all three indexers falling silent with a renew
-   * still unindexed, for 0.5-1.6 s, until a timer appended something; once
-   * (1 run in 15) an idle group's last op stayed unindexed for good. So while
-   * a real op is unconfirmed and the indexed length has not moved for
-   * FORCE_ACK_MS, an indexer appends a forced ack (a null node referencing
-   * its heads), which gives the majority the node it needs to move on.
-   *
-   * One indexer at a time: the indexers take turns NUDGE_STEP_MS apart, in
-   * the order of their keys (device r of n nudges at FORCE_ACK_MS + (k*n +
-   * r) * NUDGE_STEP_MS into the stall, k = 0, 1, ...), so the group adds
-   * about one forced ack per step whatever its size. When every indexer
-   * forced an ack every FORCE_ACK_MS, nine in-process indexers kept the DAG
-   * so forked that autobase indexed nothing in the 30 s the bench's
-   * 9-indexer trial waits (3 runs in 3); taking turns, a dead indexer's
-   * turn is just skipped.
-   */
-  private checkStall(): void {
-    if (this.closing === null) this.replication.check(this.base.activeWriters)
-    // A writer promoted to indexer counts only once it has acked as one;
-    // we measured a promotion that never completed (1 e2e run in 4) while
-    // the group was otherwise idle. autobase's ack() is a no-op for plain
-    // writers and always writes for a pending indexer.
-    const now = this.clock.now()
-    if (this.base.writable && !this.base.ackable && this.closing === null && now - this.pendingAckAt >= this.stallCheckMs) {
-      this.pendingAckAt = now
-      this.base.ack().catch((err: unknown) => {
-        if (this.closing === null) this.emit('warning', err)
-      })
-    }
-    const indexed = this.base.indexedLength
-    if (!this.realPending || indexed !== this.stalled.indexed) {
-      this.stalled = { indexed, since: now, nudges: 0, reported: 0 }
-      return
-    }
-    // Said once per doubling of the stall (2 s, 4 s, 8 s, ...): what each writer holds and what the DAG waits on.
-    const stalledMs = now - this.stalled.since
-    if (stalledMs >= STALL_REPORT_MS * 2 ** this.stalled.reported && this.closing === null) {
-      // Past every doubling reached (a long pause passes several at once): one line.
-      this.stalled.reported = Math.floor(Math.log2(stalledMs / STALL_REPORT_MS)) + 1
-      this.emit('stalled', { stalledMs: Math.round(stalledMs), forcedAcks: this.stalled.nudges, ...this.diagnose() })
-    }
-    if (this.nudging || this.closing !== null || !this.base.ackable) return
-    const turn = nudgeTurn(this.self, this.indexerKeys())
-    if (turn === null) return
-    if (now - this.stalled.since < FORCE_ACK_MS + (this.stalled.nudges * turn.of + turn.rank) * NUDGE_STEP_MS) return
-    this.nudging = true
-    this.stalled.nudges++
-    this.forcedAcks++
-    this.base
-      .append(null)
-      .catch((err: unknown) => {
-        if (this.closing === null) this.emit('warning', err)
-      })
-      .finally(() => {
-        this.nudging = false
-      })
-  }
-
-  /**
-   * What confirmation waits on, for a log line when it stalls: the lengths,
-   * the DAG's heads, and per writer how much of its core is in the DAG
-   * (`dag`), loaded (`loaded`), stored here (`stored`, `contiguous`),
-   * depended on by another writer's node (`seen`),
-   * announced by the peers that have it (`remote`: the longest a connected
-   * peer announced; -1 with no peer on that core), and indexed here.
-   * Autobase internals (types/autobase): read, never written.
-   */
-  diagnose(): StallDiagnosis {
-    const short = (k: Uint8Array): string => b4a.toString(k, 'hex').slice(0, 8)
-    const writers: StallDiagnosis['writers'] = []
-    for (const w of this.base.activeWriters) {
-      const peers = w.core.peers
-      writers.push({
-        key: short(w.core.key),
-        indexer: w.isActiveIndexer,
-        dag: w.length,
-        loaded: w.available,
-        stored: w.core.length,
-        contiguous: w.core.contiguousLength,
-        seen: w.seenLength,
-        remote: peers.length === 0 ? -1 : Math.max(...peers.map((p) => p.remoteLength)),
-        peers: peers.length,
-        indexed: w.indexed
-      })
-    }
-    const lin = this.base.linearizer
-    return {
-      length: this.base.length,
-      indexed: this.base.indexedLength,
-      heads: (this.base.system?.heads ?? []).map((h) => `${short(h.key)}:${h.length}`),
-      dagHeads: lin === null ? [] : [...lin.heads].map((h) => `${short(h.writer.core.key)}:${h.length}`),
-      helpful: this.helpfulAckers().map((k) => k.slice(0, 8)),
-      writers
-    }
-  }
-
-  /** The group's indexers (hex keys), as autobase's system state lists them now. */
-  private indexerKeys(): string[] {
-    return (this.base.system?.indexers ?? []).map((i) => b4a.toString(i.key, 'hex'))
-  }
-
-  /**
-   * The writers seen appending within the last `withinMs` (this device
-   * always included): a writer is live when one of its nodes became a head
-   * of the linearized DAG recently. Live indexers ack every renew, so they
-   * show up every leaseMs/2 at least; the elector ranks and nominates
-   * standbys among these.
-   */
+  /** The writers seen appending within the last `withinMs` (this device always included): the elector ranks and nominates standbys among these. */
   liveWriters(withinMs: number): string[] {
-    const since = this.clock.now() - withinMs
-    const live = [this.self]
-    for (const [key, seen] of this.activity) if (seen.at >= since && key !== this.self) live.push(key)
-    return live
+    return this.activity.live(this.self, withinMs)
   }
 
-  private noteActivity(): void {
-    const heads = this.base.system?.heads ?? []
-    const now = this.clock.now()
-    for (const h of heads) {
-      const key = b4a.toString(h.key, 'hex')
-      const seen = this.activity.get(key)
-      if (seen === undefined || h.length > seen.length) this.activity.set(key, { length: h.length, at: now })
-    }
+  /** What confirmation waits on now (confirmation-watchdog.ts). */
+  diagnose(): StallDiagnosis {
+    return diagnose(this.base)
   }
 
   private onupdate(): void {
-    this.noteConsistent()
-    this.noteActivity()
+    this.confirmed.note()
+    this.activity.note(this.base)
     // The ack decision first: its one storage read queues ahead of the listeners' reads.
     this.check()
     this.emit('update')
@@ -831,29 +565,11 @@ export class AutobaseLog extends ReadyResource {
   }
 
   /**
-   * After every update: while a real op (not an ack) is unconfirmed, ack
-   * by the shape of the DAG (see acksHeads), at most once per set of heads;
-   * then refuse a group that moved to an apply version we do not implement
-   * (an ack before that check is harmless: it carries nothing):
-   * - one head, not ours: ack it. Every indexer that does (all of them up
-   *   to FIRST_HOP_ALL, a majority above) sees that head and nothing
-   *   concurrent with it, so each ack counts, and one round confirms the
-   *   head and everything under it;
-   * - several heads: one device merges them: the first by key of the
-   *   indexers whose node would count by autobase's own test
-   *   (helpfulAckers), else the first head writer by key (it just wrote, so
-   *   it is alive); the merge is a single head, and the round above
-   *   confirms it.
-   * Autobase counts an indexer's ack of a node only if that indexer's next
-   * node after it sees it (consensus `_strictlyNewer`), so concurrent acks
-   * are what stall indexing: when every indexer acked every new op and the
-   * author acked on every update, acks crossed, each voided the others,
-   * and ops waited for the watchdog or the next renew (measured in-process:
-   * 9 of 12 acquires confirmed only by the holder's next renew, 140-500
-   * ms). Acking never loops for good: only while a real op is unconfirmed,
-   * at most ACKS_PER_OP acks per new real op (ACKS_PER_OP_HELPFUL when
-   * autobase's test picked us; then the watchdog), and autobase's own
-   * timer never acks an ack.
+   * After every update: while a real op (not an ack) is unconfirmed, the
+   * ack rule (ack-policy.ts); then this device's order against the
+   * quorum's (order-repair.ts); then refuse a group that moved to an apply
+   * version we do not implement (an ack before that check is harmless: it
+   * carries nothing).
    */
   private async afterUpdate(): Promise<void> {
     // Read at the update, before any await: the heads and the tip below belong together.
@@ -865,9 +581,9 @@ export class AutobaseLog extends ReadyResource {
     // update and its ack (the ack is the next hop of a confirmation); the
     // confirmed length is one system block, read once per indexed length.
     // Acks go on while this device's order is being repaired: they carry no order, only what it has seen.
-    this.realPending = viewLength > (await this.indexedViewLength())
-    if (this.realPending && this.closing === null && this.base.ackable) await this.ackHeads(viewLength, heads)
-    await this.verifyOrder()
+    this.realPending = viewLength > (await this.confirmed.read())
+    if (this.realPending && this.closing === null && this.base.ackable) await this.acks.ackHeads(viewLength, heads)
+    await this.order.verify()
     if (viewLength !== this.lastViewLength && this.closing === null) {
       this.lastViewLength = viewLength
       const version = await this.groupApplyVersion('tip')
@@ -879,166 +595,13 @@ export class AutobaseLog extends ReadyResource {
     }
   }
 
-  /**
-   * Compare this device's order with the quorum-signed one whenever the
-   * signed length moved (order-check.ts). On a difference: every confirmed
-   * read refuses from then on, 'diverged' is emitted (the daemon ends its
-   * hold at once), and the device repairs itself: autobase's repair
-   * fast-forwards its apply state to the latest state the quorum signed,
-   * then it applies on from there like every other device. Once a later
-   * comparison finds the two the same, 'repaired' is emitted and confirmed
-   * reads answer again. A repair that cannot reach the signed blocks (no
-   * peer) changes nothing and is tried again at a later update.
-   */
-  private async verifyOrder(): Promise<void> {
-    const point = this.consistent
-    if (point.system === null || this.closing !== null || this.repairing) return
-    const diverged = this.orderDiverged
-    const found = await this.orderCheck.check(point.system.core, point.indexed, diverged !== null)
-    if (this.closing !== null || this.repairing) return
-    if (found !== null && found.same && diverged !== null) {
-      this.orderDiverged = null
-      this.forgetConfirmed()
-      this.emit('repaired', { ...diverged, at: found.length })
-      return
-    }
-    if (found !== null && !found.same && diverged === null) {
-      this.orderDiverged = { systemKey: found.systemKey, length: found.length }
-      this.forgetConfirmed()
-      this.emit('diverged', this.orderDiverged)
-    }
-    if (this.orderDiverged !== null) this.repairOrder()
-  }
-
-  /**
-   * One repair attempt (see verifyOrder), at most one per REPAIR_RETRY_MS,
-   * beside the update checks (a fast-forward can wait seconds on peers;
-   * acks go on meanwhile); the next check compares again.
-   */
-  private repairOrder(): void {
-    if (this.repairing || this.clock.now() - this.lastRepairAt < REPAIR_RETRY_MS) return
-    this.lastRepairAt = this.clock.now()
-    this.repairing = true
-    this.base
-      .repair()
-      .then(() => {
-        // Fast-forwarded blocks come from peers on demand, and reads never wait: fetch the view now.
-        const view = this.base.view.core
-        view.download({ start: 0, end: view.length }).done().catch(() => {})
-      })
-      .catch((err: unknown) => {
-        if (this.closing === null) this.emit('warning', new AutoleaseError('ORDER_DIVERGED', `repairing this device's order failed: ${(err as Error).message}`))
-      })
-      .finally(() => {
-        this.repairing = false
-        this.forgetConfirmed()
-        this.check()
-      })
-  }
-
   /** The confirmed length and snapshot were read from an order that was not the quorum's: read them again. */
   private forgetConfirmed(): void {
-    this.confirmedView = null
-    this.drop('confirmed')
-    this.drop('tip')
-  }
-
-  private async ackHeads(viewLength: number, heads: Array<{ writer: string; length: number }>): Promise<void> {
-    if (viewLength !== this.opAcks.viewLength) this.opAcks = { viewLength, count: 0 }
-    const signature = heads.map((h) => `${h.writer}:${h.length}`).sort().join(',')
-    if (signature === this.ackedHeads) return
-    this.ackedHeads = signature
-    const helpful = heads.length > 1 ? this.helpfulAckers() : []
-    const mine = acksHeads(this.self, heads.map((h) => h.writer), this.indexerKeys(), helpful)
-    if (!mine || this.opAcks.count >= (helpful.length > 0 ? ACKS_PER_OP_HELPFUL : ACKS_PER_OP)) return
-    // The one view read on the way to an ack, and only when the rule says ack.
-    if (await this.awaitingNominee(viewLength)) return
-    this.opAcks.count++
-    this.ruleAcks++
-    await this.base.append(null)
-  }
-
-  /**
-   * The indexers (hex keys) whose next node would move
-   * confirmation forward, by autobase's own test (linearizer.shouldAck),
-   * evaluated by every device for every indexer on the DAG it holds: the
-   * same DAG gives the same answer everywhere. After two real ops race,
-   * an indexer that wrote a node concurrent with one of them can never
-   * count for it (consensus `_strictlyNewer`), so a merge by the first
-   * head writer by key could be useless; measured: a claim racing the
-   * holder's renew waited for the watchdog (250-470 ms) while the devices
-   * whose nodes would count stayed silent.
-   */
-  private helpfulAckers(): string[] {
-    const lin = this.base.linearizer
-    if (lin === null) return []
-    return lin.indexers.filter((w) => lin.shouldAck(w)).map((w) => b4a.toString(w.core.key, 'hex'))
+    this.confirmed.forget()
+    this.snapshots.drop('confirmed')
+    this.snapshots.drop('tip')
   }
 }
-
-/** See diagnose(). */
-export interface StallDiagnosis {
-  length: number
-  indexed: number
-  heads: string[]
-  dagHeads: string[]
-  helpful: string[]
-  writers: Array<{ key: string; indexer: boolean; dag: number; loaded: number; stored: number; contiguous: number; seen: number; remote: number; peers: number; indexed: number }>
-}
-
-/** A real op unconfirmed this long with no indexing progress is reported ('stalled'), then again at each doubling. */
-const STALL_REPORT_MS = 2_000
-
-/** A real op unconfirmed this long with no indexing progress gets a forced ack (from the first indexer in turn). */
-const FORCE_ACK_MS = 250
-/** The next indexer's turn to force an ack comes this much later (see checkStall). */
-const NUDGE_STEP_MS = 100
-
-/** Up to this many indexers, every indexer acks a new real op; above it, a majority of them (see afterUpdate). */
-const FIRST_HOP_ALL = 5
-
-/** Whether this device acks a new real op at once (the first hop). */
-export function firstHopAcker(self: string, indexers: string[]): boolean {
-  if (indexers.length <= FIRST_HOP_ALL) return true
-  const turn = nudgeTurn(self, indexers)
-  return turn !== null && turn.rank < Math.floor(turn.of / 2) + 1
-}
-
-/**
- * Whether this device acks DAG heads written by `heads` (writer keys, hex;
- * one entry per head):
- * - one head not ours: yes, if we ack first hops (firstHopAcker);
- * - several heads: one device merges them. When autobase's own test names
- *   indexers whose node would count (`helpful`, see helpfulAckers), the
- *   first of those by key; else the first head writer by key among the
- *   indexers (or the first indexer, when no head is an indexer's).
- */
-export function acksHeads(self: string, heads: string[], indexers: string[], helpful: readonly string[] = []): boolean {
-  if (!indexers.includes(self) || heads.length === 0) return false
-  if (heads.length === 1) return heads[0] !== self && firstHopAcker(self, indexers)
-  const useful = helpful.filter((k) => indexers.includes(k)).sort()
-  if (useful.length > 0) return useful[0] === self
-  const writers = heads.filter((k) => indexers.includes(k)).sort()
-  return (writers[0] ?? [...indexers].sort()[0]) === self
-}
-
-/** This device's place among the indexers (by key) and their number; null when it is not one of them. */
-export function nudgeTurn(self: string, indexers: string[]): { rank: number; of: number } | null {
-  const sorted = [...indexers].sort()
-  const rank = sorted.indexOf(self)
-  return rank === -1 ? null : { rank, of: sorted.length }
-}
-
-/**
- * Acks one device appends by the DAG-shape rule per new real op: its ack
- * of the op and one of a merge (or its merge) is what a round needs; past
- * that the watchdog takes over. Without a cap, a stream of ops kept the
- * ack-merge-ack ring going at network speed on every device (the webhook
- * intake spent ~40% more CPU per event).
- */
-const ACKS_PER_OP = 2
-/** The cap when autobase's test picked the acker (helpfulAckers): each such ack counts, so a round lost to a race is made up. */
-const ACKS_PER_OP_HELPFUL = 4
 
 /** The local writer core as autobase opens it (its blocks decoded as autobase's oplog messages). */
 interface LocalCore {
@@ -1046,50 +609,9 @@ interface LocalCore {
   get(index: number, opts: { wait: boolean }): Promise<{ node: { value: Uint8Array | null } } | null>
 }
 
-interface Snapshot {
-  length: number
-  bee: View
-  refs: number
-  dropped: boolean
-  /** Single-key answers read from this snapshot (readOnce). */
-  memo: Map<string, Promise<unknown>>
-}
-
-/** Past this many remembered keys a snapshot's memo starts over (a snapshot usually lives for one update). */
-const MEMO_KEYS = 256
-
 function versionAhead(version: number): AutoleaseError {
   return new AutoleaseError(
     'VERSION_AHEAD',
     `this group runs apply version ${version}; this build of autolease implements version ${APPLY_VERSION}: upgrade autolease on this device`
   )
-}
-
-function orderDiverged(d: OrderDivergence): AutoleaseError {
-  return new AutoleaseError(
-    'ORDER_DIVERGED',
-    `this device's ordered log differs from the one a quorum of indexers signed (system core ${d.systemKey.slice(0, 12)}, signed length ${d.length}): nothing confirmed is read from it until it is repaired from the signed state`
-  )
-}
-
-/** How often a diverged device tries its repair again (each try needs a peer holding the signed blocks). */
-const REPAIR_RETRY_MS = 2_000
-
-const RETRYABLE = new Set(['BLOCK_NOT_AVAILABLE', 'SESSION_CLOSED', 'SNAPSHOT_NOT_AVAILABLE', 'REQUEST_TIMEOUT'])
-const READ_OPTS = { wait: false }
-
-const EMPTY_VIEW = {
-  get: async () => null,
-  createReadStream: () => (async function* () {})()
-} as unknown as View
-
-async function get<T>(view: View, key: string): Promise<T | null> {
-  const entry = await view.get(key, READ_OPTS)
-  return entry === null ? null : (entry.value as T)
-}
-
-async function range<T>(view: View, prefix: string): Promise<T[]> {
-  const out: T[] = []
-  for await (const e of view.createReadStream({ gte: prefix, lt: prefixEnd(prefix) }, READ_OPTS)) out.push(e.value as T)
-  return out
 }
