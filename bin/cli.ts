@@ -38,7 +38,7 @@ import type { loadForgeConfig } from '../lib/queue/forge/forge-config.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 import type { Json } from '../lib/daemon/control-server.js'
 
-import { DAY_MS, type RotationConfig } from '../lib/log/rotation.js'
+import { DAY_MS, type RotationConfig } from '../lib/log/rotation/policy.js'
 import { EXIT, Exit, positiveInt, positiveNumber, port, seconds, hostPort, defaultOwner, defaultStorage, net, socketOf, type NetFlags } from '../lib/cli/args.js'
 import { out, short, inSeconds, describeHeld, printOutcome, type Outcome, type Record_ } from '../lib/cli/output.js'
 

@@ -19,4 +19,5 @@ export { decide, holdingEpoch, holdDeadline, type Decision } from './lease/elect
 export { transition, isLive, type LeaseRecord, type LeaseOutcome, type RejectReason } from './lease/lease-state.js'
 export { encodeOp, decodeOp, SIGNER_LEASE, type Op, type LeaseOp } from './log/ops.js'
 export { AutoleaseError, isAutoleaseError, type ErrorCode } from './errors.js'
-export type { TenureEntry, WriterEntry, OpOutcome } from './log/view-layout.js'
+export type { WriterEntry } from './log/view-layout.js'
+export type { TenureEntry, OpOutcome } from './lease/lease-layout.js'

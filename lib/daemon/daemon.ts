@@ -69,7 +69,7 @@ import type { TenantForges } from '../queue/forge/tenant-forges.js'
 import { testKill, testPause } from './test-pause.js'
 import { GenerationDirs, du } from './generation-dirs.js'
 import type { GenerationInfo } from '../log/rotating-log.js'
-import type { RotationConfig } from '../log/rotation.js'
+import type { RotationConfig } from '../log/rotation/policy.js'
 import type { ConsoleServer } from '../console/server.js'
 
 const CLOSE_TIMEOUT_MS = 3_000

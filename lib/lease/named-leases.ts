@@ -23,7 +23,7 @@
  */
 import type { IntentLog } from '../intent-log.js'
 import { isLive, type LeaseRecord } from './lease-state.js'
-import type { OpOutcome } from '../log/view-layout.js'
+import type { OpOutcome } from './lease-layout.js'
 import { SIGNER_LEASE, isLeaseName } from '../log/ops.js'
 import { AutoleaseError } from '../errors.js'
 

@@ -34,6 +34,20 @@ export interface AckHost {
   hold(viewLength: number): Promise<boolean>
 }
 
+/**
+ * A hook of the composition: whether acks wait at tip view length
+ * `viewLength`, read through `log` (an op family whose newest op announces
+ * a follow-up that acks it: an ack appended meanwhile would be concurrent
+ * with that follow-up and void its first acks). One per AutobaseLog: it may
+ * keep state.
+ */
+export type AckHold = (viewLength: number, log: KeyedReads) => Promise<boolean>
+
+/** The keyed reads an ack hold reads the view with. */
+export interface KeyedReads {
+  value<T>(key: string, mode: 'tip' | 'confirmed'): Promise<T | null>
+}
+
 /** Up to this many indexers, every indexer acks a new real op; above it, a majority of them. */
 const FIRST_HOP_ALL = 5
 

@@ -43,28 +43,12 @@ import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import type { OrderDivergence } from './order-check.js'
 import { APPLY_VERSION, type Fold, type View } from './apply.js'
-import { encodeOp, packEvents, SIGNER_LEASE, type EventOp, type Op } from './ops.js'
-import {
-  APPLIED_KEY,
-  APPLY_VERSION_KEY,
-  CAPABILITY_PREFIX,
-  LEASE_PREFIX,
-  REJECTED_PREFIX,
-  WRITER_PREFIX,
-  leaseKey,
-  outcomeKey,
-  prefixEnd,
-  tenurePrefix,
-  type CapabilityEntry,
-  type LeaseRecord,
-  type OpOutcome,
-  type TenureEntry,
-  type WriterEntry
-} from './view-layout.js'
+import { encodeOp, type Op } from './ops.js'
+import { APPLIED_KEY, APPLY_VERSION_KEY, CAPABILITY_PREFIX, REJECTED_PREFIX, WRITER_PREFIX, prefixEnd, type CapabilityEntry, type WriterEntry } from './view-layout.js'
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 import { ReplicationWatchdog } from './replication-watchdog.js'
-import { AckPolicy } from './ack-policy.js'
+import { AckPolicy, type AckHold } from './ack-policy.js'
 import { ConfirmationWatchdog, FORCE_ACK_MS, diagnose, type StallDiagnosis } from './confirmation-watchdog.js'
 import { ConfirmedLength } from './confirmed-length.js'
 import { OrderRepair, orderDivergedError } from './order-repair.js'
@@ -93,6 +77,8 @@ export interface AutobaseLogOptions {
   encryptionKey?: Uint8Array
   /** Encrypted, with the key stored at its first open (a later generation reopened). */
   encrypted?: boolean
+  /** Whether acks wait (ack-policy.ts AckHold: a hook of the composition); default: never. */
+  ackHold?: AckHold
 }
 
 /** This device's writer key in a storage, with its signing pair, held open until release() (AutobaseLog.holdLocalKey). */
@@ -135,8 +121,6 @@ export class AutobaseLog extends ReadyResource {
   private recheck = false
   /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
   private realPending = false
-  /** The tip view length at the last check for a nominated release, the newest such release seen, and whether acks wait for its nominee. */
-  private handoff: { viewLength: number; release: string | null; waiting: boolean } = { viewLength: -1, release: null, waiting: false }
   /** The group's apply version once it is ahead of this build (VERSION_AHEAD was emitted), else null. */
   versionAhead: number | null = null
   /** Asks live peers again for blocks a frozen peer holds up (replication-watchdog.ts). */
@@ -164,7 +148,7 @@ export class AutobaseLog extends ReadyResource {
       // Autobase also hurries a background ack after a few updates without
       // a local append (ackThreshold); that ack lands at a random moment,
       // concurrent with whatever real op comes next, and voids this
-      // indexer's ack of it (see awaitingNominee). Our own acks come at
+      // indexer's ack of it (see ack-policy.ts). Our own acks come at
       // the moments that help; the timer stays only as a backstop.
       ackThreshold: 0,
       // Fast-forward adopts the quorum's view and fetches its blocks lazily;
@@ -183,7 +167,8 @@ export class AutobaseLog extends ReadyResource {
     this.activity = new WriterActivity(this.clock)
     this.confirmed = new ConfirmedLength(this.base, closed)
     this.snapshots = new ViewSnapshots(this.base, () => this.confirmedViewLength(), closed)
-    this.acks = new AckPolicy({ base: this.base, self, hold: (viewLength) => this.awaitingNominee(viewLength) })
+    const ackHold = opts.ackHold
+    this.acks = new AckPolicy({ base: this.base, self, hold: (viewLength) => (ackHold === undefined ? Promise.resolve(false) : ackHold(viewLength, this)) })
     this.watchdog = new ConfirmationWatchdog(
       {
         base: this.base,
@@ -399,21 +384,6 @@ export class AutobaseLog extends ReadyResource {
   }
 
   /**
-   * Webhook events, as few log nodes as they fit in: in a group at apply
-   * version 3 or later, packed into event-batch ops (ops.ts packEvents),
-   * all in one autobase batch; before that, one op each. Resolves with each
-   * event's id (`<op id>/<index>` when packed) once every one is in the
-   * local log and applied at the tip.
-   */
-  async appendEvents(events: readonly EventOp[]): Promise<string[]> {
-    if (events.length === 0) return []
-    if ((await this.groupApplyVersion('tip')) < 3) return this.appendBatch(events)
-    const packs = packEvents(events)
-    const ids = await this.appendBatch(packs)
-    return packs.flatMap((p, i) => p.events.map((_, k) => `${ids[i]!}/${k}`))
-  }
-
-  /**
    * Length of the view inside the confirmed (indexed) prefix, as of the last
    * consistent point (see noteConsistent), read from the system block at
    * that indexed length.
@@ -444,18 +414,6 @@ export class AutobaseLog extends ReadyResource {
     return this.read(mode, (v) => range<T>(v, prefix))
   }
 
-  lease(name: string, mode: ReadMode): Promise<LeaseRecord | null> {
-    return this.value<LeaseRecord>(leaseKey(name), mode)
-  }
-
-  leases(mode: ReadMode): Promise<LeaseRecord[]> {
-    return this.read(mode, (v) => range<LeaseRecord>(v, LEASE_PREFIX))
-  }
-
-  tenures(name: string, mode: ReadMode): Promise<TenureEntry[]> {
-    return this.read(mode, (v) => range<TenureEntry>(v, tenurePrefix(name)))
-  }
-
   writers(mode: ReadMode = 'tip'): Promise<WriterEntry[]> {
     return this.read(mode, (v) => range<WriterEntry>(v, WRITER_PREFIX))
   }
@@ -463,10 +421,6 @@ export class AutobaseLog extends ReadyResource {
   /** What each device last said it can do (capability ops, apply version 4), by writer key order. */
   capabilities(mode: ReadMode): Promise<CapabilityEntry[]> {
     return this.read(mode, (v) => range<CapabilityEntry>(v, CAPABILITY_PREFIX))
-  }
-
-  outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null> {
-    return this.value<OpOutcome>(outcomeKey(opId), mode)
   }
 
   /** Rejected ops by reason, as counted by apply. */
@@ -498,28 +452,6 @@ export class AutobaseLog extends ReadyResource {
   async ack(): Promise<void> {
     if (this.closing !== null || !this.base.ackable) return
     await this.base.ack()
-  }
-
-  /**
-   * Whether the newest real op is a signer release that nominates a
-   * successor, so nobody acks now: the nominee's claim follows within a
-   * round trip and references the release, which acks it. An ack appended
-   * meanwhile is concurrent with that claim, and autobase counts an ack of
-   * the claim only from a node strictly newer than it (consensus
-   * `_strictlyNewer`): a node that also sees the concurrent ack is not, so
-   * one early ack of the release voided the first acks of the claim, and
-   * confirming it took a merge and two more rounds (measured: 180-600 ms
-   * instead of one round trip). A dead nominee leaves the release to the
-   * watchdog's forced acks, as any stalled op.
-   */
-  private async awaitingNominee(viewLength: number): Promise<boolean> {
-    if (viewLength === this.handoff.viewLength) return this.handoff.waiting
-    const tip = await this.lease(SIGNER_LEASE, 'tip')
-    const release = tip !== null && tip.holder === null && (tip.nominee ?? null) !== null ? tip.opId : null
-    // Only while the release is the newest real op: any real op after it is acked as usual.
-    const waiting = release !== null && release !== this.handoff.release
-    this.handoff = { viewLength, release: release ?? this.handoff.release, waiting }
-    return waiting
   }
 
   /** The writers seen appending within the last `withinMs` (this device always included): the elector ranks and nominates standbys among these. */

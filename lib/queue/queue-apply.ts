@@ -97,7 +97,8 @@ import {
   type RepoAddOp,
   type RepoRemoveOp
 } from '../log/ops.js'
-import { leaseKey, type RejectionReason } from '../log/view-layout.js'
+import { type RejectionReason } from '../log/view-layout.js'
+import { leaseKey } from '../lease/lease-layout.js'
 import type { LeaseRecord } from '../lease/lease-state.js'
 import { evaluateGate, foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type AuditAction, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
 import { isQueueCheck, isQueueStatus, latest, ranked } from './gate.js'
