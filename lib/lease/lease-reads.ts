@@ -9,8 +9,24 @@
  * asked (tip or confirmed), never a mix.
  */
 import type { ReadMode } from '../log/autobase-log.js'
+import type { RotatingLog } from '../log/rotating-log.js'
 import { SIGNER_LEASE } from '../log/ops.js'
 import { LEASE_PREFIX, leaseKey, outcomeKey, tenurePrefix, type LeaseRecord, type OpOutcome, type TenureEntry } from './lease-layout.js'
+
+/** The lease reads the composed log (lib/intent-log.ts IntentLog) offers as methods. */
+export interface LeaseReads {
+  lease(name: string, mode: ReadMode): Promise<LeaseRecord | null>
+  leases(mode: ReadMode): Promise<LeaseRecord[]>
+  tenures(name: string, mode: ReadMode): Promise<TenureEntry[]>
+  outcome(opId: string, mode: ReadMode): Promise<OpOutcome | null>
+}
+
+/**
+ * The log as the layers between lib/log and the composition see it (lib/lease,
+ * lib/queue): RotatingLog with the lease reads. IntentLog is one; typing
+ * against this keeps those layers from importing the composition above them.
+ */
+export type LeaseReadingLog = RotatingLog & LeaseReads
 
 /** The keyed reads of a log these read through. */
 export interface KeyedLog {

@@ -21,7 +21,7 @@
  * expiry is never judged from a timestamp); minute-scale TTLs tolerate
  * small clock skew. The listing's "live" uses this device's wall clock.
  */
-import type { IntentLog } from '../intent-log.js'
+import type { LeaseReadingLog as IntentLog } from './lease-reads.js'
 import { isLive, type LeaseRecord } from './lease-state.js'
 import type { OpOutcome } from './lease-layout.js'
 import { SIGNER_LEASE, isLeaseName } from '../log/ops.js'

@@ -55,7 +55,7 @@ const FIRST_HOP_ALL = 5
  * Acks one device appends by the DAG-shape rule per new real op: its ack
  * of the op and one of a merge (or its merge) is what a round needs; past
  * that the watchdog takes over. Without a cap, a stream of ops kept the
- * ack-merge-ack ring going at network speed on every device (the webhook
+ * ack-merge-ack ring going at network speed on every device (an event
  * intake spent ~40% more CPU per event).
  */
 const ACKS_PER_OP = 2

@@ -95,7 +95,7 @@ export type GenerationInfo = {
   sealed: { attempt: number; next: number; founder: string } | null
   /** Generations left and kept (retention), open or closed. */
   retained: number[]
-  /** Those of them open now (at most MAX_OPEN_RETAINED, retained.ts). */
+  /** Those of them open now (at most MAX_OPEN_RETAINED, rotation/retention-plan.ts). */
   retainedOpen: number[]
   /** Bytes on disk per generation kept, and in all. */
   bytes: { total: number; byGeneration: Record<string, number> }
@@ -266,7 +266,7 @@ export class RotatingLog extends ReadyResource {
     return Hypercore.discoveryKey(this.key)
   }
 
-  /** This device's identity (hex): what apply authorizes and lease records name. */
+  /** This device's identity (hex): what apply authorizes and the view records name. */
   get self(): string {
     return this.set.identity
   }

@@ -7,7 +7,7 @@
  * epoch, another holder, an entry that moved on) is known as soon as it is
  * confirmed, not after a timeout.
  */
-import type { IntentLog } from '../intent-log.js'
+import type { LeaseReadingLog as IntentLog } from '../lease/lease-reads.js'
 import type { AttemptEndOp, AttemptOp, ForgeSyncOp, QueueCheckAppOp, QueueCommandOp, QueueDecideOp, QueueNoteOp, ReconcileResultOp } from '../log/ops.js'
 import { waitForConfirmed } from '../lease/named-leases.js'
 import { fencedOutcomeKey, type FencedOutcome } from './queue-layout.js'

@@ -3,7 +3,7 @@
  * what the CLI, the metrics and the holder's worker look at. Reads come from
  * the tip (what this device applied) or the confirmed prefix.
  */
-import type { IntentLog } from '../intent-log.js'
+import type { LeaseReadingLog as IntentLog } from '../lease/lease-reads.js'
 import type { ReadMode } from '../log/autobase-log.js'
 import {
   QUEUE_PREFIX,

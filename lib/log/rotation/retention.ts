@@ -62,7 +62,7 @@ export class Retention {
   }
 
   /**
-   * The generations left (retained.ts): one no member needs any more, or
+   * The generations left (retention-plan.ts): one no member needs any more, or
    * past its retention, is deleted; of the others at most MAX_OPEN_RETAINED
    * stay open, the rest are closed and opened again when a peer asks.
    */
