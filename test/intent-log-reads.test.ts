@@ -1,5 +1,5 @@
 /**
- * Single-key reads are remembered per snapshot (lib/log/intent-log.ts,
+ * Single-key reads are remembered per snapshot (lib/log/view-snapshots.ts,
  * readOnce): the same key at the same view length goes to storage once,
  * a new op is seen at once (a new length is a new snapshot), a caller
  * cannot change what the next caller reads, and a failed read is read

@@ -328,8 +328,8 @@ export class AutobaseLog extends ReadyResource {
    * left it pending and the group's only active indexer with nothing to
    * ack: the switch to a new generation, re-appending a batch first, stalled
    * for good (test/generations.test.ts), and a device registering its next
-   * keys as soon as it was added sometimes kept the group from forming
-   * (1 run in 6). A plain writer appends nothing.
+   * keys as soon as it was added sometimes kept the group from forming.
+   * A plain writer appends nothing.
    */
   async announce(): Promise<void> {
     if (this.closing !== null || !this.base.writable || this.base.local.length > 0) return

@@ -107,7 +107,7 @@ export class Sealing {
     const unkeyed = writers.filter((w) => registeredKey(keyed.find((k) => k.identity === w.key) ?? null, n + 1) === null).map((w) => `${n}:${w.key}`)
     const everyoneKeyed = unkeyed.length === 0
     // A writer just added (an invite) registers its keys once it has caught up: twice the bound can come
-    // first at small bounds under load, and it was then left behind for good (daemon-generations in CI).
+    // first at small bounds on a slow machine, and it was then left behind for good.
     // The seal past twice the bound waits until each writer has lacked keys for NEW_WRITER_KEYS_MS here.
     for (const k of [...this.unkeyedSince.keys()]) if (!unkeyed.includes(k)) this.unkeyedSince.delete(k)
     for (const k of unkeyed) if (!this.unkeyedSince.has(k)) this.unkeyedSince.set(k, now)
@@ -165,7 +165,7 @@ export class Sealing {
     if (turn === null || !cur.isIndexer) return
     if (decideReseal(now, this.seen!.at, turn, this.env.rotation).action !== 'reseal') return
     const tip = await cur.value<SealRecord>(GEN_SEAL_KEY, 'tip')
-    // The tip may show an own append only after the next update: ticks 50 ms apart under load appended up to 8 seals.
+    // The tip may show an own append only after the next update: ticks 50 ms apart appended several seals.
     if ((tip !== null && tip.attempt > seal.attempt) || this.resealed === `${n}:${seal.attempt + 1}`) return
     await cur.append({ type: 'seal', generation: n, attempt: seal.attempt + 1 })
     this.resealed = `${n}:${seal.attempt + 1}`
