@@ -10,11 +10,8 @@ const DEV = { regex: '^(\\.\\./)+dev/', message: 'lib/ never imports dev/ (test 
  * delivery, a GitHub event name, a login, a SHA (`sha`, `isSha`, `bodySha256`; not `share`, `shape` or the
  * hash algorithm `'sha256'`).
  */
-/** lib/log files that still name them until the log move lands (issue 34: the lease reads and the hooks leave them). */
-const LOG_NOT_YET_GENERIC = ['lib/log/generations.ts', 'lib/log/intent-log.ts', 'lib/log/view-layout.ts']
-
 const FAMILY_WORDS =
-  '/Priority|WaitReason|(^|[^eE])([Ll]ease|LEASE)|[Tt]enure|TENURE|[Gg]it[Hh]ub|GITHUB|[Dd]elivery|DELIVERY|issue_comment|pull_request|[Ll]ogin|LOGIN|(^|[^A-Za-z])[Ss]ha($|[^a-z0-9])|[a-z]Sha($|[^a-z])|SHA($|[^A-Z])/'
+  '/Priority|WaitReason|(?<![eE]|[Aa]uto)([Ll]ease|LEASE)|[Tt]enure|TENURE|[Gg]it[Hh]ub|GITHUB|[Dd]elivery|DELIVERY|issue_comment|pull_request|[Ll]ogin|LOGIN|(^|[^A-Za-z])[Ss]ha($|[^a-z0-9])|[a-z]Sha($|[^a-z])|SHA($|[^A-Z])/'
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', '.scratch/**'] },
@@ -44,8 +41,6 @@ export default tseslint.config(
   // `share`, `shape`, `hash`.
   {
     files: ['lib/log/**'],
-    // Until the log move lands (issue 34: the lease reads and the hooks leave these files), they still name them.
-    ignores: LOG_NOT_YET_GENERIC,
     rules: {
       'no-restricted-syntax': [
         'error',
@@ -54,25 +49,6 @@ export default tseslint.config(
           message:
             'lib/log names no lease and no GitHub concept (Priority, WaitReason, the signer lease, tenures, deliveries, logins, SHAs, GitHub event names): the op family that has it (lib/lease, lib/queue) registers its codec with lib/log/ops.ts or hands the log a hook through lib/families.ts'
         }))
-      ]
-    }
-  },
-  // Until the log move lands: these two lib/log files still import the signer lease's name and the queue's event
-  // packing from the layers that now own them (the rest of the layer rule holds for them).
-  {
-    files: ['lib/log/intent-log.ts', 'lib/log/generations.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            {
-              regex: '^(\\.\\./)+(?!lease/lease-ops\\.js$|queue/model/queue-ops\\.js$)(lease|queue|daemon|cli|console)/',
-              message: 'lib/log imports no layer above it: op families are handed to it (lib/families.ts)'
-            },
-            { regex: '^(\\.\\./)+(families|index)\\.js$', message: 'lib/log imports no layer above it: op families are handed to it (lib/families.ts)' }
-          ]
-        }
       ]
     }
   }

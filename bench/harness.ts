@@ -12,7 +12,7 @@ import type { Assertion } from 'brittle'
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import { Cluster, OverlapMonitor, type Device } from '../test/helpers/cluster.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { Elector } from '../lib/lease/elector.js'
 import { electionConfig, type ElectionConfig } from '../lib/lease/config.js'
 import type { Op } from '../lib/log/ops.js'
@@ -84,7 +84,7 @@ export async function openRig(size: number, config: Partial<ElectionConfig>, for
     for (let i = 1; i < size; i++) {
       const dir = await tmp(t)
       const store = new Corestore(dir)
-      const log = new GroupLog(store, { key: founder.log.key, ackIntervalMs: cluster.ackIntervalMs() })
+      const log = new IntentLog(store, { key: founder.log.key, ackIntervalMs: cluster.ackIntervalMs() })
       await log.ready()
       cluster.devices.push({ index: i, dir, store, log, elector: null, events: [] })
       cluster.mesh.add(log)

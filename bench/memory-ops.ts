@@ -26,8 +26,7 @@ import { fileURLToPath } from 'node:url'
 import type Corestore from 'corestore'
 import b4a from 'b4a'
 import { openStore } from '../lib/daemon/store.js'
-import type { IntentLog } from '../lib/log/intent-log.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import type { Op } from '../lib/log/ops.js'
 import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import type { EventOp } from '../lib/queue/model/queue-ops.js'
@@ -257,7 +256,7 @@ export async function bytesPerOp(n = 200, log: (l: string) => void = () => {}): 
     for (let i = 0; i < 3; i++) {
       const dir = join(root, String(i))
       const store = openStore(dir)
-      const log = new GroupLog(store, { key: devices[0]?.log.key ?? null, ackIntervalMs: 1000 })
+      const log = new IntentLog(store, { key: devices[0]?.log.key ?? null, ackIntervalMs: 1000 })
       await log.ready()
       devices.push({ dir, store, log })
       mesh.add(log)

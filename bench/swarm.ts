@@ -8,8 +8,7 @@ import Corestore from 'corestore'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { IntentLog } from '../lib/log/intent-log.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { Elector } from '../lib/lease/elector.js'
 import { Swarm } from '../lib/daemon/swarm.js'
 import type { ElectionConfig } from '../lib/lease/config.js'
@@ -50,7 +49,7 @@ export async function swarmFailover(config: Partial<ElectionConfig>): Promise<Sw
   async function open(key: Uint8Array | null): Promise<Peer> {
     const dir = await mkdtemp(join(tmpdir(), 'autolease-bench-swarm-'))
     const store = new Corestore(dir)
-    const log = new GroupLog(store, { key, ackIntervalMs: config.ackIntervalMs ?? 200 })
+    const log = new IntentLog(store, { key, ackIntervalMs: config.ackIntervalMs ?? 200 })
     await log.ready()
     const swarm = new Swarm(log, { bootstrap })
     const peer: Peer = { dir, store, log, swarm, elector: null, closed: false }

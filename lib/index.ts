@@ -7,9 +7,9 @@
  *   elector.on('elected', ({ epoch }) => ...)
  *   if (elector.holding()) doWork(elector.epoch())            // check at the moment of use
  */
-// IntentLog is the intent log over this build's op families (lib/families.ts).
-export { GroupLog as IntentLog, type GroupLogOptions as IntentLogOptions } from './families.js'
-export type { ReadMode } from './log/intent-log.js'
+// IntentLog is the intent log over this build's op families (lib/intent-log.ts, lib/families.ts).
+export { IntentLog, type IntentLogOptions } from './intent-log.js'
+export type { ReadMode } from './log/autobase-log.js'
 export { Elector, type ElectorOptions, type ElectorStatus, type DemotionReason, type LeaseLog } from './lease/elector.js'
 export { Swarm, type SwarmOptions } from './daemon/swarm.js'
 export { openStore, type StoreBounds } from './daemon/store.js'
@@ -20,4 +20,5 @@ export { transition, isLive, type LeaseRecord, type LeaseOutcome, type RejectRea
 export { encodeOp, decodeOp, type Op } from './log/ops.js'
 export { SIGNER_LEASE, type LeaseOp } from './lease/lease-ops.js'
 export { AutoleaseError, isAutoleaseError, type ErrorCode } from './errors.js'
-export type { TenureEntry, WriterEntry, OpOutcome } from './log/view-layout.js'
+export type { WriterEntry } from './log/view-layout.js'
+export type { TenureEntry, OpOutcome } from './lease/lease-layout.js'

@@ -11,7 +11,8 @@ import { APPLY_VERSION, type View } from '../lib/log/apply.js'
 import { apply } from '../lib/families.js'
 import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
-import { APPLIED_KEY, APPLY_VERSION_KEY, leaseKey, rejectedKey, writerKey } from '../lib/log/view-layout.js'
+import { APPLIED_KEY, APPLY_VERSION_KEY, rejectedKey, writerKey } from '../lib/log/view-layout.js'
+import { leaseKey } from '../lib/lease/lease-layout.js'
 
 const FOUNDER = 'f'.repeat(64)
 const OTHER = 'e'.repeat(64)

@@ -9,7 +9,7 @@ import b4a from 'b4a'
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
 
@@ -64,7 +64,7 @@ test('a non-writer cannot append; a non-indexer writer cannot add writers; a rem
 
   // A device that was never added: its appends are refused locally with a clear error.
   const outsiderStore = new Corestore(await tmp(t))
-  const outsider = new GroupLog(outsiderStore, { key: a.log.key, ackIntervalMs: 100 })
+  const outsider = new IntentLog(outsiderStore, { key: a.log.key, ackIntervalMs: 100 })
   t.teardown(async () => {
     await outsider.close()
     await outsiderStore.close()

@@ -13,7 +13,7 @@ import { APPLY_VERSION, type View } from '../lib/log/apply.js'
 import { apply } from '../lib/families.js'
 import { decodeOp, encodeOp } from '../lib/log/ops.js'
 import { capabilityKey, rejectedKey } from '../lib/log/view-layout.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { Capabilities } from '../lib/daemon/capability.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 import { waitFor } from './helpers/cluster.js'
@@ -61,7 +61,7 @@ test('apply: a capability op is kept per writer at version 4, unknown-type befor
 
 test('Capabilities on a real log: announced once, incapable only while the group manages repos, withdrawn on stop', { timeout: 30_000 }, async (t) => {
   const store = new Corestore(await tmp(t))
-  const log = new GroupLog(store, { ackIntervalMs: 100 })
+  const log = new IntentLog(store, { ackIntervalMs: 100 })
   await log.ready()
   let repos = false
   const caps = new Capabilities({ log, forge: false, reason: 'no forge config', managesRepos: async () => repos })
@@ -92,7 +92,7 @@ test('Capabilities on a real log: announced once, incapable only while the group
 
 test('Capabilities: a device with a forge withdraws it on a graceful stop (only where it matters)', { timeout: 30_000 }, async (t) => {
   const store = new Corestore(await tmp(t))
-  const log = new GroupLog(store, { ackIntervalMs: 100 })
+  const log = new IntentLog(store, { ackIntervalMs: 100 })
   await log.ready()
   await log.append({ type: 'repo-add', tenant: 'acme', repo: 'acme/app', label: 'q', mergeMethod: 'squash', requiredChecks: [] })
   const caps = new Capabilities({ log, forge: true, reason: null, managesRepos: async () => true })

@@ -16,7 +16,7 @@ import tmp from 'test-tmp'
 import { writeFileSync } from 'node:fs'
 import { Procs, cli, formGroup, status, waitStatuses, type Daemon, type Status } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { GenerationDirs } from '../lib/daemon/generation-dirs.js'
 import { decodeKey, readGroupFile, storagePaths } from '../lib/daemon/storage-lock.js'
 
@@ -221,11 +221,11 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
 
   // The same view everywhere, offline, at the common confirmed length: each storage read as it stands (manage: false;
   // a manager would act on it, a switch offline closing the generation being read).
-  const views: Array<{ log: GroupLog; generation: number; length: number }> = []
+  const views: Array<{ log: IntentLog; generation: number; length: number }> = []
   t.teardown(() => Promise.all(views.map((v) => v.log.close())))
   for (const dir of dirs) {
     const paths = storagePaths(dir)
-    const log = new GroupLog(new GenerationDirs(paths), { key: decodeKey(readGroupFile(paths)!.key), manage: false })
+    const log = new IntentLog(new GenerationDirs(paths), { key: decodeKey(readGroupFile(paths)!.key), manage: false })
     await log.ready()
     views.push({ log, generation: log.generation, length: await log.confirmedViewLength() })
   }

@@ -12,7 +12,7 @@ import tmp from 'test-tmp'
 import Corestore from 'corestore'
 import { Procs, cli, formGroup, status, waitStatuses, type Daemon, type Status } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { APPLY_VERSION } from '../lib/log/apply.js'
 import { Swarm } from '../lib/daemon/swarm.js'
 import { decodeKey, readGroupFile, storagePaths } from '../lib/daemon/storage-lock.js'
@@ -88,7 +88,7 @@ test('a group upgraded past this build while the daemon runs: it stops, claims n
   // The other device, in this process: a newer build, as far as the daemon can tell.
   const paths = storagePaths(other)
   const store = new Corestore(paths.corestore)
-  const log = new GroupLog(store, { key: decodeKey(readGroupFile(paths)!.key), ackIntervalMs: 100 })
+  const log = new IntentLog(store, { key: decodeKey(readGroupFile(paths)!.key), ackIntervalMs: 100 })
   log.on('error', () => {}) // this process's build sees the same VERSION_AHEAD
   await log.ready()
   const swarm = new Swarm(log, { bootstrap: [bootstrap], host: '127.0.0.1', keyPair: await store.createKeyPair('autolease/swarm') })

@@ -19,7 +19,7 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { Procs, cli, formGroup, status, waitStatuses, type Daemon, type Status } from './cli-harness.js'
 import { waitFor } from './helpers/cluster.js'
-import type { SwitchStep } from '../lib/log/generations.js'
+import type { SwitchStep } from '../lib/log/rotating-log.js'
 
 const LEASE_MS = 2000
 const FLAGS = ['--generation-ops', '30', '--found-timeout-s', '8']

@@ -8,8 +8,7 @@ import test from 'brittle'
 import createTestnet from 'hyperdht/testnet.js'
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
-import type { IntentLog } from '../lib/log/intent-log.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { Elector } from '../lib/lease/elector.js'
 import { Swarm } from '../lib/daemon/swarm.js'
 import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
@@ -35,7 +34,7 @@ test('three peers over hyperswarm on a local testnet elect, fail over, and agree
 
   async function open(key: Uint8Array | null): Promise<Peer> {
     const store = new Corestore(await tmp(t))
-    const log = new GroupLog(store, { key, ackIntervalMs: 100 })
+    const log = new IntentLog(store, { key, ackIntervalMs: 100 })
     await log.ready()
     const swarm = new Swarm(log, { bootstrap })
     await swarm.ready()

@@ -9,7 +9,7 @@ import { transition, type LeaseOutcome, type LeaseRecord } from '../lib/lease/le
 import { decodeOp, encodeOp } from '../lib/log/ops.js'
 import { SIGNER_LEASE, type LeaseOp } from '../lib/lease/lease-ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
-import type { ReadMode } from '../lib/log/intent-log.js'
+import type { ReadMode } from '../lib/log/autobase-log.js'
 
 const A = 'a'.repeat(64)
 const B = 'b'.repeat(64)

@@ -30,8 +30,7 @@ import { Cluster, sleep, waitFor } from './helpers/cluster.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 import { seedFromEnv } from './webhook-helpers.js'
 import { fuzzValue } from './nemesis/fuzz-ops.js'
-import type { IntentLog } from '../lib/log/intent-log.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { APPLY_VERSION, type View } from '../lib/log/apply.js'
 import { apply } from '../lib/families.js'
 
@@ -108,7 +107,7 @@ test('fuzzed ops from four writers, appended in different batchings through diff
   const cluster = await Cluster.create(t, { elect: false })
   // A fourth writer without the indexer flag: its config and writer ops are refused, the rest applies.
   const store = new Corestore(await tmp(t))
-  const writer = new GroupLog(store, { key: cluster.devices[0]!.log.key, ackIntervalMs: 100 })
+  const writer = new IntentLog(store, { key: cluster.devices[0]!.log.key, ackIntervalMs: 100 })
   t.teardown(
     async () => {
       await writer.close()

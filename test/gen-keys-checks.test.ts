@@ -13,7 +13,7 @@ import { apply } from '../lib/families.js'
 import { encodeOp, MAX_OP_BYTES, MAX_SHARE_BOXES, type Op } from '../lib/log/ops.js'
 import { MemoryView, host, node } from './helpers/memory-view.js'
 import { boxKeyPair, newGenerationKey, sealKey, usableBoxKey } from '../lib/log/key-box.js'
-import { shareRecipients, type Candidate } from '../lib/log/share-recipients.js'
+import { shareRecipients, type Candidate } from '../lib/log/rotation/share-recipients.js'
 
 const F = 'f'.repeat(64)
 const W = 'e'.repeat(64)

@@ -12,8 +12,7 @@ import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import type { EventOp } from '../lib/queue/model/queue-ops.js'
 import tmp from 'test-tmp'
 import b4a from 'b4a'
-import { IntentLog } from '../lib/log/generations.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { GenerationDirs } from '../lib/daemon/generation-dirs.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
 
@@ -316,7 +315,7 @@ test('a device added in a later generation (as an invite adds it) starts there, 
   await seed.close()
   gens.setPointer({ generation: 1, key: b4a.toString(a.log.generationKey, 'hex'), writer: 'identity', retained: [], encryptionKey: b4a.toString(a.log.generationEncryptionKey!, 'hex') })
   await a.log.append({ type: 'add-writer', key: identity, indexer: false })
-  const log = new GroupLog(gens, { key: a.log.key, ackIntervalMs: 100, rotation: QUIET })
+  const log = new IntentLog(gens, { key: a.log.key, ackIntervalMs: 100, rotation: QUIET })
   await log.ready()
   t.teardown(() => log.close(), { order: -Infinity })
   t.is(log.self, identity, 'its identity is its writer key')
@@ -338,7 +337,7 @@ test('a group made before version 8 stays in generation 0 past its bound; upgrad
   const key = local.key
   await local.release()
   await seed.close()
-  const log = new GroupLog(gens, { key, ackIntervalMs: 100, rotation: { ...ROTATION, ops: 20 } })
+  const log = new IntentLog(gens, { key, ackIntervalMs: 100, rotation: { ...ROTATION, ops: 20 } })
   await log.ready()
   t.teardown(() => log.close(), { order: -Infinity })
   await log.append({ type: 'apply-version', version: 7 })

@@ -1,11 +1,11 @@
 /**
  * Who acks and who forces an ack, in groups of every size: the rules that
- * keep a large group indexing (lib/log/intent-log.ts, afterUpdate and
- * checkStall), and one group above the first-hop threshold that must still
+ * keep a large group indexing (lib/log/ack-policy.ts and
+ * lib/log/confirmation-watchdog.ts), and one group above the first-hop threshold that must still
  * confirm every op.
  */
 import test from 'brittle'
-import { acksHeads, firstHopAcker, nudgeTurn } from '../lib/log/intent-log.js'
+import { acksHeads, firstHopAcker, nudgeTurn } from '../lib/log/ack-policy.js'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
 import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 

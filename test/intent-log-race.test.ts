@@ -15,7 +15,7 @@ import test from 'brittle'
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import { Cluster, waitFor, type Device } from './helpers/cluster.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 
 interface PausableBatch {
   put(key: unknown, value: unknown, opts?: unknown): Promise<void>
@@ -26,7 +26,7 @@ test('a confirmed read while a flush is paused before its write does not see the
   const a = cluster.devices[0] as Device
   // A plain writer: its ops need the one indexer's ack to be confirmed.
   const store = new Corestore(await tmp(t))
-  const w = new GroupLog(store, { key: a.log.key, ackIntervalMs: 100 })
+  const w = new IntentLog(store, { key: a.log.key, ackIntervalMs: 100 })
   t.teardown(async () => {
     await w.close()
     await store.close()

@@ -1,5 +1,5 @@
 /**
- * Single-key reads are remembered per snapshot (lib/log/intent-log.ts,
+ * Single-key reads are remembered per snapshot (lib/log/view-snapshots.ts,
  * readOnce): the same key at the same view length goes to storage once,
  * a new op is seen at once (a new length is a new snapshot), a caller
  * cannot change what the next caller reads, and a failed read is read
@@ -8,7 +8,7 @@
 import test from 'brittle'
 import { Cluster, type Device } from './helpers/cluster.js'
 import type { View } from '../lib/log/apply.js'
-import { leaseKey } from '../lib/log/view-layout.js'
+import { leaseKey } from '../lib/lease/lease-layout.js'
 
 /** Count the hyperbee gets on every snapshot the log checks out; the next get of the key `failOn` throws a retryable storage error. */
 function countGets(d: Device): { gets: number; failOn: string | null; failed: number } {

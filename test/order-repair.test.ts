@@ -15,7 +15,7 @@ import { Cluster, OverlapMonitor, waitFor } from './helpers/cluster.js'
 import { groupFold } from '../lib/families.js'
 import { decodeOp } from '../lib/log/ops.js'
 import type { Fold } from '../lib/log/apply.js'
-import { leaseKey } from '../lib/log/view-layout.js'
+import { leaseKey } from '../lib/lease/lease-layout.js'
 
 const POISON = 'order-repair/poison'
 const FAULT_KEY = 'zz-faulty-apply'

@@ -15,8 +15,7 @@ import { generateKeyPairSync } from 'node:crypto'
 import Hypercore from 'hypercore'
 import { join } from 'node:path'
 import type Hyperswarm from 'hyperswarm'
-import { IntentLog } from '../lib/log/generations.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { MAX_INVITE_TTL_MS, PairingHost, grantedRole, inviteProof, joinerUserData, type InviteRole, type PairingRequest } from '../lib/daemon/pairing.js'
 import { ControlServer } from '../lib/daemon/control-server.js'
 import { registerRoutes, type RouteContext } from '../lib/daemon/control-routes.js'
@@ -42,7 +41,7 @@ function quietSwarm(): Hyperswarm {
 
 async function founder(t: Assertion, wall?: () => number): Promise<{ log: IntentLog; host: PairingHost; store: Corestore }> {
   const store = new Corestore(await tmp(t))
-  const log = new GroupLog(store)
+  const log = new IntentLog(store)
   await log.ready()
   const host = new PairingHost(log, quietSwarm(), wall ? { wall } : {})
   await host.ready()

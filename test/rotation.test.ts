@@ -3,7 +3,7 @@
  * rules, every instant an argument.
  */
 import test from 'brittle'
-import { DEFAULT_ROTATION, decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type SealView } from '../lib/log/rotation.js'
+import { DEFAULT_ROTATION, decideReseal, decideSeal, rotationConfig, sealReason, sealTurn, type SealView } from '../lib/log/rotation/policy.js'
 
 const C = rotationConfig({ ops: 100, bytes: 1000, ageMs: 60_000, staggerMs: 500, foundTimeoutMs: 10_000 })
 const idle: SealView = { now: 10_000, ops: 0, bytes: 0, enteredAt: 0, revocation: false, everyoneKeyed: true, turn: 0, dueSince: null }

@@ -21,8 +21,7 @@ import b4a from 'b4a'
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import { Cluster, sleep, waitFor, type Device } from './helpers/cluster.js'
-import type { IntentLog } from '../lib/log/intent-log.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { encodeOp, type Op } from '../lib/log/ops.js'
 import { SIGNER_LEASE } from '../lib/lease/lease-ops.js'
 import { isAutoleaseError } from '../lib/errors.js'
@@ -128,7 +127,7 @@ test('a peer outside the group, replicating with it, cannot get an op applied, w
   const rejectedBefore = await a.log.rejected('confirmed')
 
   const store = new Corestore(await tmp(t))
-  const outsider = new GroupLog(store, { key: a.log.key, ackIntervalMs: 100 })
+  const outsider = new IntentLog(store, { key: a.log.key, ackIntervalMs: 100 })
   t.teardown(
     async () => {
       await outsider.close()

@@ -9,8 +9,7 @@ import test, { type Assertion } from 'brittle'
 import tmp from 'test-tmp'
 import Corestore from 'corestore'
 import { join } from 'node:path'
-import { IntentLog } from '../lib/log/generations.js'
-import { GroupLog } from '../lib/families.js'
+import { IntentLog } from '../lib/intent-log.js'
 import { APPLY_VERSION } from '../lib/log/apply.js'
 import { rejectedKey } from '../lib/log/view-layout.js'
 import { repoKey } from '../lib/queue/model/queue-layout.js'
@@ -34,7 +33,7 @@ const FIRST_OP: Op = { type: 'acquire', name: 'first', owner: 'me', ttlMs: null,
 async function versionOneFounder(dir: string): Promise<{ store: Corestore; log: IntentLog }> {
   const store = new Corestore(dir)
   const local = await IntentLog.holdLocalKey(store)
-  const log = new GroupLog(store, { key: local.key, ackIntervalMs: 100 })
+  const log = new IntentLog(store, { key: local.key, ackIntervalMs: 100 })
   await log.ready()
   await local.release()
   await log.append(FIRST_OP)
@@ -90,7 +89,7 @@ test('only an indexer upgrades: a plain writer gets NOT_WRITABLE and appends not
   const mesh = new Mesh()
   const a = await versionOneFounder(await tmp(t))
   const bStore = new Corestore(await tmp(t))
-  const b = new GroupLog(bStore, { key: a.log.key, ackIntervalMs: 100 })
+  const b = new IntentLog(bStore, { key: a.log.key, ackIntervalMs: 100 })
   await b.ready()
   t.teardown(async () => {
     mesh.destroy()
@@ -108,7 +107,7 @@ test('only an indexer upgrades: a plain writer gets NOT_WRITABLE and appends not
 
 test('a group ahead of this build: VERSION_AHEAD, never a downgrade', { timeout: 60_000 }, async (t) => {
   const store = new Corestore(await tmp(t))
-  const log = new GroupLog(store, { ackIntervalMs: 100 })
+  const log = new IntentLog(store, { ackIntervalMs: 100 })
   log.on('error', () => {}) // the log reports the group as ahead; the route is what is under test
   await log.ready()
   t.teardown(() => closeAll([log, store]))

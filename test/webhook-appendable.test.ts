@@ -15,7 +15,7 @@ import { Cluster, waitFor } from './helpers/cluster.js'
 import { QueueReads } from '../lib/queue/model/queue-reads.js'
 import { GroupAppend } from '../lib/log/group-append.js'
 import type { EventOp } from '../lib/queue/model/queue-ops.js'
-import { appendVerdict, type AppendState } from '../lib/log/generations.js'
+import { appendVerdict, type AppendState } from '../lib/log/rotating-log.js'
 import { WebhookServer } from '../lib/queue/intake/webhook-server.js'
 import { example, utf8, withHeadSha, withRepo } from './webhook-helpers.js'
 

@@ -19,7 +19,7 @@ import { EventEmitter } from 'node:events'
 import { queueGroup, LABEL, REPO, TENANT, type QueueGroup } from './helpers/queue-group.js'
 import { waitFor, sleep } from './helpers/cluster.js'
 import { toOpText } from '../lib/log/ops.js'
-import type { IntentLog } from '../lib/log/intent-log.js'
+import type { IntentLog } from '../lib/intent-log.js'
 import type { MutationRecord } from '../dev/fake-forge/fake-forge.js'
 import type { WorkerElector } from '../lib/queue/holder/worker.js'
 

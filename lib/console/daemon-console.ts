@@ -5,7 +5,7 @@
  * elector's holder and role changes; this device's capability changes).
  */
 import type { ControlServer } from '../daemon/control-server.js'
-import type { IntentLog } from '../log/intent-log.js'
+import type { IntentLog } from '../intent-log.js'
 import type { Elector } from '../lease/elector.js'
 import type { Capabilities } from '../daemon/capability.js'
 import { ConsoleServer } from './server.js'

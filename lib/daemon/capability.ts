@@ -36,7 +36,7 @@
  * apply: a stale picture costs a handoff, never safety.
  */
 import ReadyResource from 'ready-resource'
-import type { IntentLog } from '../log/intent-log.js'
+import type { IntentLog } from '../intent-log.js'
 import { systemClock, type Clock } from '../util/clock.js'
 
 /** Capability ops exist from this apply version on (apply.ts). */

@@ -6,7 +6,7 @@
  */
 import b4a from 'b4a'
 import type { ControlServer, Json, Params } from './control-server.js'
-import type { IntentLog } from '../log/intent-log.js'
+import type { IntentLog } from '../intent-log.js'
 import type { Elector } from '../lease/elector.js'
 import type { NamedLeases } from '../lease/named-leases.js'
 import type { PairingHost } from './pairing.js'

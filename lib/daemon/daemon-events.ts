@@ -10,7 +10,8 @@
  * checker parses the role-change lines (logger.ts). A message or a field
  * changed here is a change of the daemon's output.
  */
-import type { IntentLog, StallDiagnosis } from '../log/intent-log.js'
+import type { IntentLog } from '../intent-log.js'
+import type { StallDiagnosis } from '../log/autobase-log.js'
 import type { Elector } from '../lease/elector.js'
 import type { ElectionConfig } from '../lease/config.js'
 import { handOverTarget } from '../lease/election.js'

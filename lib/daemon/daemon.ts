@@ -40,8 +40,7 @@
  */
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
-import type { IntentLog } from '../log/intent-log.js'
-import { GroupLog } from '../families.js'
+import { IntentLog } from '../intent-log.js'
 import { Swarm } from './swarm.js'
 import { Elector } from '../lease/elector.js'
 import { systemClock } from '../util/clock.js'
@@ -68,8 +67,8 @@ import type { GitHubForgeConfig } from '../queue/forge/github-config.js'
 import type { TenantForges } from '../queue/forge/tenant-forges.js'
 import { testKill, testPause } from './test-pause.js'
 import { GenerationDirs, du } from './generation-dirs.js'
-import type { GenerationInfo } from '../log/generations.js'
-import type { RotationConfig } from '../log/rotation.js'
+import type { GenerationInfo } from '../log/rotating-log.js'
+import type { RotationConfig } from '../log/rotation/policy.js'
 import type { ConsoleServer } from '../console/server.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
@@ -241,7 +240,7 @@ export class Daemon extends ReadyResource {
 
     // Crash points of a switch for the crash tests (undefined unless AUTOLEASE_TEST_KILL is set: test-pause.ts).
     const kill = testKill(process.env)
-    const log = new GroupLog(new GenerationDirs(paths), {
+    const log = new IntentLog(new GenerationDirs(paths), {
       key: decodeKey(group.key),
       ackIntervalMs: this.config.ackIntervalMs,
       // A founder is replaced only after it had time for a few leases' worth of rounds.

@@ -26,7 +26,7 @@
 import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type Corestore from 'corestore'
-import type { GenerationPointer, GenerationStorage, ReadOnlyGeneration, RetainedGeneration } from '../log/generations.js'
+import type { GenerationPointer, GenerationStorage, ReadOnlyGeneration, RetainedGeneration } from '../log/rotating-log.js'
 import { AutoleaseError } from '../errors.js'
 import { openStore, type StoreBounds } from './store.js'
 import type { StoragePaths } from './storage-lock.js'

@@ -80,9 +80,8 @@ import ReadyResource from 'ready-resource'
 import b4a from 'b4a'
 import { randomBytes } from 'node:crypto'
 import z32 from 'z32'
-import { IntentLog } from '../log/generations.js'
-import type { LocalKey } from '../log/intent-log.js'
-import { GroupLog } from '../families.js'
+import { IntentLog } from '../intent-log.js'
+import type { LocalKey } from '../log/autobase-log.js'
 import { GenerationDirs } from './generation-dirs.js'
 import type { StoragePaths } from './storage-lock.js'
 import { Swarm } from './swarm.js'
@@ -485,7 +484,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     local = null
     await store.close()
     store = null
-    log = new GroupLog(gens, { key: paired.key })
+    log = new IntentLog(gens, { key: paired.key })
     await log.ready()
     swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     swarm.swarm.on('connection', () => debug('connection'))

@@ -26,7 +26,7 @@
 import { openSync, closeSync } from 'node:fs'
 import { join } from 'node:path'
 import type { PausePoint } from '../queue/holder/tenure.js'
-import type { SwitchStep } from '../log/generations.js'
+import type { SwitchStep } from '../log/rotating-log.js'
 
 export function testPause(env: NodeJS.ProcessEnv): (point: PausePoint) => void {
   const wanted = env.AUTOLEASE_TEST_PAUSE

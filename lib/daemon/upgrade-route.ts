@@ -15,7 +15,7 @@
  *   downgrade: apply-version ops cannot move a group back.
  */
 import type { ControlServer, Params } from './control-server.js'
-import type { IntentLog } from '../log/intent-log.js'
+import type { IntentLog } from '../intent-log.js'
 import { APPLY_VERSION } from '../log/apply.js'
 import { waitForConfirmed } from '../lease/named-leases.js'
 import { AutoleaseError } from '../errors.js'

@@ -48,7 +48,7 @@ import { electionConfig, validateElectionConfig, type ElectionConfig } from './c
 import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Capable, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'
 import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
-import type { ReadMode } from '../log/intent-log.js'
+import type { ReadMode } from '../log/autobase-log.js'
 
 /** What the elector needs from the intent log (a fake in unit tests). */
 export interface LeaseLog {

@@ -8,7 +8,8 @@
 import type { ViewTx } from '../log/view-tx.js'
 import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
 import { transition, type LeaseRecord } from './lease-state.js'
-import { leaseKey, outcomeKey, tenureKey, type OpOutcome, type RejectionReason, type TenureEntry } from '../log/view-layout.js'
+import { type RejectionReason } from '../log/view-layout.js'
+import { leaseKey, outcomeKey, tenureKey, type OpOutcome, type TenureEntry } from './lease-layout.js'
 
 export async function applyLeaseOp(
   tx: ViewTx,

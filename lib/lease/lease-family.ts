@@ -11,7 +11,7 @@
 import type { Op } from '../log/ops.js'
 import { SIGNER_LEASE } from './lease-ops.js'
 import { keyRange, prefixRange, stateInRanges, type OpFamily, type OpHandlers } from '../log/op-family.js'
-import { LEASE_PREFIX, OUTCOME_PREFIX, TENURE_PREFIX, leaseKey, tenurePrefix } from '../log/view-layout.js'
+import { LEASE_PREFIX, OUTCOME_PREFIX, TENURE_PREFIX, leaseKey, tenurePrefix } from './lease-layout.js'
 import { applyLeaseOp } from './lease-apply.js'
 
 const leaseHandlers: OpHandlers = {

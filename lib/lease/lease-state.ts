@@ -22,7 +22,7 @@
  * whether a record is confirmed (intent-log.ts).
  */
 import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
-import type { LeaseRecord, RejectReason, TenureEnd, TenureStart } from '../log/view-layout.js'
+import type { LeaseRecord, RejectReason, TenureEnd, TenureStart } from './lease-layout.js'
 
 // The record and tenure shapes are the view's (lib/log/view-layout.ts: the intent log reads them too).
 export type { LeaseRecord, RejectReason, TenureEnd, TenureStart }

@@ -21,9 +21,9 @@
  * expiry is never judged from a timestamp); minute-scale TTLs tolerate
  * small clock skew. The listing's "live" uses this device's wall clock.
  */
-import type { IntentLog } from '../log/intent-log.js'
+import type { LeaseReadingLog as IntentLog } from './lease-reads.js'
 import { isLive, type LeaseRecord } from './lease-state.js'
-import type { OpOutcome } from '../log/view-layout.js'
+import type { OpOutcome } from './lease-layout.js'
 import { SIGNER_LEASE, isLeaseName } from './lease-ops.js'
 import { AutoleaseError } from '../errors.js'
 

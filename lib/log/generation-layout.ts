@@ -1,7 +1,7 @@
 /**
  * The generations' keys in the view and their entry shapes
  * (docs/generations.md). Shared by apply (generation-apply.ts, the only
- * writer) and the log (intent-log-generations.ts, reads).
+ * writer) and the log (rotating-log.ts, reads).
  *
  * `gen/` is one generation's own: the seal, the switch, the cuts, the
  * mapping of this generation's writer keys to identities. It never travels

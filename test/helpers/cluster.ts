@@ -6,15 +6,14 @@
 import Corestore from 'corestore'
 import tmp from 'test-tmp'
 import type { Assertion } from 'brittle'
-import type { IntentLog } from '../../lib/log/intent-log.js'
-import { GroupLog } from '../../lib/families.js'
+import { IntentLog } from '../../lib/intent-log.js'
 import { Elector } from '../../lib/lease/elector.js'
 import type { ElectionConfig } from '../../lib/lease/config.js'
 import type { Clock } from '../../lib/util/clock.js'
 import { Mesh } from './mesh.js'
 import { systemClock } from '../../lib/util/clock.js'
-import type { RotationConfig } from '../../lib/log/rotation.js'
-import type { GenerationHooks } from '../../lib/log/generations.js'
+import type { RotationConfig } from '../../lib/log/rotation/policy.js'
+import type { GenerationHooks } from '../../lib/log/rotating-log.js'
 import type { Fold } from '../../lib/log/apply.js'
 import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { storagePaths } from '../../lib/daemon/storage-lock.js'
@@ -94,11 +93,11 @@ export class Cluster {
   open(dir: string, key: Uint8Array | null, i: number): { store: Corestore | null; log: IntentLog } {
     if (this.generations !== null) {
       const hooks = this.hooks?.(i)
-      return { store: null, log: new GroupLog(new GenerationDirs(storagePaths(dir)), { key, ackIntervalMs: this.ackIntervalMs(), rotation: this.generations, ...(hooks ? { hooks } : {}) }) }
+      return { store: null, log: new IntentLog(new GenerationDirs(storagePaths(dir)), { key, ackIntervalMs: this.ackIntervalMs(), rotation: this.generations, ...(hooks ? { hooks } : {}) }) }
     }
     const store = new Corestore(dir)
     const fold = this.folds?.(i)
-    return { store, log: new GroupLog(store, { key, ackIntervalMs: this.ackIntervalMs(), ...(fold ? { fold } : {}) }) }
+    return { store, log: new IntentLog(store, { key, ackIntervalMs: this.ackIntervalMs(), ...(fold ? { fold } : {}) }) }
   }
 
   async startElector(d: Device, clock?: Clock): Promise<Elector> {
@@ -229,7 +228,7 @@ function describeHolders(cluster: Cluster, holders: number[]): string {
 async function ownKey(dir: string): Promise<Uint8Array> {
   const seed = new GenerationDirs(storagePaths(dir)).open(0)
   await seed.ready()
-  const local = await GroupLog.holdLocalKey(seed)
+  const local = await IntentLog.holdLocalKey(seed)
   const key = local.key
   await local.release()
   await seed.close()

@@ -3,7 +3,7 @@
  * every pair of peers is connected by a piped pair of replication streams;
  * isolating a peer destroys its streams, healing re-creates them.
  */
-import type { IntentLog } from '../../lib/log/intent-log.js'
+import type { IntentLog } from '../../lib/intent-log.js'
 import type { Duplex } from 'node:stream'
 
 interface Link {

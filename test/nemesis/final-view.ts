@@ -24,8 +24,7 @@
  * core against the quorum-signed core, lib/log/order-check.ts).
  */
 import { createHash } from 'node:crypto'
-import { IntentLog } from '../../lib/log/intent-log.js'
-import { GroupLog } from '../../lib/families.js'
+import { IntentLog } from '../../lib/intent-log.js'
 import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { OrderCheck } from '../../lib/log/order-check.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
@@ -55,7 +54,7 @@ async function open(device: string, dir: string): Promise<Opened> {
   const paths = storagePaths(dir)
   const group = readGroupFile(paths)
   if (group === null) return { device, log: null, length: 0, error: `${device}: no group file` }
-  const log = new GroupLog(new GenerationDirs(paths), { key: decodeKey(group.key), manage: false })
+  const log = new IntentLog(new GenerationDirs(paths), { key: decodeKey(group.key), manage: false })
   const errors: string[] = []
   log.on('error', (err: unknown) => errors.push(String(err)))
   try {

@@ -69,7 +69,7 @@ import { CLOCK_KINDS, Deck, MAJOR_KINDS, MINOR_KINDS, NETWORK_KINDS, ROTATION_KI
 
 export { THIS_DIST } from './rig.js'
 
-/** The steps of a switch switch-kill stops a daemon at (lib/log/generations.ts SwitchStep), dealt in turn. */
+/** The steps of a switch switch-kill stops a daemon at (lib/log/rotation/hooks.ts SwitchStep), dealt in turn. */
 const SWITCH_STEPS = ['sealed', 'shared', 'created', 'switched', 'dropping'] as const
 /** How long switch-kill waits for a daemon to reach its step before it gives up (deferred). */
 const SWITCH_KILL_WAIT_MS = 90_000

@@ -19,7 +19,7 @@
 import { parseArgs } from 'node:util'
 import { createInterface } from 'node:readline'
 import fc from 'fast-check'
-import { GroupLog } from '../../lib/families.js'
+import { IntentLog } from '../../lib/intent-log.js'
 import { Swarm } from '../../lib/daemon/swarm.js'
 import { GenerationDirs } from '../../lib/daemon/generation-dirs.js'
 import { decodeKey, readGroupFile, storagePaths } from '../../lib/daemon/storage-lock.js'
@@ -32,7 +32,7 @@ async function main(): Promise<void> {
   const group = readGroupFile(paths)
   if (group === null) throw new Error(`${values.storage} has joined no group`)
   // In generations, as a daemon's log: it follows the group's switches (with generation 0 alone it stayed in a sealed one).
-  const log = new GroupLog(new GenerationDirs(paths), { key: decodeKey(group.key) })
+  const log = new IntentLog(new GenerationDirs(paths), { key: decodeKey(group.key) })
   // A malformed op never stops apply; an error here is a finding, printed for the run's log.
   log.on('error', (err: unknown) => console.log(JSON.stringify({ error: String(err) })))
   await log.ready()

@@ -8,7 +8,7 @@ import type { Command } from 'commander'
 import Corestore from 'corestore'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../../daemon/storage-lock.js'
 import { GenerationDirs } from '../../daemon/generation-dirs.js'
-import { GroupLog } from '../../families.js'
+import { IntentLog } from '../../intent-log.js'
 import { EXIT, Exit, type Act, type WithStorage } from '../args.js'
 import { out } from '../output.js'
 
@@ -20,7 +20,7 @@ async function cmdInit(f: { storage: string }): Promise<number> {
     // Made whole under another name first (lib/daemon/store-dir.ts): a kill during init leaves no torn store.
     new GenerationDirs(lock.paths).prepare(0)
     const store = new Corestore(lock.paths.corestore)
-    const log = new GroupLog(store)
+    const log = new IntentLog(store)
     try {
       await log.ready()
       const key = encodeKey(log.key)

@@ -11,7 +11,7 @@ import { Daemon } from '../../daemon/daemon.js'
 import { createLogger, LOG_LEVELS } from '../../util/logger.js'
 import type { loadForgeConfig } from '../../queue/forge/forge-config.js'
 import { isAutoleaseError } from '../../errors.js'
-import { DAY_MS, type RotationConfig } from '../../log/rotation.js'
+import { DAY_MS, type RotationConfig } from '../../log/rotation/policy.js'
 import { EXIT, Exit, positiveInt, positiveNumber, port, seconds, net, withNetwork, type Act, type NetFlags, type WithStorage } from '../args.js'
 
 interface StartFlags extends NetFlags {

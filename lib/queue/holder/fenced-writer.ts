@@ -7,7 +7,7 @@
  * epoch, another holder, an entry that moved on) is known as soon as it is
  * confirmed, not after a timeout.
  */
-import type { IntentLog } from '../../log/intent-log.js'
+import type { LeaseReadingLog as IntentLog } from '../../lease/lease-reads.js'
 import type { AttemptEndOp, AttemptOp, ForgeSyncOp, QueueCheckAppOp, QueueCommandOp, QueueDecideOp, QueueNoteOp, ReconcileResultOp } from '../model/queue-ops.js'
 import { waitForConfirmed } from '../../lease/named-leases.js'
 import { fencedOutcomeKey, type FencedOutcome } from '../model/queue-layout.js'

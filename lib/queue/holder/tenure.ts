@@ -23,7 +23,7 @@
  * config before each mutation as well.
  */
 import type { Logger } from '../../util/logger.js'
-import type { IntentLog } from '../../log/intent-log.js'
+import type { LeaseReadingLog as IntentLog } from '../../lease/lease-reads.js'
 import { toOpText } from '../../log/ops.js'
 import type { Forge, MutationContext } from '../forge/forge.js'
 import { ForgeError, isForgeError } from '../forge/forge.js'

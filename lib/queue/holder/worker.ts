@@ -44,7 +44,7 @@
  */
 import { EventEmitter } from 'node:events'
 import type { Logger } from '../../util/logger.js'
-import type { IntentLog } from '../../log/intent-log.js'
+import type { LeaseReadingLog as IntentLog } from '../../lease/lease-reads.js'
 import { isForgeError, type Forge, type MutationContext } from '../forge/forge.js'
 import { asTenantForges, type TenantForges } from '../forge/tenant-forges.js'
 import { FencedWriter } from './fenced-writer.js'

@@ -39,7 +39,8 @@ import type {
   RepoAddOp,
   RepoRemoveOp
 } from './queue-ops.js'
-import { leaseKey, type RejectionReason } from '../../log/view-layout.js'
+import type { RejectionReason } from '../../log/view-layout.js'
+import { leaseKey } from '../../lease/lease-layout.js'
 import type { LeaseRecord } from '../../lease/lease-state.js'
 import { foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
 import { isQueueCheck, isQueueStatus } from './gate.js'

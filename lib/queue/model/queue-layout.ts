@@ -278,3 +278,29 @@ export const fencedOutcomeKey = (opId: string): string => {
 }
 
 export const EMPTY_REPO_STATE: RepoState = { queueLength: 0, events: 0, audit: 0, dedupFirst: 0, dedupNext: 0, shaFirst: 0, shaNext: 0, maxTs: 0 }
+
+declare module '../../log/view-layout.js' {
+  /** The queue family's rejection reasons (lib/log/view-layout.ts RejectionReasons). */
+  interface RejectionReasons {
+    /** An event for a repo that is not (or no longer) managed for its tenant. */
+    'unmanaged-repo': 'unmanaged-repo'
+    /** A webhook delivery applied before (same id, same body): no second event. */
+    duplicate: 'duplicate'
+    /** A delivery id seen before with another body. */
+    'delivery-conflict': 'delivery-conflict'
+    /** A fenced op whose author does not hold the signer lease (at any epoch). */
+    'not-holder': 'not-holder'
+    /** A holder's decision or attempt about an entry that moved on (another head, another status, not queued). */
+    'stale-decision': 'stale-decision'
+    /** An attempt while another attempt for the PR is still open, or an attempt-end that names no open attempt. */
+    'attempt-mismatch': 'attempt-mismatch'
+    /** A merge attempt on a paused repo (apply version 4: pause is a fence). */
+    'repo-paused': 'repo-paused'
+    /** A merge attempt of a PR below hotfix priority on a frozen repo (apply version 5). */
+    'repo-frozen': 'repo-frozen'
+    /** A comment command while COMMANDS_PENDING_MAX of the repo's wait for the holder (apply version 6). */
+    'commands-full': 'commands-full'
+    /** Apply version 10: a comment command while COMMANDS_PER_AUTHOR_MAX of its author's wait for the holder in the repo. */
+    'author-commands-full': 'author-commands-full'
+  }
+}

@@ -3,7 +3,8 @@
  * what the CLI, the metrics and the holder's worker look at. Reads come from
  * the tip (what this device applied) or the confirmed prefix.
  */
-import type { IntentLog, ReadMode } from '../../log/intent-log.js'
+import type { LeaseReadingLog as IntentLog } from '../../lease/lease-reads.js'
+import type { ReadMode } from '../../log/autobase-log.js'
 import {
   QUEUE_PREFIX,
   RECONCILE_REQUEST_PREFIX,

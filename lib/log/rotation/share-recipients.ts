@@ -18,8 +18,8 @@
  * Not decided here: who is a member (the frozen view's writers that are
  * not removed and registered keys), nor what apply accepts in a share.
  */
-import { MAX_SHARE_BOXES } from './ops.js'
-import { usableBoxKey } from './key-box.js'
+import { MAX_SHARE_BOXES } from '../ops.js'
+import { usableBoxKey } from '../key-box.js'
 
 export interface Candidate {
   identity: string

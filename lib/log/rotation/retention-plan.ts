@@ -16,7 +16,7 @@
  *   and open storage then scale with that bound, not with how many
  *   generations passed while a device was away.
  *
- * Not decided here: what "asked for" is (generations.ts matches a peer's
+ * Not decided here: what "asked for" is (rotating-log.ts matches a peer's
  * discovery key against the cores of each closed generation).
  */
 

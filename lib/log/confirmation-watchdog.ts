@@ -1,0 +1,161 @@
+/**
+ * The confirmation watchdog of an AutobaseLog, keyed on unconfirmed REAL
+ * ops (never on `indexedLength < length`: autobase never acks an ack, so an
+ * idle tail of acks stays unindexed for good, and a watchdog on that fired
+ * forever, growing an idle log by an ack per check).
+ *
+ * Autobase's linearizer acks only when it thinks an ack helps, and never
+ * while any indexer's core is announced longer than what we hold of it.
+ * Under load all indexers can fall silent with a real op still unindexed,
+ * and an idle group's last op could stay unindexed for good. So while a
+ * real op is unconfirmed and the indexed length has not moved for
+ * FORCE_ACK_MS, an indexer appends a forced ack (a null node referencing
+ * its heads), which gives the majority the node it needs to move on.
+ *
+ * Invariant: one indexer at a time. The indexers take turns NUDGE_STEP_MS
+ * apart, in the order of their keys (device r of n nudges at FORCE_ACK_MS +
+ * (k*n + r) * NUDGE_STEP_MS into the stall, k = 0, 1, ...), so the group
+ * adds about one forced ack per step whatever its size. When every indexer
+ * forced an ack every FORCE_ACK_MS, nine indexers kept the DAG so forked
+ * that autobase indexed nothing; taking turns, a dead indexer's turn is
+ * just skipped.
+ *
+ * A stall is reported ('stalled', with a diagnosis) once per doubling.
+ */
+import type Autobase from 'autobase'
+import b4a from 'b4a'
+import type { Clock } from '../util/clock.js'
+import type { View } from './op-family.js'
+import { helpfulAckers, indexerKeys } from './indexers.js'
+import { nudgeTurn } from './ack-policy.js'
+import type { ReplicationWatchdog } from './replication-watchdog.js'
+
+/** See diagnose(). */
+export interface StallDiagnosis {
+  length: number
+  indexed: number
+  heads: string[]
+  dagHeads: string[]
+  helpful: string[]
+  writers: Array<{ key: string; indexer: boolean; dag: number; loaded: number; stored: number; contiguous: number; seen: number; remote: number; peers: number; indexed: number }>
+}
+
+/** What the watchdog reads, appends through and reports to. */
+export interface WatchdogHost {
+  readonly base: Autobase<View>
+  /** This device's writer key (hex). */
+  self(): string
+  readonly clock: Clock
+  readonly replication: ReplicationWatchdog
+  closed(): boolean
+  /** A real op (not an ack) is applied at the tip but not confirmed (as of the last update). */
+  realPending(): boolean
+  stalled(report: { stalledMs: number; forcedAcks: number } & StallDiagnosis): void
+  warning(err: unknown): void
+}
+
+/** A real op unconfirmed this long with no indexing progress is reported ('stalled'), then again at each doubling. */
+const STALL_REPORT_MS = 2_000
+/** A real op unconfirmed this long with no indexing progress gets a forced ack (from the first indexer in turn). */
+export const FORCE_ACK_MS = 250
+/** The next indexer's turn to force an ack comes this much later (see check). */
+const NUDGE_STEP_MS = 100
+
+export class ConfirmationWatchdog {
+  private readonly stallCheckMs: number
+  /** The indexed length the watchdog last saw move, since when, and how many forced acks this device added since. */
+  private stalled = { indexed: -1, since: 0, nudges: 0, reported: 0 }
+  private pendingAckAt = 0
+  private nudging = false
+  /** Forced acks appended by the watchdog (the bench reports them). */
+  forcedAcks = 0
+
+  constructor(
+    private readonly host: WatchdogHost,
+    ackIntervalMs: number
+  ) {
+    this.stallCheckMs = Math.max(250, ackIntervalMs)
+  }
+
+  /** One check (every FORCE_ACK_MS / 2). */
+  check(): void {
+    const { base, clock } = this.host
+    if (!this.host.closed()) this.host.replication.check(base.activeWriters)
+    // A writer promoted to indexer counts only once it has acked as one;
+    // we measured a promotion that never completed while the group was
+    // otherwise idle. autobase's ack() is a no-op for plain writers and
+    // always writes for a pending indexer.
+    const now = clock.now()
+    if (base.writable && !base.ackable && !this.host.closed() && now - this.pendingAckAt >= this.stallCheckMs) {
+      this.pendingAckAt = now
+      base.ack().catch((err: unknown) => {
+        if (!this.host.closed()) this.host.warning(err)
+      })
+    }
+    const indexed = base.indexedLength
+    if (!this.host.realPending() || indexed !== this.stalled.indexed) {
+      this.stalled = { indexed, since: now, nudges: 0, reported: 0 }
+      return
+    }
+    // Said once per doubling of the stall (2 s, 4 s, 8 s, ...): what each writer holds and what the DAG waits on.
+    const stalledMs = now - this.stalled.since
+    if (stalledMs >= STALL_REPORT_MS * 2 ** this.stalled.reported && !this.host.closed()) {
+      // Past every doubling reached (a long pause passes several at once): one line.
+      this.stalled.reported = Math.floor(Math.log2(stalledMs / STALL_REPORT_MS)) + 1
+      this.host.stalled({ stalledMs: Math.round(stalledMs), forcedAcks: this.stalled.nudges, ...diagnose(base) })
+    }
+    if (this.nudging || this.host.closed() || !base.ackable) return
+    const turn = nudgeTurn(this.host.self(), indexerKeys(base))
+    if (turn === null) return
+    if (now - this.stalled.since < FORCE_ACK_MS + (this.stalled.nudges * turn.of + turn.rank) * NUDGE_STEP_MS) return
+    this.nudging = true
+    this.stalled.nudges++
+    this.forcedAcks++
+    base
+      .append(null)
+      .catch((err: unknown) => {
+        if (!this.host.closed()) this.host.warning(err)
+      })
+      .finally(() => {
+        this.nudging = false
+      })
+  }
+}
+
+/**
+ * What confirmation waits on, for a log line when it stalls: the lengths,
+ * the DAG's heads, and per writer how much of its core is in the DAG
+ * (`dag`), loaded (`loaded`), stored here (`stored`, `contiguous`),
+ * depended on by another writer's node (`seen`),
+ * announced by the peers that have it (`remote`: the longest a connected
+ * peer announced; -1 with no peer on that core), and indexed here.
+ * Autobase internals (types/autobase): read, never written.
+ */
+export function diagnose(base: Autobase<View>): StallDiagnosis {
+  const short = (k: Uint8Array): string => b4a.toString(k, 'hex').slice(0, 8)
+  const writers: StallDiagnosis['writers'] = []
+  for (const w of base.activeWriters) {
+    const peers = w.core.peers
+    writers.push({
+      key: short(w.core.key),
+      indexer: w.isActiveIndexer,
+      dag: w.length,
+      loaded: w.available,
+      stored: w.core.length,
+      contiguous: w.core.contiguousLength,
+      seen: w.seenLength,
+      remote: peers.length === 0 ? -1 : Math.max(...peers.map((p) => p.remoteLength)),
+      peers: peers.length,
+      indexed: w.indexed
+    })
+  }
+  const lin = base.linearizer
+  return {
+    length: base.length,
+    indexed: base.indexedLength,
+    heads: (base.system?.heads ?? []).map((h) => `${short(h.key)}:${h.length}`),
+    dagHeads: lin === null ? [] : [...lin.heads].map((h) => `${short(h.writer.core.key)}:${h.length}`),
+    helpful: helpfulAckers(base).map((k) => k.slice(0, 8)),
+    writers
+  }
+}
