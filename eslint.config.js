@@ -35,6 +35,13 @@ export default tseslint.config(
   ...layer('lib/log/**', ['lease', 'queue', 'daemon', 'cli', 'console'], 'lib/log imports no layer above it: op families are handed to it (lib/families.ts)'),
   ...layer('lib/lease/**', ['queue', 'daemon', 'cli', 'console'], 'lib/lease imports neither the queue nor the daemon'),
   ...layer('lib/queue/**', ['daemon', 'cli', 'console'], 'lib/queue imports no daemon module: shared pieces live in lib/util'),
+  // Inside lib/queue: forge <- model <- intake, holder (docs/layout.md); intake and holder never import each other.
+  // (forge-config checks tenant ids with the model's own validator, model/queue-ops: one definition of a tenant id.)
+  ...layer('lib/queue/forge/**', ['intake', 'holder', 'daemon', 'cli', 'console'], 'lib/queue/forge knows nothing of the queue runtime: a forge client only'),
+  ...layer('lib/queue/model/**', ['intake', 'holder', 'daemon', 'cli', 'console'], 'lib/queue/model is the replicated model: it imports no runtime (intake, holder)'),
+  ...layer('lib/queue/intake/**', ['holder', 'daemon', 'cli', 'console'], 'lib/queue/intake writes the log only: it imports nothing of the holder'),
+  ...layer('lib/queue/holder/**', ['intake', 'daemon', 'cli', 'console'], 'lib/queue/holder reads the log: it imports nothing of the intake'),
+  ...layer('lib/console/**', ['daemon', 'cli'], 'lib/console is served by the daemon (lib/daemon/daemon-console.ts wires it): it imports no daemon module'),
   // lib/log is a generic replicated log (docs/layout.md): no identifier, string or template text in it names a
   // lease or a GitHub concept. The families bring theirs: their op codecs register with lib/log/ops.ts, their
   // knowledge reaches the log as hooks lib/families.ts passes in. Generic words pass: `release` (of a resource),

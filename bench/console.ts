@@ -2,7 +2,7 @@
  * The console's API under a full queue (`--only console`): three real
  * daemons (bench/daemons.ts withDaemonGroup, what users run), device 0 with
  * its webhook intake and `--http-port`; one managed repo; the fake forge
- * (lib/queue/forge/fake-forge.ts) opens `entries` labelled PRs, whose
+ * (dev/fake-forge/fake-forge.ts) opens `entries` labelled PRs, whose
  * signed webhooks fill device 0's queue to `entries` (200) and its rings
  * (events: 100, audit: 200: one join each). No device has a forge config,
  * so nothing leaves the queue. Signed in as a browser is (a one-time code

@@ -2,7 +2,7 @@
 // Regenerates test/fixtures/fold-view-hashes.ts: the view hashes that the
 // generated op sequences of test/helpers/fold-replay.ts leave when replayed
 // through the apply of OTHER checkouts (the code before a change), so that
-// test/fold-wiring.test.ts can check that this build leaves the same bytes.
+// test/log/fold-wiring.test.ts can check that this build leaves the same bytes.
 //
 // The sequences always come from this tree's generator (its fast-check), so
 // every baseline sees the same ops; only `apply` comes from the checkout.

@@ -21,7 +21,7 @@
  *   both "re-acquiring" the same lease.
  *
  * What it does not guarantee: named-lease expiry is judged in apply from
- * the requesting ops' wall-clock timestamps (DESIGN §3), so a device whose
+ * the requesting ops' wall-clock timestamps (docs/design.md §3), so a device whose
  * clock runs δ ahead may acquire NAME δ early. HOLD_FRACTION = 0.75 makes
  * that harmless for δ up to ttl/4 (15 s for a one-minute TTL); a larger
  * skew can overlap. The signer lease has no such caveat.

@@ -6,7 +6,7 @@
  * The hold. The runner follows a hold: the daemon's `hold` stream for the
  * signer lease, LeaseHold (lease-hold.ts) for a named one. A hold carries
  * its step-down deadline as an absolute CLOCK_MONOTONIC instant
- * (systemClock.now(), lib/lease/clock.ts), which every process on the
+ * (systemClock.now(), lib/util/clock.ts), which every process on the
  * machine reads alike, so the copy here is the daemon's own however long the
  * message took (`now + remainingMs` at receipt was late by the delivery
  * time). If `remainingMs` comes along, now + remainingMs is never earlier

@@ -7,7 +7,7 @@
  * Only the methods in READ_ROUTES can be reached, and each of them only
  * reads: the console never appends, releases or pairs.
  */
-import type { Json, Params } from '../daemon/control-server.js'
+import type { Json, Params } from '../util/json.js'
 import { AutoleaseError } from '../errors.js'
 
 /** API path -> control method, and whether it takes `?repo=`. Every one a read. */

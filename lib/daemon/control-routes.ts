@@ -149,7 +149,7 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     const repos = await queue.select('tip', str(p, 'repo'))
     if (repos.length !== 1) throw new AutoleaseError('INVALID_ARGUMENT', repos.length === 0 ? `not a managed repo: ${str(p, 'repo')}` : `${str(p, 'repo')} is managed in several tenants: say TENANT:owner/name`)
     const { tenant, repo } = repos[0]!
-    // Apply version 5: freeze and priority (lib/queue/queue-apply.ts).
+    // Apply version 5: freeze and priority (lib/queue/model/queue-apply.ts).
     if (action === 'freeze' || action === 'unfreeze' || action === 'priority') {
       const version = await log.groupApplyVersion('tip')
       if (version < 5) throw new AutoleaseError('INVALID_ARGUMENT', `${action} needs apply version 5 (this group runs ${version}): run \`autolease upgrade-group\` first`)
@@ -216,7 +216,7 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
   })
 
   // For `run`: this device's hold, sent on every change. `deadline` is an
-  // absolute CLOCK_MONOTONIC instant (lib/lease/clock.ts), the same for every
+  // absolute CLOCK_MONOTONIC instant (lib/util/clock.ts), the same for every
   // process on this machine, so transit cannot make the runner's copy late.
   // `runner` names this attachment for run.report.
   c.stream('hold', async (_p, send) => {

@@ -23,8 +23,9 @@ import ReadyResource from 'ready-resource'
 import { AutoleaseError } from '../errors.js'
 import { listenPrivate } from '../util/private-files.js'
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
-export type Params = Record<string, Json | undefined>
+import type { Json, Params } from '../util/json.js'
+
+export type { Json, Params }
 
 export interface ControlRequest {
   id: number

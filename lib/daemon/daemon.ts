@@ -305,7 +305,7 @@ export class Daemon extends ReadyResource {
     await this.control.ready()
 
     if (this.opts.httpPort != null) {
-      const { daemonConsole } = await import('../console/daemon-console.js')
+      const { daemonConsole } = await import('./daemon-console.js')
       this.console = daemonConsole({
         port: this.opts.httpPort,
         ...(this.opts.httpHost ? { host: this.opts.httpHost } : {}),
@@ -347,7 +347,7 @@ export class Daemon extends ReadyResource {
     return { forge, forgeError, Worker }
   }
 
-  /** The webhook intake: verified deliveries appended as event ops (lib/queue/webhook-server.ts). */
+  /** The webhook intake: verified deliveries appended as event ops (lib/queue/intake/webhook-server.ts). */
   private async openWebhooks(log: IntentLog, secrets: WebhookSecrets, port: number): Promise<void> {
     const queue = this.queue!
     // Deliveries that arrive while an append runs share the next append, packed into as few log nodes as fit.

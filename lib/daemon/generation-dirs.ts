@@ -2,7 +2,7 @@
  * One device's generations on disk (docs/generations.md §1): generation 0
  * in DIR/corestore, generation N >= 1 in DIR/generations/N, and the pointer
  * DIR/generation.json naming the generation the device is in. The log
- * across generations (lib/log/generations.ts) decides; this module only
+ * across generations (lib/log/rotating-log.ts) decides; this module only
  * keeps the directories.
  *
  * Invariants enforced here alone:

@@ -1,6 +1,6 @@
 /**
  * The daemon's role-change lines in its log (lib/util/logger.ts: pino JSON
- * lines on stdout, DESIGN §5).
+ * lines on stdout, docs/design.md §5).
  *
  * Contract other tools parse (the overlap checker, tests, operators): each
  * role change is exactly ONE line with `msg` "elected" or "demoted", the

@@ -17,7 +17,7 @@
  *
  * Test-only crash points of a generation switch (testKill), for the crash
  * tests and the nemesis: with AUTOLEASE_TEST_KILL=<step>[,<step>...] (a
- * SwitchStep of lib/log/generations.ts, or `all`) the process SIGKILLs
+ * SwitchStep of lib/log/rotation/hooks.ts, or `all`) the process SIGKILLs
  * itself right after that step. With AUTOLEASE_TEST_KILL_DIR=DIR each step
  * kills once for every process sharing DIR (the first to create DIR/<step>
  * dies; a restarted daemon goes on past it); without it, every time.

@@ -24,7 +24,7 @@
  *   counts as acked (p99 826 ms vs 379 ms, measured with real daemons).
  *   Default: leaseMs, between 1 s and 10 s.
  *
- * The rules, and why (DESIGN §1.5):
+ * The rules, and why (docs/design.md §1.5):
  * 1. Safety. A standby waits at least leaseMs / (1 + maxDriftRate) of real
  *    time after the holder sent the renew it saw; the holder acts for at
  *    most renewDeadlineMs / (1 - maxDriftRate) of real time after sending

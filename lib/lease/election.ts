@@ -3,7 +3,7 @@
  * clock, decide whether to claim, renew, or wait, and whether it holds the
  * lease right now. No I/O, no clock reads: every instant is an argument.
  *
- * Invariants enforced here alone (DESIGN §1.4, §1.5, §1.7):
+ * Invariants enforced here alone (docs/design.md §1.4, §1.5, §1.7):
  * - Never steal a live lease: a standby claims a held record only after
  *   `leaseMs` on its OWN clock since it first saw that exact record (by op
  *   id). Another device's timestamp is never compared with ours. A release

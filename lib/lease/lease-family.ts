@@ -1,6 +1,6 @@
 /**
  * The lease op families: the signer lease (the one lease the election
- * holds, SIGNER_LEASE) and named leases (DESIGN §3). Both apply claim,
+ * holds, SIGNER_LEASE) and named leases (docs/design.md §3). Both apply claim,
  * acquire, renew and release through lease-apply.ts and split those ops by
  * name, so each owns its own records and tenures: what a later generation
  * carries of the election apart from what it carries of named leases.

@@ -55,7 +55,7 @@ export interface ReleaseOp {
   /**
    * Signer lease only: the device (writer key) the holder hands over to.
    * Advisory: the nominee claims at once, every other standby treats the
-   * released record as live and claims only after leaseMs (DESIGN §1.4).
+   * released record as live and claims only after leaseMs (docs/design.md §1.4).
    * Absent in ops written before nomination existed (= null).
    */
   successor?: string | null

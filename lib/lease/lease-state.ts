@@ -1,7 +1,7 @@
 /**
  * Pure lease transitions: (record, op, author) -> outcome. No I/O, no clock.
  *
- * Invariants enforced here alone (DESIGN §1.1, §1.3, §3):
+ * Invariants enforced here alone (docs/design.md §1.1, §1.3, §3):
  * - The epoch of a name only grows, by exactly one per tenure. Release and
  *   expiry clear the holder and keep the epoch, so a zombie of tenure N can
  *   never pass a check against a fresh tenure N.
@@ -13,7 +13,7 @@
  *   steal).
  * - Renew and release must come from the holder (the op's authenticated
  *   author, never a body field) at the current epoch.
- * - Named leases (DESIGN §3) are judged against their expiry using the
+ * - Named leases (docs/design.md §3) are judged against their expiry using the
  *   requesting op's own `ts`: deterministic, but only as good as the
  *   requesters' wall clocks (fine for minute-scale TTLs). This is weaker
  *   than the signer lease, whose expiry is never judged from a timestamp.
@@ -81,7 +81,7 @@ function claim(current: LeaseRecord | null, seen: string | null, epoch: number, 
       ttlMs: null,
       expiresAt: null
     },
-    // The claimant judged the holder expired on its own clock (DESIGN §1.4).
+    // The claimant judged the holder expired on its own clock (docs/design.md §1.4).
     began: heldBefore ? 'taken-over' : 'claimed',
     ended: heldBefore ? 'taken-over' : null,
     previous: current

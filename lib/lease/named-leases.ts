@@ -1,5 +1,5 @@
 /**
- * Named work leases (DESIGN §3) as the daemon serves them: acquire, renew,
+ * Named work leases (docs/design.md §3) as the daemon serves them: acquire, renew,
  * release, list, show.
  *
  * Invariants enforced here alone:

@@ -1,6 +1,6 @@
 /**
  * apply: the pure, deterministic fold of the linearized intent log into the
- * view (DESIGN §1.2).
+ * view (docs/design.md §1.2).
  *
  * It reads only the nodes and the view: no clock, no randomness, no config,
  * no I/O, no events. Two peers that applied the same prefix hold identical

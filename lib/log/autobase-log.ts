@@ -327,7 +327,7 @@ export class AutobaseLog extends ReadyResource {
    * anything else. A batch of values as a pending indexer's first node
    * left it pending and the group's only active indexer with nothing to
    * ack: the switch to a new generation, re-appending a batch first, stalled
-   * for good (test/generations.test.ts), and a device registering its next
+   * for good (test/log/generations.test.ts), and a device registering its next
    * keys as soon as it was added sometimes kept the group from forming.
    * A plain writer appends nothing.
    */

@@ -84,7 +84,7 @@ export const GENERATIONS_VERSION = 8
  * below it, a writer added concurrently with the seal and ordered before
  * it was a writer of the sealed generation with no key for the next, left
  * behind for good (an invite answered into a generation sealed the moment
- * after; test/generations.test.ts).
+ * after; test/log/generations.test.ts).
  */
 export const ROSTER_STAMP_VERSION = 9
 

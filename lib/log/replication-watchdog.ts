@@ -10,7 +10,7 @@
  * say about a frozen writer's core. Measured on real daemons: a standby
  * missing the stopped holder's last node could not linearize the other
  * standby's claim (it depends on that node) for the whole 15.7 s the holder
- * was stopped, so no claim was confirmed; test/replication-watchdog.test.ts
+ * was stopped, so no claim was confirmed; test/log/replication-watchdog.test.ts
  * builds the same state with plain hypercores. When a core's contiguous
  * length has been stuck below its known length for pokeMs, the watchdog
  * has hypercore look at each of the core's peers again (what a message

@@ -2,7 +2,7 @@
  * The log's own view keys and entry shapes (the writers, the apply
  * version, the counters, capabilities): shared by apply (the only writer)
  * and the log (reads). Each op family keeps its own layout next to its
- * apply (lib/lease/lease-layout.ts, lib/queue/queue-layout.ts); a key is
+ * apply (lib/lease/lease-layout.ts, lib/queue/model/queue-layout.ts); a key is
  * owned by one family (op-family.ts), and the log names none of theirs.
  */
 import type { DecodeFailure } from './ops.js'
@@ -11,7 +11,7 @@ import type { DecodeFailure } from './ops.js'
  * Why apply rejected an op, counted under stats/rejected/<reason>. The
  * log's own reasons are here; each op family adds its own to
  * RejectionReasons (declaration merging: lib/lease/lease-layout.ts,
- * lib/queue/queue-layout.ts), so the log names none of theirs and every
+ * lib/queue/model/queue-layout.ts), so the log names none of theirs and every
  * reason is still checked where it is counted.
  */
 export interface RejectionReasons {
@@ -26,7 +26,7 @@ export interface RejectionReasons {
   'stale-version': 'stale-version'
   /** The group moved to an apply version this build does not implement: everything after is skipped. */
   'version-ahead': 'version-ahead'
-  /** The op's handler threw: a bug in pure code, isolated so it cannot stop the base (DESIGN §1.2). */
+  /** The op's handler threw: a bug in pure code, isolated so it cannot stop the base (docs/design.md §1.2). */
   'apply-error': 'apply-error'
   /** Apply version 8 (docs/generations.md): a gen-keys or seal op for a generation that is not the next, or not this view's. */
   'stale-generation': 'stale-generation'

@@ -1,7 +1,7 @@
 /**
  * One node's changes to the view, held in memory until the node's handler
  * has finished: the isolation that lets apply turn a deterministic error
- * into a counted rejection (DESIGN §1.2).
+ * into a counted rejection (docs/design.md §1.2).
  *
  * Invariants enforced here alone:
  * - Nothing reaches the hyperbee batch or the autobase host before `commit`.

@@ -3,7 +3,7 @@
  * can drive the election with a manual clock and no sleeps.
  *
  * `now()` is monotonic: it never jumps with NTP or a user changing the wall
- * clock, which is why lease expiry and step-down deadlines use it (DESIGN
+ * clock, which is why lease expiry and step-down deadlines use it (docs/design.md
  * §1.4). On Linux it also stops while the machine is suspended, so a holder
  * that slept would think less time passed than really did; `wall()` exists
  * only to detect that (a gap between the two rates), never to judge expiry.

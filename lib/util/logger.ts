@@ -1,5 +1,5 @@
 /**
- * The log every layer writes to: pino JSON lines on stdout (DESIGN §5).
+ * The log every layer writes to: pino JSON lines on stdout (docs/design.md §5).
  * Here at the bottom so that the queue's and the lease's modules take the
  * Logger type without importing the daemon; the daemon's role-change lines
  * (the contract other tools parse) are lib/daemon/logger.ts.

@@ -1,7 +1,7 @@
 /**
  * Generated op sequences for the fold, replayed without autobase, and a
  * view hash: the regression check that a change to how apply is wired
- * changes no byte of a view (test/fold-wiring.test.ts, its fixture
+ * changes no byte of a view (test/log/fold-wiring.test.ts, its fixture
  * test/fixtures/fold-view-hashes.ts and scripts/fold-view-hashes.mjs,
  * which replays these same sequences through another checkout's apply).
  *
@@ -186,7 +186,7 @@ const V5_TYPES = new Set(['queue-priority', 'queue-freeze', 'queue-note'])
  * Drops version-5 ops that this tree's codec refuses: in a group below 5
  * they are counted as a version-4 build counts them (unknown type), which
  * builds before that rule (4d14bd3) did not (invalid field), so they would
- * compare the rule, not the wiring; test/apply-versions.test.ts covers them.
+ * compare the rule, not the wiring; test/log/apply-versions.test.ts covers them.
  */
 function withoutMalformedV5(steps: FoldStep[]): FoldStep[] {
   const kept = steps.map(([author, ops]): FoldStep => [author, ops.filter((op) => !V5_TYPES.has(String(op.type)) || decodeOp(b4a.from(JSON.stringify({ v: OP_VERSION, ...op }))).ok)])

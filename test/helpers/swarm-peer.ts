@@ -1,5 +1,5 @@
 /**
- * A bare swarm peer in its own process (test/swarm-peer-timeout.test.ts
+ * A bare swarm peer in its own process (test/daemon/swarm-peer-timeout.test.ts
  * SIGSTOPs it): joins a topic on a local DHT through lib/daemon/swarm.ts,
  * replicating nothing, and prints `connections N` whenever that changes.
  *

@@ -5,7 +5,7 @@
  * replayed from raw JSON at a given apply version into an in-memory view,
  * and the view's hash. Raw bytes, so a build before version 10 decodes
  * them itself: at 1-9 the view must be the one such a build gives
- * (test/queue-apply-v10-commands.test.ts holds the hashes of 3ca7844, the
+ * (test/queue/model/queue-apply-v10-commands.test.ts holds the hashes of 3ca7844, the
  * last build before version 10).
  */
 import { apply } from '../../lib/families.js'

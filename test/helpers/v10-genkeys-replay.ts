@@ -4,7 +4,7 @@
  * another identity's keys, box and identity, a re-registration, and a copy
  * of a registration made before the upgrade, replayed from raw JSON at a
  * given apply version. Raw bytes, so a build before version 10 decodes
- * them itself (test/gen-keys-apply-versions.test.ts pins the hashes).
+ * them itself (test/log/gen-keys-apply-versions.test.ts pins the hashes).
  */
 import { createHash } from 'node:crypto'
 import b4a from 'b4a'

@@ -4,7 +4,7 @@
  * frozen), replayed from raw JSON at a given apply version into an
  * in-memory view, and the view's hash. Raw bytes, so a build before
  * version 6 decodes them itself: at 1-5 the view must be the one such a
- * build gives (test/queue-apply-v6.test.ts holds the hash of 4d14bd3, the
+ * build gives (test/queue/model/queue-apply-v6.test.ts holds the hash of 4d14bd3, the
  * last build before version 6).
  */
 import { apply } from '../../lib/families.js'

@@ -5,7 +5,7 @@
  * check of that name and the App's other checks are), replayed from raw
  * JSON at a given apply version into an in-memory view, and the view's
  * hash. Raw bytes, so a build before version 7 decodes them itself: at 1-6
- * the view must be the one such a build gives (test/queue-apply-v7.test.ts
+ * the view must be the one such a build gives (test/queue/model/queue-apply-v7.test.ts
  * holds the hashes of f08192a, the last build before version 7).
  */
 import { apply } from '../../lib/families.js'

@@ -5,7 +5,7 @@
  * beside version 7's queue-check-app, replayed from raw JSON at a given
  * apply version into an in-memory view, and the view's hash. Raw bytes, so
  * a build before version 8 decodes them itself: at 1-7 the view must be
- * the one such a build gives (test/generations-apply-versions.test.ts
+ * the one such a build gives (test/log/generations-apply-versions.test.ts
  * holds the hashes of df38888, main with version 7, before version 8).
  */
 import { apply } from '../../lib/families.js'

@@ -58,7 +58,7 @@
  * device stopped between its runner's last check and its child's write can
  * write late; that shows as interleaving only if the successor wrote
  * first), or mutations against holder intervals (a stale holder's late
- * mutation is harmless until a newer epoch reached the forge; DESIGN §1).
+ * mutation is harmless until a newer epoch reached the forge; docs/design.md §1).
  */
 import type { DaemonProcess, History, HostMs } from './history.js'
 import { scopeOf } from './history.js'

@@ -16,7 +16,7 @@
  * Left out on purpose, because they would end the run rather than test it:
  * add-writer with indexer true (the quorum would wait for an indexer that
  * never writes), remove-writer of a live writer (its later appends fail
- * locally; test/security.test.ts covers removal), and an apply-version
+ * locally; test/e2e/security.test.ts covers removal), and an apply-version
  * above this build's (the group freezes and the intent log refuses to run,
  * by design).
  */

@@ -6,7 +6,7 @@
  * they meet the group's real state: claims, fenced ops at stale epochs,
  * duplicate deliveries), the same with a field broken or dropped, unknown
  * types and versions, raw bytes, arbitrary JSON, values at and past the op
- * size bound. apply must skip each without stopping (DESIGN §1.2).
+ * size bound. apply must skip each without stopping (docs/design.md §1.2).
  *
  * `node writer.js --storage DIR --bootstrap HOST:PORT --host ADDR`; stdin
  * takes one JSON command per line, stdout answers one JSON line each:

@@ -58,7 +58,7 @@ declare module 'corestore' {
      * Internal (corestore 7): attach the core with this discovery key to a
      * muxer if this store holds it (what its own replicate() pairs as the
      * stream's discovery-key handler). Several stores on one stream each
-     * pair that handler and replace the previous one; lib/log/generations.ts
+     * pair that handler and replace the previous one; lib/log/rotating-log.ts
      * pairs one that asks every store.
      */
     _attachMaybe(muxer: unknown, discoveryKey: Uint8Array): Promise<void>

@@ -1,7 +1,7 @@
 /**
  * The holder's cache of base-branch rules (forge.getBranchRules), per
  * repo and branch: what decides whether merges must go one at a time at
- * the head of the queue, each on an up-to-date branch (DESIGN §4).
+ * the head of the queue, each on an up-to-date branch (docs/design.md §4).
  *
  * Invariants enforced here alone:
  * - One read per (repo, branch) per `ttlMs`, however many PRs are

@@ -1,5 +1,5 @@
 /**
- * One evaluation of one PR by the holder (DESIGN §4):
+ * One evaluation of one PR by the holder (docs/design.md §4):
  * read the forge, decide, and act, with fenced ops. Runs under the worker's
  * per-PR lock, so at most one per GitHub PR at a time (whatever tenants
  * manage its repo).
@@ -391,7 +391,7 @@ export type { GateResult }
 
 /**
  * Apply version 5: the evaluation on a repository with branch protection
- * (DESIGN §4 "Branch protection is part of the gate, not a bounce").
+ * (docs/design.md §4 "Branch protection is part of the gate, not a bounce").
  *
  * - GitHub's merge queue on the base: the repo is flagged (a repo-level
  *   note, once) and nothing is merged around it; the entry waits.

@@ -1,5 +1,5 @@
 /**
- * The holder's fenced ops (DESIGN §1.6): stamped with the epoch of the
+ * The holder's fenced ops (docs/design.md §1.6): stamped with the epoch of the
  * tenure that decided them, appended to this device's writer, and, where
  * the caller must know before acting (an attempt before a forge call), their
  * outcome read back from the CONFIRMED view: apply records every fenced

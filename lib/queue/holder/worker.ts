@@ -1,6 +1,6 @@
 /**
  * The holder's worker: while this device holds the signer lease, it runs the
- * merge queue (DESIGN §4): evaluations of queued PRs, merges,
+ * merge queue (docs/design.md §4): evaluations of queued PRs, merges,
  * bounces, and reconciliation on election, every `reconcileMs`, and on
  * request. On a standby it does nothing.
  *

@@ -1,6 +1,6 @@
 /**
  * A GitHub webhook delivery reduced to an `event` op: the few facts the
- * merge queue needs (DESIGN §4), never the payload itself.
+ * merge queue needs (docs/design.md §4), never the payload itself.
  *
  * Invariants enforced here alone:
  * - Pure and total: no clock (`ts` is an input), no I/O, and no throw for any

@@ -1,7 +1,7 @@
 /**
  * The webhook intake: GitHub POSTs to `/webhook/<tenant>`; a verified,
  * relevant delivery is appended to this device's own writer core as an
- * `event` op before it is answered 2xx (DESIGN §4). `GET /healthz` says
+ * `event` op before it is answered 2xx (docs/design.md §4). `GET /healthz` says
  * whether this device can take deliveries.
  *
  * Invariants enforced here alone:

@@ -5,7 +5,7 @@
  * so does the holder (holder/evaluation.ts) for the one rule that is its own.
  *
  * Invariant: a group keeps the rules of its version byte for byte until it
- * is upgraded (test/apply-versions.test.ts), so every build in a mixed
+ * is upgraded (test/log/apply-versions.test.ts), so every build in a mixed
  * fleet folds the same ops into the same view. A rule turned on below its
  * version would make two builds of one group diverge on a key or a counter.
  *

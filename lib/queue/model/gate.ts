@@ -4,7 +4,7 @@
  * intake, the forge's REST reading, apply's head-SHA index). Pure: no I/O,
  * no clock; the hash below is the only library call and is deterministic.
  *
- * Invariants enforced here alone (DESIGN §4):
+ * Invariants enforced here alone (docs/design.md §4):
  * - A fact is keyed by its source and its name, never by name alone: of two
  *   check runs named `build` from two workflows (two check suites), or a
  *   check run and a commit status both named `ci`, each counts. Keyed by

@@ -3,7 +3,7 @@
  * into the view through a ViewTx (see lib/log/apply.ts for the isolation
  * and the authorization of the author).
  *
- * Invariants enforced here alone (DESIGN §4):
+ * Invariants enforced here alone (docs/design.md §4):
  * - An event is applied at most once per delivery id: the same id with the
  *   same body hash is a duplicate (counted and audited, no second event,
  *   even when three devices received it at once and each appended it); the
@@ -261,7 +261,7 @@ function auditDetail(fact: QueueFact, result: QueueResult): string | null {
 export type FencedOp = QueueDecideOp | AttemptOp | AttemptEndOp | ForgeSyncOp | ReconcileResultOp | QueueNoteOp | QueueCommandOp | QueueCheckAppOp
 
 /**
- * The holder's fenced ops (DESIGN §1.6): accepted only from the device that
+ * The holder's fenced ops (docs/design.md §1.6): accepted only from the device that
  * holds the signer lease, at the epoch it holds, in the linearized order. A
  * zombie of an older tenure (paused, cut off, or just late) can append
  * whatever it likes: each of its ops is rejected here and audited, so its

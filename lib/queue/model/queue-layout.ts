@@ -95,7 +95,7 @@ export interface ShaEntry {
   /** Apply versions 1-3: the latest conclusion per check name, sorted by name. Version 4 moves them into `facts` (of source "") and leaves this empty. */
   checks: Array<[string, string]>
   /**
-   * Apply version 4: every check fact by source and name (lib/queue/gate.ts),
+   * Apply version 4: every check fact by source and name (lib/queue/model/gate.ts),
    * the latest report of each, ranked as gate.ts ranks them and capped at
    * CHECKS_PER_SHA (what the cap drops is passing).
    */

@@ -81,14 +81,14 @@ export interface CommentCommand {
  * have a `build` job; a status may share a check run's name).
  */
 export interface CheckFact {
-  /** At most MAX_CHECK_NAME characters: longer names are reduced at intake (lib/queue/gate.ts checkName), never refused. */
+  /** At most MAX_CHECK_NAME characters: longer names are reduced at intake (lib/queue/model/gate.ts checkName), never refused. */
   name: string
   /** success, failure, neutral, skipped, cancelled, timed_out, action_required, stale, error, pending... */
   conclusion: string
   /**
    * Where it was reported: `run:app-<app id>/<check suite id>` (a check
    * run), `suite:app-<app id>/<check suite id>` (a check suite), `status`
-   * (a commit status); see lib/queue/gate.ts. Absent in ops of builds
+   * (a commit status); see lib/queue/model/gate.ts. Absent in ops of builds
    * before version 4, and dropped on decode when malformed, exactly as
    * such a build ignores it: a fact without one is of the unknown source "".
    */
@@ -159,7 +159,7 @@ interface Fenced {
   ts: number
 }
 
-/** The holder's decision about a queued PR at head `sha` (DESIGN §4: only the holder sets these statuses). */
+/** The holder's decision about a queued PR at head `sha` (docs/design.md §4: only the holder sets these statuses). */
 export interface QueueDecideOp extends Fenced {
   type: 'queue-decide'
   pr: number

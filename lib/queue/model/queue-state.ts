@@ -3,7 +3,7 @@
  * clock: `ts` is the op's own timestamp (the receiving device's clock at
  * intake, or the holder's at decision), never apply's.
  *
- * Invariants enforced here alone (DESIGN §4):
+ * Invariants enforced here alone (docs/design.md §4):
  * - One entry per PR (keyed by number): join is idempotent
  *   (`already-queued`), leave is silent when absent, drafts never join.
  * - Events set facts (queued, head SHA, gate result); only the holder's
