@@ -28,6 +28,14 @@ import { parseArgs } from 'node:util'
 import { runStaleScenario, type Round } from './stale-scenario.js'
 import { THIS_DIST } from './rig.js'
 
+/**
+ * The daemons' lease in the proof: the default (5 s). The premise needs one
+ * tenure to last through five attempts; at 2 s a renew has a 1 s margin,
+ * and at load ~5 the holder was demoted by its renew deadline in every try
+ * (the mutant and the fix alike, on this build and the one before it).
+ */
+const PROOF_LEASE_MS = 5000
+
 /** The fix's line in the built forge (the fence asked inside fencedFetch, after the spacing). */
 export const FIXED_LINE = 'const gate = { fence: ctx.fence, sent: false, last: null };'
 /** The mutation: asked once as the mutation is queued, before the spacing wait; that answer is what the send sees. */
@@ -64,7 +72,7 @@ export async function proveBuild(build: 'mutant' | 'fix', rounds: number, outDir
     const distDir = build === 'mutant' ? mutantDist(THIS_DIST, scratch) : THIS_DIST
     const out = join(outDir, build)
     mkdirSync(out, { recursive: true })
-    const r = await runStaleScenario({ rounds, distDir, outDir: out, leaseMs: 2000, print: (l) => print(`[${build}] ${l}`) })
+    const r = await runStaleScenario({ rounds, distDir, outDir: out, leaseMs: PROOF_LEASE_MS, print: (l) => print(`[${build}] ${l}`) })
     return {
       build,
       rounds: r.rounds.map(({ round, tries, holder, epoch, staleMutations, lateAtForge, error }) => ({ round, tries, holder, epoch, staleMutations, lateAtForge, error })),
