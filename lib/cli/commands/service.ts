@@ -173,7 +173,8 @@ export function launchdPlist(p: ServicePlan): string {
   return [
     '<?xml version="1.0" encoding="UTF-8"?>',
     '<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">',
-    `<!-- Written by \`autolease service --launchd\`: the daemon of group ${p.groupKey}.`,
+    // No "--" in an XML comment (it ends well-formedness): no flags quoted here.
+    `<!-- Written by autolease service (launchd): the daemon of group ${p.groupKey}.`,
     `     Install it as ~/Library/LaunchAgents/${LAUNCHD_LABEL}.plist, then:`,
     `     launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/${LAUNCHD_LABEL}.plist -->`,
     '<plist version="1.0">',
