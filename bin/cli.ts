@@ -15,7 +15,8 @@
  *   5 lease refused (held by another holder, not held, stale epoch)
  *   6 invite refused (expired, already used, rejected)
  *   7 no such lease, or the prefix is ambiguous
- *   8 storage not private: the directory is another user's, or it (or a
+ *   8 the group runs an apply version newer than this build (`start`)
+ *   9 storage not private: the directory is another user's, or it (or a
  *     file in it) cannot be made private (`init`, `join`, `start`)
  */
 import { CommanderError } from 'commander'

@@ -21,6 +21,7 @@ import { registerLeaseCommands } from './commands/lease.js'
 import { registerQueueCommands } from './commands/queue.js'
 import { registerReleaseCommand } from './commands/release.js'
 import { registerRunCommand } from './commands/run.js'
+import { registerServiceCommand } from './commands/service.js'
 import { registerStartCommand } from './commands/start.js'
 import { registerStatusCommand } from './commands/status.js'
 import { registerTestnetCommand } from './commands/testnet.js'
@@ -56,6 +57,7 @@ export function buildProgram(): CliProgram {
   const storage = withStorage
   registerInitCommand(program, storage, act)
   registerStartCommand(program, storage, act)
+  registerServiceCommand(program, storage, act)
   registerInviteCommands(program, storage, act)
   registerJoinCommand(program, storage, act)
   registerStatusCommand(program, storage, act)

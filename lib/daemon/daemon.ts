@@ -75,6 +75,17 @@ const CLOSE_TIMEOUT_MS = 3_000
 /** A stop waits at most this long for an indexer being activated that needs this device to be confirmed (IntentLog.neededForActivation). */
 const ACTIVATION_WAIT_MS = 5_000
 
+/**
+ * The longest a graceful stop takes, SIGTERM to exit (the module header's
+ * bound, plus the wait for an indexer being activated): what a service
+ * manager's stop timeout must exceed, or it kills a handover half done.
+ * `forgeTimeoutMs`: the forge's call timeout when the queue runs, else null.
+ */
+export function stopBoundMs(leaseMs: number, forgeTimeoutMs: number | null): number {
+  const { renewDeadlineMs } = electionConfig({ leaseMs })
+  return Math.max(renewDeadlineMs, forgeTimeoutMs === null ? 0 : forgeTimeoutMs + 1_000) + 2 * leaseMs + CLOSE_TIMEOUT_MS + ACTIVATION_WAIT_MS
+}
+
 export interface DaemonOptions {
   storage: string
   bootstrap?: string[]

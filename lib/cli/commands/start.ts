@@ -14,7 +14,7 @@ import { isAutoleaseError } from '../../errors.js'
 import { DAY_MS, type RotationConfig } from '../../log/rotation/policy.js'
 import { EXIT, Exit, positiveInt, positiveNumber, port, seconds, net, withNetwork, type Act, type NetFlags, type WithStorage } from '../args.js'
 
-interface StartFlags extends NetFlags {
+export interface StartFlags extends NetFlags {
   storage: string
   leaseMs?: number
   metricsPort?: number
@@ -46,7 +46,8 @@ function rotationFlags(f: StartFlags): Partial<RotationConfig> {
   }
 }
 
-async function cmdStart(f: StartFlags): Promise<number> {
+/** The start flags that go together, checked before anything opens (`service` checks a unit's start flags the same way). */
+export function checkStartFlags(f: Omit<StartFlags, 'storage'>): void {
   if ((f.webhookPort === undefined) !== (f.webhookSecretsFile === undefined)) {
     throw new Exit(EXIT.USAGE, '--webhook-port and --webhook-secrets-file go together')
   }
@@ -55,6 +56,10 @@ async function cmdStart(f: StartFlags): Promise<number> {
   if (f.forgeConfig === undefined && (f.dryRun || f.reconcileS !== undefined || f.gateTimeoutS !== undefined)) {
     throw new Exit(EXIT.USAGE, '--dry-run, --reconcile-s and --gate-timeout-s go with --forge-config')
   }
+}
+
+async function cmdStart(f: StartFlags): Promise<number> {
+  checkStartFlags(f)
   const logger = createLogger({ level: f.logLevel })
   // A forge config that fails to load leaves the device without the queue, and it says so (status, log, metric) and hands the lease to one that can.
   let forge: ReturnType<typeof loadForgeConfig> | undefined
@@ -117,7 +122,14 @@ async function cmdStart(f: StartFlags): Promise<number> {
 }
 
 export function registerStartCommand(program: Command, storage: WithStorage, act: Act): void {
-  withNetwork(storage(program.command('start').description('run the daemon in the foreground (JSON log lines on stdout)')))
+  startOptions(storage(program.command('start').description('run the daemon in the foreground (JSON log lines on stdout)'))).action(
+    act((f: StartFlags) => cmdStart(f))
+  )
+}
+
+/** Every start flag but --storage: declared once, so `service` parses a unit's start flags exactly as start will. */
+export function startOptions(c: Command): Command {
+  return withNetwork(c)
     .option('--lease-ms <n>', 'signer lease duration in ms', positiveInt('--lease-ms'))
     .option('--metrics-port <n>', 'serve Prometheus metrics on 127.0.0.1:N/metrics', port)
     .option('--http-port <n>', 'serve the read-only web console on 127.0.0.1:N (`autolease console` prints the URL to open)', port)
@@ -135,5 +147,4 @@ export function registerStartCommand(program: Command, storage: WithStorage, act
     .option('--retention-days <n>', 'keep a generation left for devices still in it at most N days (default 7)', positiveNumber('--retention-days'))
     .option('--found-timeout-s <n>', 'replace a generation\'s founder that did not commit the switch within N seconds (default 60, at least 10 x lease)', seconds)
     .addOption(new Option('--log-level <level>', 'JSON log level (debug adds a "renewed" line per confirmed renew)').choices(LOG_LEVELS).default('info'))
-    .action(act((f: StartFlags) => cmdStart(f)))
 }

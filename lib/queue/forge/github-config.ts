@@ -84,6 +84,8 @@ export interface Settings {
 }
 
 const DEFAULT_BASE_URL = 'https://api.github.com'
+/** A forge call's timeout when the config gives none. */
+export const DEFAULT_FORGE_TIMEOUT_MS = 10_000
 /** A token or a PEM key: far below this. */
 const MAX_SECRET_FILE_BYTES = 64 * 1024
 
@@ -125,7 +127,7 @@ export function resolveConfig(config: GitHubForgeConfig, env: Record<string, str
   return {
     baseUrl,
     auth,
-    timeoutMs: intOption(config.timeoutMs, 'timeoutMs', 10_000, 1),
+    timeoutMs: intOption(config.timeoutMs, 'timeoutMs', DEFAULT_FORGE_TIMEOUT_MS, 1),
     mutationSpacingMs: intOption(config.mutationSpacingMs, 'mutationSpacingMs', 1000, 0),
     retries: intOption(config.retries, 'retries', 2, 0),
     retryBaseMs: intOption(config.retryBaseMs, 'retryBaseMs', 500, 0),
