@@ -26,7 +26,7 @@
  *   wait) comes from the composition (rotation/hooks.ts FamilyHooks).
  *
  * Not guaranteed: a device away longer than the retention window finds no
- * peer serving its generation and must be re-paired (README). Without a
+ * peer serving its generation and must be re-paired (docs/operations.md, "Re-pairing a device"). Without a
  * GenerationStorage (a plain Corestore), the log is generation 0 for good:
  * it never seals and cannot follow a seal.
  */

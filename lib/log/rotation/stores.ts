@@ -132,27 +132,29 @@ export class GenerationStores {
     const n = p.generation
     const seed = await storage.seed(n)
     if (seed === null) {
-      throw new AutoleaseError('READ_FAILED', `generation ${n}'s storage cannot be opened (${cause.message}) and no store of this device still holds its seed: it cannot recover; re-pair it (README)`)
+      throw new AutoleaseError('READ_FAILED', `generation ${n}'s storage cannot be opened (${cause.message}) and no store of this device still holds its seed: it cannot recover; re-pair it (docs/operations.md, "Re-pairing a device")`)
     }
     if (p.encryptionKey === undefined) {
-      throw new AutoleaseError('READ_FAILED', `generation ${n}'s storage cannot be opened (${cause.message}) and the pointer does not hold its encryption key (switched by an older build): it cannot recover; re-pair it (README)`)
+      throw new AutoleaseError('READ_FAILED', `generation ${n}'s storage cannot be opened (${cause.message}) and the pointer does not hold its encryption key (switched by an older build): it cannot recover; re-pair it (docs/operations.md, "Re-pairing a device")`)
     }
+    this.setAsideReadOnly(p, n, cause)
+    return this.openStore(n, seed)
+  }
+
+  /**
+   * Generation n's storage set aside and made again empty, to be followed
+   * without writing: the pointer marks it read-only first (a crash in
+   * between never lets this device write with its key into an empty store).
+   */
+  private setAsideReadOnly(p: GenerationPointer, n: number, cause: Error): void {
     const at = Math.round(this.env.clock.wall())
     const others = (p.readOnly ?? []).filter((r) => r.generation !== n)
     // The path it will have is not known before the rename: the pointer names the storage's own place until then.
     this.setPointer({ ...p, readOnly: [...others, { generation: n, dir: '', at }] })
-    const dir = storage.setAside(n) ?? '(none: the directory was gone)'
+    const dir = this.storage.setAside(n) ?? '(none: the directory was gone)'
     this.setPointer({ ...p, readOnly: [...others, { generation: n, dir, at }] })
     this.env.emit('set-aside', { generation: n, dir, error: cause.message })
-    storage.prepare(n)
-    const store = storage.open(n, seed)
-    try {
-      await store.ready()
-    } catch (err) {
-      await store.close().catch(() => {})
-      throw err
-    }
-    return store
+    this.storage.prepare(n)
   }
 
   /** A generation left whose store could not be opened: set aside, and the pointer forgets it (forgotten first: a crash in between never opens it again). */
@@ -183,15 +185,7 @@ export class GenerationStores {
 
   /** The next generation's store could not be opened: set aside, made again, and followed without writing (as setAsideCurrent). */
   async setAsideNext(next: number, seed: Uint8Array, cause: Error, current: GenerationPointer): Promise<Corestore> {
-    const storage = this.storage
-    const p = this.pointer() ?? current
-    const at = Math.round(this.env.clock.wall())
-    const others = (p.readOnly ?? []).filter((r) => r.generation !== next)
-    this.setPointer({ ...p, readOnly: [...others, { generation: next, dir: '', at }] })
-    const dir = storage.setAside(next) ?? '(none: the directory was gone)'
-    this.setPointer({ ...p, readOnly: [...others, { generation: next, dir, at }] })
-    this.env.emit('set-aside', { generation: next, dir, error: cause.message })
-    storage.prepare(next)
+    this.setAsideReadOnly(this.pointer() ?? current, next, cause)
     return this.openStore(next, seed)
   }
 
