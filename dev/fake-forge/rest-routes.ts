@@ -48,6 +48,8 @@ export class ForgeRoutes extends ForgeState {
   private readonly routes: Route[] = [
     { method: 'GET', pattern: '/app/installations/:installation', handler: (q) => this.ofInstallation(q, (app) => ({ status: 200, body: this.json.installationJson(app) })) },
     { method: 'POST', pattern: '/app/installations/:installation/access_tokens', handler: (q) => this.ofInstallation(q, (app) => this.mintToken(app)) },
+    // GitHub's free authenticated call (`autolease doctor` asks it): the limits, here unlimited.
+    { method: 'GET', pattern: '/rate_limit', handler: () => ({ status: 200, body: { resources: { core: { limit: 5000, remaining: 5000, used: 0, reset: Math.floor(this.now() / 1000) + 3600 } } } }) },
     { method: 'GET', pattern: '/app', handler: (q) => ({ status: 200, body: this.json.registeredAppJson(this.jwtApp(q)) }) },
     // The App's own webhook: here, the hooks registered with its installation.
     {

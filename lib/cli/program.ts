@@ -9,6 +9,9 @@
 import { Command } from 'commander'
 import { createRequire } from 'node:module'
 import { EXIT, withStorage } from './args.js'
+import { applyConfigFile } from './config-flags.js'
+import { registerConfigCommands } from './commands/config.js'
+import { registerDoctorCommand } from './commands/doctor.js'
 import { registerConsoleCommand } from './commands/console.js'
 import { registerDemoCommand } from './commands/demo.js'
 import { registerDeviceCommands } from './commands/devices.js'
@@ -54,6 +57,9 @@ export function buildProgram(): CliProgram {
       outputError: (str, write) => write('autolease: ' + (str.trim().split('\n')[0] ?? '').replace(/^error: /, '') + '\n')
     })
 
+  // Settings the command line did not give come from the storage's config file (config-flags.ts).
+  program.hook('preAction', (_program, command) => applyConfigFile(command))
+
   const storage = withStorage
   registerInitCommand(program, storage, act)
   registerStartCommand(program, storage, act)
@@ -70,6 +76,8 @@ export function buildProgram(): CliProgram {
   registerQueueCommands(program, storage, act)
   registerUpgradeCommand(program, storage, act)
   registerConsoleCommand(program, storage, act)
+  registerConfigCommands(program, storage, act)
+  registerDoctorCommand(program, storage, act)
   registerTestnetCommand(program, act)
   registerForgeCommand(program, act)
   registerDemoCommand(program, act)

@@ -14,6 +14,8 @@ import type { Discovery, SwarmConnection } from 'hyperswarm'
 import b4a from 'b4a'
 import HyperDHT from 'hyperdht'
 import ReadyResource from 'ready-resource'
+import { lookup } from 'node:dns/promises'
+import { isIP } from 'node:net'
 import { AutoleaseError } from '../errors.js'
 
 export interface SwarmOptions {
@@ -176,5 +178,53 @@ export class Swarm extends ReadyResource {
     if (this.rediscoverTimer !== null) clearInterval(this.rediscoverTimer)
     await this.swarm.destroy()
     if (this.dht) await this.dht.destroy()
+  }
+}
+
+/** One bootstrap node as the doctor found it. */
+export interface BootstrapProbe {
+  node: string
+  reachable: boolean
+  /** Round trip of the PING, or why there was none. */
+  detail: string
+}
+
+/**
+ * Whether the DHT's bootstrap nodes answer a PING (UDP, with dht-rpc's
+ * retries), each bounded by `timeoutMs`: `autolease doctor`'s reachability
+ * check. An empty list means the public DHT's bootstrap nodes. Joins no DHT:
+ * the node made for this bootstraps from nobody and is destroyed after.
+ */
+export async function pingBootstrap(bootstrap: string[], opts: { host?: string; timeoutMs: number }): Promise<BootstrapProbe[]> {
+  const nodes = bootstrap.length > 0 ? bootstrap : HyperDHT.BOOTSTRAP
+  // The public nodes are written IP@NAME:PORT: ping the IP.
+  const addrs = nodes.map((n) => parseHostPort(n.replace(/@[^:]*/, '')))
+  const loopback = addrs.length > 0 && addrs.every((b) => b.host === '127.0.0.1' || b.host === 'localhost')
+  const host = opts.host ?? (loopback ? '127.0.0.1' : undefined)
+  const dht = new HyperDHT({ bootstrap: [], ephemeral: true, ...(host ? { host } : {}) })
+  try {
+    await dht.ready()
+    return await Promise.all(
+      addrs.map(async (a, i): Promise<BootstrapProbe> => {
+        const started = performance.now()
+        let timer: NodeJS.Timeout | undefined
+        const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${opts.timeoutMs} ms`)), opts.timeoutMs)))
+        try {
+          // UDP goes to an address: a name is looked up first.
+          const ping = async (): Promise<void> => {
+            const ip = isIP(a.host) !== 0 ? a.host : (await lookup(a.host, { family: 4 })).address
+            await dht.ping({ host: ip, port: a.port })
+          }
+          await Promise.race([ping(), timeout])
+          return { node: nodes[i]!, reachable: true, detail: `answered in ${Math.round(performance.now() - started)} ms` }
+        } catch (err) {
+          return { node: nodes[i]!, reachable: false, detail: (err as Error).message || String(err) }
+        } finally {
+          clearTimeout(timer)
+        }
+      })
+    )
+  } finally {
+    await dht.destroy()
   }
 }

@@ -138,6 +138,32 @@ export function tightenStorage(dir: string): void {
   }
 }
 
+/**
+ * What is not private about the storage `dir`, read only (`doctor`: start
+ * would tighten it, or refuse it): null when it is private, else the first
+ * problem found and what to do.
+ */
+export function storageExposure(dir: string): { problem: string; fix: string } | null {
+  const st = lstatOrNull(dir)
+  if (st === null) return { problem: `${dir} does not exist`, fix: 'run `autolease init` or `autolease join INVITE` with this --storage' }
+  if (!st.isDirectory()) return { problem: `${dir} is not a directory`, fix: 'use another --storage' }
+  const uid = process.getuid?.()
+  if (uid !== undefined && st.uid !== uid) return { problem: `${dir} is owned by uid ${st.uid}, not by this user (uid ${uid})`, fix: 'use a storage directory of your own' }
+  if ((st.mode & OTHERS) !== 0) return { problem: `${dir} has ${exposure(st.mode)}`, fix: `chmod 700 ${dir} (start does it too)` }
+  const pending = [dir]
+  while (pending.length > 0) {
+    const current = pending.pop()!
+    for (const name of entries(current)) {
+      const path = join(current, name)
+      const e = lstatOrNull(path)
+      if (e === null || e.isSymbolicLink()) continue
+      if (e.isDirectory()) pending.push(path)
+      if ((e.mode & OTHERS) !== 0) return { problem: `${path} has ${exposure(e.mode)}`, fix: `chmod -R go-rwx ${dir} (start does it too)` }
+    }
+  }
+  return null
+}
+
 /** A directory's entries; none if it vanished meanwhile (RocksDB removes files as it compacts). */
 function entries(dir: string): string[] {
   try {

@@ -8,6 +8,10 @@ declare module 'hyperdht' {
     constructor(opts?: { bootstrap?: Array<DHTAddress | string>; host?: string; port?: number; ephemeral?: boolean; firewalled?: boolean })
     ready(): Promise<void>
     fullyBootstrapped(): Promise<void>
+    /** One PING request to a DHT node; rejects when it does not answer (after its retries). */
+    ping(to: DHTAddress, opts?: { retry?: boolean }): Promise<unknown>
+    /** The public DHT's bootstrap nodes, as `[IP@]HOST:PORT`. */
+    static BOOTSTRAP: string[]
     address(): DHTAddress
     destroy(): Promise<void>
   }

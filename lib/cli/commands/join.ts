@@ -7,6 +7,7 @@
 import type { Command } from 'commander'
 import { StorageLock, readGroupFile, writeGroupFile, encodeKey } from '../../daemon/storage-lock.js'
 import { decodeInvite, joinGroup } from '../../daemon/pairing.js'
+import { rememberNetwork } from '../../daemon/config-file.js'
 import { EXIT, Exit, seconds, net, withNetwork, type Act, type NetFlags, type WithStorage } from '../args.js'
 import { out } from '../output.js'
 
@@ -33,6 +34,7 @@ async function cmdJoin(invite: string, f: { storage: string; indexer: boolean; t
       throw new Exit(EXIT.INVITE_REFUSED, `invite refused: ${why}`)
     }
     writeGroupFile(lock.paths, { key: encodeKey(res.key) })
+    rememberNetwork(f.storage, net(f))
     out(`joined group ${encodeKey(res.key)} as ${res.self} (${res.role})`)
   } finally {
     lock.release()

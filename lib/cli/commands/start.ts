@@ -2,9 +2,13 @@
  * `autolease start`: runs the daemon in the foreground until SIGINT or
  * SIGTERM (exit 0), or until the group moves past this build (exit
  * VERSION_AHEAD: a supervisor should not restart it). Flags that go together
- * are checked before anything opens. A forge config that fails to load
- * leaves the device without the queue, and it says so (status, log, metric)
- * and hands the lease to a device that can.
+ * are checked before anything opens. Settings not given as flags come from
+ * the config file (lib/cli/config-flags.ts). A forge config or webhook
+ * secrets file that cannot be used is refused (exit 2, the file and what to
+ * fix): a daemon "running" without the queue looks healthy to a service
+ * manager while nothing merges. Only with --without-queue does it run on
+ * without them, and say so (status, log, metric), handing the lease to a
+ * device that can.
  */
 import { Option, type Command } from 'commander'
 import { Daemon } from '../../daemon/daemon.js'
@@ -24,6 +28,7 @@ export interface StartFlags extends NetFlags {
   webhookHost?: string
   webhookSecretsFile?: string
   forgeConfig?: string
+  withoutQueue?: boolean
   dryRun?: boolean
   reconcileS?: number
   gateTimeoutS?: number
@@ -61,7 +66,6 @@ export function checkStartFlags(f: Omit<StartFlags, 'storage'>): void {
 async function cmdStart(f: StartFlags): Promise<number> {
   checkStartFlags(f)
   const logger = createLogger({ level: f.logLevel })
-  // A forge config that fails to load leaves the device without the queue, and it says so (status, log, metric) and hands the lease to one that can.
   let forge: ReturnType<typeof loadForgeConfig> | undefined
   let forgeError: string | undefined
   if (f.forgeConfig !== undefined) {
@@ -70,8 +74,20 @@ async function cmdStart(f: StartFlags): Promise<number> {
     try {
       forge = loadForgeConfig(f.forgeConfig)
     } catch (err) {
+      if (!f.withoutQueue) throw unusable(err, 'run it without the merge queue with --without-queue')
       forgeError = `the forge config failed to load: ${(err as Error).message}`
-      logger.error({ err: (err as Error).message }, 'forge config not loaded: running without the merge queue')
+      logger.error({ err: (err as Error).message }, 'forge config not loaded: running without the merge queue (--without-queue)')
+    }
+  }
+  let webhooks = f.webhookPort !== undefined && f.webhookSecretsFile !== undefined
+  if (webhooks) {
+    const { WebhookSecrets } = await import('../../queue/intake/webhook-secrets.js')
+    try {
+      WebhookSecrets.load(f.webhookSecretsFile!)
+    } catch (err) {
+      if (!f.withoutQueue) throw unusable(err, 'run it without the webhook intake with --without-queue')
+      webhooks = false
+      logger.error({ err: (err as Error).message }, 'webhook secrets not loaded: running without the webhook intake (--without-queue)')
     }
   }
   const daemon = new Daemon({
@@ -81,9 +97,9 @@ async function cmdStart(f: StartFlags): Promise<number> {
     metricsPort: f.metricsPort ?? null,
     httpPort: f.httpPort ?? null,
     ...(f.httpHost ? { httpHost: f.httpHost } : {}),
-    webhookPort: f.webhookPort ?? null,
-    ...(f.webhookHost ? { webhookHost: f.webhookHost } : {}),
-    ...(f.webhookSecretsFile ? { webhookSecretsFile: f.webhookSecretsFile } : {}),
+    webhookPort: webhooks ? f.webhookPort! : null,
+    ...(webhooks && f.webhookHost ? { webhookHost: f.webhookHost } : {}),
+    ...(webhooks ? { webhookSecretsFile: f.webhookSecretsFile! } : {}),
     ...(forge !== undefined ? { forge } : {}),
     ...(forgeError !== undefined ? { forgeError } : {}),
     ...(f.dryRun ? { dryRun: true } : {}),
@@ -121,6 +137,12 @@ async function cmdStart(f: StartFlags): Promise<number> {
   return new Promise<number>(() => {}) // runs until a signal
 }
 
+/** A file start cannot use: exit 2 with its error and what to do. */
+function unusable(err: unknown, otherwise: string): Error {
+  if (isAutoleaseError(err, 'INVALID_CONFIG')) return new Exit(EXIT.USAGE, `${err.message}; or ${otherwise}`)
+  return err as Error
+}
+
 export function registerStartCommand(program: Command, storage: WithStorage, act: Act): void {
   startOptions(storage(program.command('start').description('run the daemon in the foreground (JSON log lines on stdout)'))).action(
     act((f: StartFlags) => cmdStart(f))
@@ -138,6 +160,7 @@ export function startOptions(c: Command): Command {
     .option('--webhook-host <address>', 'address the webhook intake binds (default 127.0.0.1)')
     .option('--webhook-secrets-file <file>', 'JSON {"<tenant>": ["<secret>", ...]}, mode 0600; re-read on SIGHUP')
     .option('--forge-config <file>', 'run the merge queue while holding: the forge (GitHub API URL and credentials), JSON')
+    .option('--without-queue', 'run even when the forge config or the webhook secrets cannot be used: without the merge queue (or the intake), saying so in status and metrics')
     .option('--dry-run', 'with --forge-config: decide and log, never change anything at the forge')
     .option('--reconcile-s <n>', 'with --forge-config: reconcile with the forge every N seconds (default 300)', seconds)
     .option('--gate-timeout-s <n>', 'with --forge-config: bounce a PR whose checks are still pending after N seconds (default 1800)', seconds)

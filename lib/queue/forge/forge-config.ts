@@ -33,6 +33,7 @@
 import { dirname, resolve } from 'node:path'
 import { exposure, readBoundedFile, readPrivateFile } from '../../util/private-files.js'
 import { AutoleaseError } from '../../errors.js'
+import { parseJsonText } from '../../util/json-syntax.js'
 import { isTenant } from '../model/queue-ops.js'
 import type { ForgeCredential, GitHubAppConfig, GitHubForgeConfig } from './github-config.js'
 import type { HookRef, RedeliverySettings } from './forge.js'
@@ -70,13 +71,9 @@ type Refuse = (field: string | null, why: string) => AutoleaseError
 export function loadForgeConfig(file: string, env: Record<string, string | undefined> = process.env): GitHubForgeConfig {
   const refuse: Refuse = (field, why) => new AutoleaseError('INVALID_CONFIG', `forge config ${file}: ${field === null ? '' : `${field}: `}${why}`)
   const { text, mode } = readBoundedFile(file, `forge config ${file}`, MAX_FILE_BYTES)
-  let raw: unknown
-  try {
-    raw = JSON.parse(text)
-  } catch {
-    throw refuse(null, 'not valid JSON')
-  }
-  const top = object(raw, null, TOP_KEYS, refuse)
+  const parsed = parseJsonText(text)
+  if (!parsed.ok) throw new AutoleaseError('INVALID_CONFIG', `forge config ${file}:${parsed.line}:${parsed.column}: not valid JSON (${parsed.reason}); fix the file there`)
+  const top = object(parsed.value, null, TOP_KEYS, refuse)
   const dir = dirname(resolve(file))
 
   const out: GitHubForgeConfig = {}

@@ -17,6 +17,7 @@
  */
 import { AutoleaseError } from '../../errors.js'
 import { readPrivateFile } from '../../util/private-files.js'
+import { parseJsonText } from '../../util/json-syntax.js'
 import { isTenant } from '../model/queue-ops.js'
 
 const MAX_FILE_BYTES = 1024 * 1024
@@ -65,12 +66,9 @@ export class WebhookSecrets implements WebhookSecretSource {
 function readSecretsFile(path: string): Map<string, readonly string[]> {
   const refuse = (why: string): AutoleaseError => new AutoleaseError('INVALID_CONFIG', `webhook secrets file ${path}: ${why}`)
   const text = readPrivateFile(path, `webhook secrets file ${path}`, MAX_FILE_BYTES)
-  let raw: unknown
-  try {
-    raw = JSON.parse(text)
-  } catch {
-    throw refuse('not valid JSON')
-  }
+  const parsed = parseJsonText(text)
+  if (!parsed.ok) throw new AutoleaseError('INVALID_CONFIG', `webhook secrets file ${path}:${parsed.line}:${parsed.column}: not valid JSON (${parsed.reason}); fix the file there`)
+  const raw = parsed.value
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw refuse('expected a JSON object {"<tenant>": ["<secret>", ...]}')
   const table = new Map<string, readonly string[]>()
   for (const [tenant, secrets] of Object.entries(raw)) {
