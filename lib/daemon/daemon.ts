@@ -70,6 +70,7 @@ import { GenerationDirs, du } from './generation-dirs.js'
 import type { GenerationInfo } from '../log/rotating-log.js'
 import type { RotationConfig } from '../log/rotation/policy.js'
 import type { ConsoleServer } from '../console/server.js'
+import { judgeHealth, type Health } from './health.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
 /** A stop waits at most this long for an indexer being activated that needs this device to be confirmed (IntentLog.neededForActivation). */
@@ -213,6 +214,8 @@ export class Daemon extends ReadyResource {
   private forgeTimeoutMs = 0
   private capabilities: Capabilities | null = null
   private fatalError: Error | null = null
+  /** The confirmation watchdog's latest stall report: since when (monotonic ms) and the indexed length it saw; any progress ends it (health.ts). */
+  private stall: { since: number; indexed: number } | null = null
   private readonly runs = new RunRegistry()
 
   constructor(opts: DaemonOptions) {
@@ -260,6 +263,7 @@ export class Daemon extends ReadyResource {
     })
     this.log = log
     logIntentLogEvents(log, this.logger, (err) => this.fatal(err))
+    log.on('stalled', (d: { stalledMs: number }) => (this.stall = { since: systemClock.now() - d.stalledMs, indexed: log.base.indexedLength }))
     await log.ready()
     this.queue = new QueueReads(log)
 
@@ -373,7 +377,8 @@ export class Daemon extends ReadyResource {
         managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
         append: async (op) => void (await grouped.append(op))
       },
-      onanswer: webhookAnswerHandler(this.logger, () => this.metrics)
+      onanswer: webhookAnswerHandler(this.logger, () => this.metrics),
+      health: () => this.health()
     })
     await this.webhooks.ready()
   }
@@ -390,6 +395,7 @@ export class Daemon extends ReadyResource {
         epoch: () => elector.status().confirmed?.epoch ?? 0,
         peers: () => swarm.peers,
         forgeRateLimit: () => this.forge?.rateLimit() ?? null,
+        health: () => this.health(),
         rejected: () => log.rejected('confirmed'),
         queues: async () => {
           const out = []
@@ -480,6 +486,31 @@ export class Daemon extends ReadyResource {
 
   status(): Promise<Json> {
     return this.statusJson()
+  }
+
+  /** What `GET /healthz` answers (health.ts), on the metrics and the webhook ports. */
+  async health(): Promise<Health> {
+    const log = this.log!
+    const elector = this.elector!
+    const st = elector.status()
+    if (this.stall !== null && log.base.indexedLength !== this.stall.indexed) this.stall = null
+    const verdict = this.closing !== null ? ({ ok: false, detail: 'the daemon is stopping' } as const) : log.appendable()
+    const capability = this.capabilities!.state()
+    const writers = (await orEmpty(log.writers('confirmed'))).filter((w) => !w.removed)
+    return judgeHealth({
+      self: log.self,
+      holder: st.confirmed?.holder ?? null,
+      epoch: st.confirmed?.epoch ?? 0,
+      role: st.role,
+      capable: capability.capable,
+      capableReason: capability.reason,
+      notAppendable: verdict.ok ? null : verdict.detail,
+      fatal: this.fatalError === null ? null : this.fatalError.message,
+      stalledMs: this.stall === null ? null : systemClock.now() - this.stall.since,
+      leaseMs: this.config.leaseMs,
+      writers: writers.length,
+      peers: this.swarm!.peers
+    })
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics on `--metrics-port` (GET /metrics), served on the
  * given host (default 127.0.0.1: metrics are not for the whole network
- * unless the operator says so).
+ * unless the operator says so), and the device's health (GET /healthz:
+ * health.ts), 200 or 503 with its JSON.
  *
  * Gauges are sampled at scrape time from the live objects, so a scrape
  * shows holding() as evaluated at that moment, never a cached flag.
@@ -9,6 +10,7 @@
 import { createServer, type Server } from 'node:http'
 import ReadyResource from 'ready-resource'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { Health } from './health.js'
 
 export interface MetricsSource {
   holding(): boolean
@@ -20,6 +22,8 @@ export interface MetricsSource {
   /** The forge's primary rate limit as its answers said it; null (or absent) before any: no sample. */
   forgeRateLimit?(): { remaining: number; resource: string | null } | null
   rejected(): Promise<Record<string, number>>
+  /** What GET /healthz answers (health.ts); absent: 404. */
+  health?(): Promise<Health>
   /** Per managed repo (tip view): queue length and events recorded so far. */
   queues(): Promise<Array<{ tenant: string; repo: string; queueLength: number; events: number }>>
 }
@@ -126,6 +130,14 @@ export class Metrics extends ReadyResource {
       registers
     })
     this.server = createServer((req, res) => {
+      const path = (req.url ?? '').split('?')[0]
+      if (path === '/healthz' && source.health !== undefined) {
+        source.health().then(
+          (h) => res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify(h)),
+          (err: unknown) => res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, problems: [String(err)] }))
+        )
+        return
+      }
       if (req.url !== '/metrics') {
         res.writeHead(404).end()
         return

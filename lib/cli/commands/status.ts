@@ -1,15 +1,23 @@
 /**
  * `autolease status`: this device, the signer lease, the log's generation,
- * and one line per managed repository (a flagged one says what to do), read
- * from the running daemon.
+ * whether it can run the merge queue (and why not), and one line per
+ * managed repository (a flagged one says what to do), read from the
+ * running daemon. A daemon that holds the storage but does not answer yet
+ * is said to be starting, with whether its DHT bootstrap answers (the
+ * usual wait), not "no daemon is running".
  */
 import type { Command } from 'commander'
+import { readFileSync } from 'node:fs'
 import { call } from '../../daemon/control-client.js'
-import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
+import { lockHolder, storagePaths } from '../../daemon/storage-lock.js'
+import { readConfigFile } from '../../daemon/config-file.js'
+import { pingBootstrap } from '../../daemon/swarm.js'
+import { isAutoleaseError } from '../../errors.js'
+import { EXIT, Exit, socketOf, type Act, type WithStorage } from '../args.js'
 import { out, inSeconds } from '../output.js'
 
 async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number> {
-  const s = (await call(socketOf(f.storage), 'status')) as {
+  const s = (await call(socketOf(f.storage), 'status').catch((err: unknown) => starting(f.storage, err))) as {
     key: string
     self: string
     role: string
@@ -20,6 +28,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     generation?: { number: number; sealed: { next: number } | null; retained: number[]; readOnly?: Array<{ generation: number; dir: string }> }
     disk?: { bytes: number }
     queues?: Array<{ tenant: string; repo: string; queueLength: number; paused: boolean; frozen: string | null; flag?: { flag: string; detail: string | null } | null }>
+    capability?: { capable: boolean; reason: string | null }
   }
   if (f.json) {
     out(JSON.stringify(s))
@@ -39,6 +48,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     for (const r of g.readOnly ?? []) out(`          generation ${r.generation}: its storage could not be opened, set aside to ${r.dir}; fetched from peers, followed without writing (writes again from the next generation)`)
   }
   if (s.disk) out(`disk      ${(s.disk.bytes / (1024 * 1024)).toFixed(1)} MiB`)
+  if (s.capability && !s.capability.capable) out(`merge queue: not capable — ${s.capability.reason ?? 'no reason given'}`)
   // One line per managed repo; a flagged one says what to do (a base under GitHub's merge queue merges nothing here).
   for (const q of s.queues ?? []) {
     const frozen = q.frozen === null ? null : q.frozen.startsWith('label ') ? `frozen: only PRs labelled ${q.frozen.slice('label '.length)} merge` : 'frozen: only hotfix priority merges'
@@ -46,6 +56,53 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     out(`queue     ${q.tenant}:${q.repo}  ${q.queueLength} queued${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`)
   }
   return EXIT.OK
+}
+
+/**
+ * No answer on the control socket: a live process holding the storage is
+ * a daemon still opening (or init/join at work), said so with whether the
+ * DHT bootstrap it would use answers; else the error as it was.
+ */
+async function starting(storage: string, err: unknown): Promise<never> {
+  const pid = isAutoleaseError(err, 'CLOSED') ? lockHolder(storagePaths(storage)) : null
+  if (pid === null) throw err
+  // What the process was started with (Linux: its command line), else the config file's.
+  const args = startArgs(pid)
+  let bootstrap = args.bootstrap
+  let host = args.host
+  try {
+    const config = readConfigFile(storage)
+    if (bootstrap.length === 0) bootstrap = config?.bootstrap ?? []
+    host ??= config?.host
+  } catch {
+    // A bad config file is start's to refuse.
+  }
+  const via = bootstrap.length > 0 ? bootstrap.join(', ') : 'the public DHT'
+  const probes = await pingBootstrap(bootstrap, { ...(host ? { host } : {}), timeoutMs: 2_000 }).catch(() => [])
+  const reachable = probes.some((p) => p.reachable)
+  throw new Exit(
+    EXIT.NOT_RUNNING,
+    reachable
+      ? `starting: process ${pid} holds ${storage} and does not answer yet (the DHT answers via ${via}; joining the group's topic)`
+      : `starting: DHT not reachable via ${via}; process ${pid} holds ${storage} and does not answer yet (check the bootstrap: autolease doctor)`
+  )
+}
+
+function startArgs(pid: number): { bootstrap: string[]; host: string | undefined } {
+  let argv: string[] = []
+  try {
+    argv = readFileSync(`/proc/${pid}/cmdline`, 'utf-8').split('\0')
+  } catch {
+    // Not Linux, or gone: the config file's settings then.
+  }
+  const bootstrap: string[] = []
+  let host: string | undefined
+  argv.forEach((a, i) => {
+    if (a === '--bootstrap' && argv[i + 1] !== undefined) bootstrap.push(argv[i + 1]!)
+    else if (a.startsWith('--bootstrap=')) bootstrap.push(a.slice('--bootstrap='.length))
+    else if (a === '--host') host = argv[i + 1]
+  })
+  return { bootstrap, host }
 }
 
 export function registerStatusCommand(program: Command, storage: WithStorage, act: Act): void {

@@ -2,7 +2,8 @@
  * The webhook intake: GitHub POSTs to `/webhook/<tenant>`; a verified,
  * relevant delivery is appended to this device's own writer core as an
  * `event` op before it is answered 2xx (docs/design.md §4). `GET /healthz` says
- * whether this device can take deliveries.
+ * whether this device can take deliveries (and, given the device's health,
+ * the device's state: lib/daemon/health.ts).
  *
  * Invariants enforced here alone:
  * - 2xx means stored where it will be applied, or deliberately ignored: an
@@ -115,6 +116,12 @@ export interface WebhookServerOptions {
   headersTimeoutMs?: number
   /** managed() + append() must finish within this, or the delivery is answered 503; default 9 s (GitHub waits 10 s). */
   intakeTimeoutMs?: number
+  /**
+   * The device's health (lib/daemon/health.ts), answered on /healthz with
+   * the intake's own verdict folded in: 200 only when both are well.
+   * Absent: /healthz answers the intake's verdict alone.
+   */
+  health?: () => Promise<{ ok: boolean } & Record<string, unknown>>
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -140,6 +147,7 @@ export class WebhookServer extends ReadyResource {
   private readonly clock: () => number
   private readonly onanswer: (status: number, reason: string) => void
   private readonly intakeTimeoutMs: number
+  private readonly health: WebhookServerOptions['health']
   private readonly bodyTimeoutMs: number
   private readonly maxConnections: number
   private readonly commands: CommandWindow
@@ -161,6 +169,7 @@ export class WebhookServer extends ReadyResource {
     this.host = opts.host ?? '127.0.0.1'
     this.secrets = opts.secrets
     this.intake = opts.intake
+    this.health = opts.health
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
     this.bodies = new BodySlots(opts.maxConcurrentBodies ?? DEFAULT_MAX_CONCURRENT_BODIES)
     this.clock = opts.clock ?? Date.now
@@ -270,7 +279,10 @@ export class WebhookServer extends ReadyResource {
     if (path === '/healthz') {
       if (req.method !== 'GET' && req.method !== 'HEAD') return fail(405, 'method not allowed', { Allow: 'GET, HEAD' })
       const verdict = this.intake.appendable()
-      return verdict.ok ? ok(200, 'healthy', {}) : { status: 503, reason: 'cannot append', body: { ok: false, error: 'cannot append', reason: verdict.reason } }
+      const device = this.health === undefined ? null : await this.health().catch((err: unknown) => ({ ok: false, problems: [String(err)] }))
+      if (!verdict.ok) return { status: 503, reason: 'cannot append', body: { ...device, ok: false, error: 'cannot append', reason: verdict.reason } }
+      if (device !== null && !device.ok) return { status: 503, reason: 'unhealthy', body: device }
+      return ok(200, 'healthy', device ?? {})
     }
     const m = WEBHOOK_PATH.exec(path)
     if (m === null) return fail(404, 'not found')
