@@ -240,3 +240,18 @@ function decode(s: string): string {
     return c
   })
 }
+
+test('the storage\'s config file counts: its lease sets the stop timeout, and a config start would refuse writes no unit', { timeout: 60_000 }, async (t) => {
+  const { dir } = await storageWithGroup(t)
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ leaseMs: 20_000 }))
+  const withFile = await cli(['service', '--systemd', '--storage', dir])
+  t.is(withFile.code, 0, withFile.stderr)
+  const timeout = Number(/^TimeoutStopSec=(\d+)/m.exec(withFile.stdout)?.[1])
+  t.is(timeout, Math.ceil((stopBoundMs(20_000, null) / 1000) * 1.5 / 5) * 5, `the file's 20 s lease: TimeoutStopSec=${timeout}`)
+  t.absent(/--lease-ms/.test(withFile.stdout), 'the unit leaves the setting to the file, where a change needs no new unit')
+  const flag = await cli(['service', '--systemd', '--storage', dir, '--', '--lease-ms', '5000'])
+  t.ok(Number(/^TimeoutStopSec=(\d+)/m.exec(flag.stdout)?.[1]) < timeout, 'a flag wins over the file')
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ webhookPort: 8080 }))
+  const refused = await cli(['service', '--systemd', '--storage', dir])
+  t.is(refused.code, 2, `exit 2: ${refused.stderr.trim()}`)
+})

@@ -8,8 +8,10 @@
  *   another directory): this node, this installation's CLI entry, the
  *   storage, and the file flags (--forge-config, --webhook-secrets-file).
  * - The start flags are parsed by start's own option table and checked by
- *   start's own rules, so a unit that `start` would refuse is never
- *   written (exit 2 now, not a restart loop later).
+ *   start's own rules, with the storage's config file under them as start
+ *   will read it, so a unit that `start` would refuse is never written
+ *   (exit 2 now, not a restart loop later), and the stop timeout counts
+ *   the file's lease and forge config too.
  * - No restart on the exits a restart cannot cure (bad usage, the group
  *   ahead of this build, storage not private), and a stop timeout above
  *   the daemon's graceful-stop bound: killed earlier, a holder's handover
@@ -23,6 +25,8 @@ import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stopBoundMs } from '../../daemon/daemon.js'
 import { readGroupFile, storagePaths } from '../../daemon/storage-lock.js'
+import { readConfigFile } from '../../daemon/config-file.js'
+import { isAutoleaseError } from '../../errors.js'
 import { DEFAULT_LEASE_MS } from '../../lease/config.js'
 import { EXIT, Exit, type Act, type WithStorage } from '../args.js'
 import { out } from '../output.js'
@@ -79,9 +83,18 @@ export async function plan(storageFlag: string, startArgs: string[]): Promise<Se
     throw err
   }
   const flags = parser.opts<Omit<StartFlags, 'storage'>>()
-  checkStartFlags(flags)
-  const forgeTimeoutMs = flags.forgeConfig === undefined ? null : await forgeTimeout(resolve(flags.forgeConfig))
-  const boundS = stopBoundMs(flags.leaseMs ?? DEFAULT_LEASE_MS, forgeTimeoutMs) / 1000
+  // The unit's start reads the config file too: its settings count, checked and bounded alike, the flags winning.
+  let file
+  try {
+    file = readConfigFile(storage) ?? {}
+  } catch (err) {
+    if (isAutoleaseError(err, 'INVALID_CONFIG')) throw new Exit(EXIT.USAGE, err.message)
+    throw err
+  }
+  const effective = { ...file, ...Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined)) } as Omit<StartFlags, 'storage'>
+  checkStartFlags(effective)
+  const forgeTimeoutMs = effective.forgeConfig === undefined ? null : await forgeTimeout(resolve(effective.forgeConfig))
+  const boundS = stopBoundMs(effective.leaseMs ?? DEFAULT_LEASE_MS, forgeTimeoutMs) / 1000
   const entry = fileURLToPath(new URL('../../../bin/autolease.js', import.meta.url))
   return {
     storage,
