@@ -83,7 +83,7 @@ async function starting(storage: string, err: unknown): Promise<never> {
   throw new Exit(
     EXIT.NOT_RUNNING,
     reachable
-      ? `starting: process ${pid} holds ${storage} and does not answer yet (the DHT answers via ${via}; joining the group's topic)`
+      ? `not answering yet: process ${pid} holds ${storage} (starting or stopping; the DHT answers via ${via})`
       : `starting: DHT not reachable via ${via}; process ${pid} holds ${storage} and does not answer yet (check the bootstrap: autolease doctor)`
   )
 }
