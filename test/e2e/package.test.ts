@@ -52,23 +52,27 @@ function ok(t: { fail(m: string): void }, r: SpawnSyncReturns<string>, what: str
  * autobase from the package's lib/log (where their importers sit), hypercore
  * from autobase's and corestore's folders too.
  */
-function resolvedPatchedFiles(pkgDir: string): Array<{ path: string; patched: string }> {
+function resolvedPatchedFiles(pkgDir: string): Array<{ path: string; via: string; patched: string }> {
   const from = createRequire(join(pkgDir, 'dist', 'lib', 'log', 'patch-check.js'))
   const dirOf = (req: NodeJS.Require, name: string): string => dirname(req.resolve(`${name}/package.json`))
   const autobase = dirOf(from, 'autobase')
   const corestore = dirOf(from, 'corestore')
-  const hypercores = [dirOf(from, 'hypercore'), dirOf(createRequire(join(autobase, 'index.js')), 'hypercore'), dirOf(createRequire(join(corestore, 'index.js')), 'hypercore')]
-  const out: Array<{ path: string; patched: string }> = []
+  const hypercores: Array<[string, string]> = [
+    ['autolease', dirOf(from, 'hypercore')],
+    ['autobase', dirOf(createRequire(join(autobase, 'index.js')), 'hypercore')],
+    ['corestore', dirOf(createRequire(join(corestore, 'index.js')), 'hypercore')]
+  ]
+  const out: Array<{ path: string; via: string; patched: string }> = []
   for (const f of PATCHED_FILES) {
-    const dirs = f.pkg === 'hypercore' ? hypercores : [autobase]
-    for (const dir of dirs) out.push({ path: join(dir, f.file), patched: join(ROOT, 'node_modules', f.pkg, f.file) })
+    const dirs: Array<[string, string]> = f.pkg === 'hypercore' ? hypercores : [['autolease', autobase]]
+    for (const [via, dir] of dirs) out.push({ path: join(dir, f.file), via, patched: join(ROOT, 'node_modules', f.pkg, f.file) })
   }
   return out
 }
 
 function checkPatched(t: { is(a: unknown, b: unknown, m: string): void; alike(a: unknown, b: unknown, m: string): void }, pkgDir: string, where: string): void {
-  for (const { path, patched } of resolvedPatchedFiles(pkgDir)) {
-    t.is(readFileSync(path, 'utf8'), readFileSync(patched, 'utf8'), `${where}: ${path.slice(pkgDir.length)} is the patched file`)
+  for (const { path, via, patched } of resolvedPatchedFiles(pkgDir)) {
+    t.is(readFileSync(path, 'utf8'), readFileSync(patched, 'utf8'), `${where}: ${path.slice(pkgDir.length + 1)}, as ${via} resolves it, is the patched file`)
   }
   t.alike(stackProblems(join(pkgDir, 'dist', 'lib', 'log', 'patch-check.js')), [], `${where}: the run-time check passes`)
 }

@@ -4,7 +4,7 @@
  * is an added line), this build passes it, and a stack with an unpatched file
  * or a second hypercore is refused with the file named.
  */
-import test from 'brittle'
+import test, { type Assertion } from 'brittle'
 import tmp from 'test-tmp'
 import { cpSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -63,7 +63,7 @@ test('this build runs the patched stack', (t) => {
 })
 
 /** A stack laid out like an install: root/node_modules/{hypercore,autobase,corestore} copied from this one, and a lib/log file to resolve from. */
-async function copiedStack(t: Parameters<Parameters<typeof test>[1]>[0]): Promise<{ root: string; from: string }> {
+async function copiedStack(t: Assertion): Promise<{ root: string; from: string }> {
   const root = await tmp(t)
   const require = createRequire(import.meta.url)
   for (const pkg of ['hypercore', 'autobase', 'corestore']) {
