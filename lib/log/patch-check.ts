@@ -66,7 +66,7 @@ export const PATCHED_FILES: readonly PatchedFile[] = [
 
 /** What to do about a refusal, the same for every problem found. */
 const REMEDY =
-  'autolease must run on its patched hypercore and autobase (patches/README.md): install autolease from its package, which ships them in dist/node_modules, and leave them as they are; in a clone of the repository run `npm ci` (its postinstall applies patches/)'
+  'autolease must run on its patched hypercore and autobase (patches/README.md): install autolease from its package, which ships them in dist/node_modules, and leave them as they are; in a clone of the repository run `npm ci` (its postinstall applies patches/), then `npm run build`'
 
 /** The folder of an installed package as `require` resolves it from `fromFile` (a file path). */
 function packageDir(fromFile: string, name: string): string {
