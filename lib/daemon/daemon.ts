@@ -69,6 +69,7 @@ import { testKill, testPause } from './test-pause.js'
 import { GenerationDirs, du } from './generation-dirs.js'
 import type { GenerationInfo } from '../log/rotating-log.js'
 import type { RotationConfig } from '../log/rotation/policy.js'
+import { assertPatchedStack } from '../log/patch-check.js'
 import type { ConsoleServer } from '../console/server.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
@@ -241,6 +242,8 @@ export class Daemon extends ReadyResource {
   }
 
   private async openParts(): Promise<void> {
+    // The stack first: nothing opens on a hypercore or autobase without the pinned fixes.
+    assertPatchedStack()
     // Secrets first: a bad file is refused before anything else starts.
     if (this.opts.webhookSecretsFile && this.opts.webhookPort != null) this.secrets = WebhookSecrets.load(this.opts.webhookSecretsFile)
 

@@ -1,7 +1,9 @@
 /**
  * `autolease start`: runs the daemon in the foreground until SIGINT or
  * SIGTERM (exit 0), or until the group moves past this build (exit
- * VERSION_AHEAD: a supervisor should not restart it). Flags that go together
+ * VERSION_AHEAD: a supervisor should not restart it); on an install whose
+ * hypercore or autobase lacks the pinned fixes it exits UNPATCHED before
+ * opening anything (lib/log/patch-check.ts). Flags that go together
  * are checked before anything opens. A forge config that fails to load
  * leaves the device without the queue, and it says so (status, log, metric)
  * and hands the lease to a device that can.
@@ -116,6 +118,7 @@ async function cmdStart(f: StartFlags): Promise<number> {
     await daemon.ready()
   } catch (err) {
     if (isAutoleaseError(err) && err.code === 'VERSION_AHEAD') throw new Exit(EXIT.VERSION_AHEAD, err.message)
+    if (isAutoleaseError(err) && err.code === 'STACK_UNPATCHED') throw new Exit(EXIT.UNPATCHED, err.message)
     throw err
   }
   return new Promise<number>(() => {}) // runs until a signal
