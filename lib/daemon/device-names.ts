@@ -10,8 +10,8 @@
  *   listing shows the key beside a name.
  * - This device's name in the view follows group.json: appended at start,
  *   and once the group reaches DEVICE_NAME_VERSION, when the view says
- *   otherwise; at most once per name per process, so an op the group does
- *   not apply (this device was removed) is not appended again and again.
+ *   otherwise; at most once per name asked for, so an op the group does not
+ *   apply (this device was removed) is not appended again and again.
  * - Names are read from the tip view and refreshed at most every
  *   REFRESH_MS: a listing may show a name a moment late, never a wrong key.
  */
@@ -56,8 +56,9 @@ export class DeviceNames extends ReadyResource {
   }
 
   override async _open(): Promise<void> {
-    await this.refresh()
+    // Listening first: a view that moves while the first read runs is read again.
     this.log.on('update', this.onupdate)
+    await this.refresh()
   }
 
   override async _close(): Promise<void> {
@@ -86,6 +87,8 @@ export class DeviceNames extends ReadyResource {
   async rename(name: string): Promise<void> {
     if (!isDeviceName(name)) throw new TypeError(`not a device name: ${JSON.stringify(name)}`)
     this.wanted = name
+    // Asked again: said again, even if this process said it before (a rename back).
+    this.said.delete(name)
     await this.refresh()
   }
 
@@ -98,23 +101,21 @@ export class DeviceNames extends ReadyResource {
     if (this.timer !== null) return
     this.timer = setTimeout(() => {
       this.timer = null
-      this.refresh()
-        .catch((err: unknown) => {
-          if (this.closing === null) this.emit('warning', err instanceof Error ? err : new Error(String(err)))
-        })
-        .finally(() => {
-          if (this.dirty) {
-            this.dirty = false
-            this.schedule()
-          }
-        })
+      this.refresh().catch((err: unknown) => {
+        if (this.closing === null) this.emit('warning', err instanceof Error ? err : new Error(String(err)))
+      })
     }, REFRESH_MS)
   }
 
+  /** One read of the view at a time; an update during it (our own append's, too) schedules the next. */
   private refresh(): Promise<void> {
     if (this.refreshing) return this.refreshing.then(() => this.refresh())
     this.refreshing = this.read().finally(() => {
       this.refreshing = null
+      if (this.dirty) {
+        this.dirty = false
+        this.schedule()
+      }
     })
     return this.refreshing
   }

@@ -46,7 +46,7 @@ function fold(version: number, tail: Array<ApplyNode>): Promise<MemoryView> {
 }
 
 test('apply: each device names itself only; the latest name wins; a duplicate is kept (the key is the identity)', async (t) => {
-  t.is(APPLY_VERSION, DEVICE_NAME_VERSION, 'this build implements the device-name version')
+  t.ok(APPLY_VERSION >= DEVICE_NAME_VERSION, 'this build implements the device-name version')
   const view = await fold(DEVICE_NAME_VERSION, [
     node(OTHER, 1, { type: 'device-name', name: 'laptop' }),
     node(FOUNDER, 3, { type: 'device-name', name: 'desk' }),
