@@ -7,11 +7,14 @@ import type { Command } from 'commander'
 import { call } from '../../daemon/control-client.js'
 import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
 import { out, inSeconds } from '../output.js'
+import { isDeviceName } from '../../log/ops.js'
 
 async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number> {
   const s = (await call(socketOf(f.storage), 'status')) as {
     key: string
     self: string
+    name?: string | null
+    nameSet?: string | null
     role: string
     lease: { holder: string | null; epoch: number; confirmed: boolean; expiresInMs: number | null }
     writers: string[]
@@ -27,6 +30,8 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   }
   out(`group     ${s.key}`)
   out(`device    ${s.self}`)
+  if (isDeviceName(s.nameSet) && s.nameSet !== s.name) out(`name      ${s.nameSet} (not in the group's log yet${isDeviceName(s.name) ? `; the group knows it as ${s.name}` : ''})`)
+  else if (isDeviceName(s.name)) out(`name      ${s.name}`)
   out(`role      ${s.role}`)
   out(`holder    ${s.lease.holder ?? 'none'}${s.lease.holder === s.self ? ' (this device)' : ''}`)
   out(`epoch     ${s.lease.epoch}${s.lease.confirmed ? '' : ' (a newer record is pending)'}`)
