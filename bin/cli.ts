@@ -18,6 +18,8 @@
  *   8 the group runs an apply version newer than this build (`start`)
  *   9 storage not private: the directory is another user's, or it (or a
  *     file in it) cannot be made private (`init`, `join`, `start`)
+ *  10 the hypercore or autobase this install runs lacks autolease's pinned
+ *     fixes (`start`; lib/log/patch-check.ts): reinstall, do not restart
  */
 import { CommanderError } from 'commander'
 import { buildProgram } from '../lib/cli/program.js'

@@ -21,6 +21,8 @@ export type ErrorCode =
   | 'ORDER_DIVERGED'
   /** The current generation is sealed (its seal confirmed here): a signer-lease claim or renew would only be rejected there, so it is not appended (docs/generations.md §9). */
   | 'GENERATION_SEALED'
+  /** The hypercore or autobase this process runs lacks one of autolease's pinned fixes (lib/log/patch-check.ts): nothing opens on it. */
+  | 'STACK_UNPATCHED'
 
 export class AutoleaseError extends Error {
   readonly code: ErrorCode

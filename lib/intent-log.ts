@@ -16,6 +16,7 @@ import type { Fold } from './log/apply.js'
 import type { ReadMode } from './log/autobase-log.js'
 import { packEvents, type EventOp } from './queue/model/queue-ops.js'
 import { RotatingLog, type GenerationStorage, type RotatingLogOptions } from './log/rotating-log.js'
+import { assertPatchedStack } from './log/patch-check.js'
 import { GROUP_HOOKS, groupFold } from './families.js'
 import * as leaseReads from './lease/lease-reads.js'
 import type { LeaseRecord, OpOutcome, TenureEntry } from './lease/lease-layout.js'
@@ -32,6 +33,8 @@ const EVENT_BATCH_VERSION = 3
  */
 export class IntentLog extends RotatingLog {
   constructor(storage: Corestore | GenerationStorage, opts: IntentLogOptions = {}) {
+    // Refuses an install whose hypercore or autobase lacks the pinned fixes (STACK_UNPATCHED).
+    assertPatchedStack()
     super(storage, { ...opts, fold: opts.fold ?? groupFold, family: opts.family ?? GROUP_HOOKS })
   }
 

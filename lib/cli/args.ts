@@ -9,6 +9,7 @@ import { homedir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { storagePaths } from '../daemon/storage-lock.js'
 import { parseHostPort } from '../daemon/swarm.js'
+import { DEVICE_NAME_RULE, isDeviceName } from '../log/ops.js'
 
 /** Wraps a command's action so that its result becomes the process's exit code (commander discards action results). */
 export type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
@@ -16,7 +17,7 @@ export type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => 
 /** Adds the --storage option to a command. */
 export type WithStorage = (c: Command) => Command
 
-export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7, VERSION_AHEAD: 8, NOT_PRIVATE: 9 } as const
+export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7, VERSION_AHEAD: 8, NOT_PRIVATE: 9, UNPATCHED: 10 } as const
 
 /** An intended exit with a one-line message. */
 export class Exit extends Error {
@@ -47,6 +48,12 @@ export function port(value: string): number {
   const n = Number(value)
   if (!/^\d+$/.test(value) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)')
   return n
+}
+
+/** A device's name (`init`/`join --name`, `autolease name`): the codec's rule (lib/log/ops.ts isDeviceName). */
+export function deviceName(value: string): string {
+  if (!isDeviceName(value)) throw new InvalidArgumentError(`not a device name (${DEVICE_NAME_RULE})`)
+  return value
 }
 
 export function seconds(value: string): number {

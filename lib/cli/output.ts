@@ -3,6 +3,7 @@
  * exit code each one maps to.
  */
 import { EXIT } from './args.js'
+import { deviceLabel } from '../daemon/device-names.js'
 
 export function out(line: string): void {
   process.stdout.write(line + '\n')
@@ -23,11 +24,13 @@ export interface Record_ {
   owner: string | null
   epoch: number
   expiresAt: number | null
+  /** The holding device's name, for people (control-routes.ts). */
+  holderName?: string | null
 }
 
 export function describeHeld(r: Record_): string {
   const exp = r.expiresAt === null ? 'no expiry' : `expires in ${inSeconds(r.expiresAt - Date.now())}`
-  return `held by ${r.owner ?? '?'} on device ${short(r.holder)}, token ${r.epoch}, ${exp}`
+  return `held by ${r.owner ?? '?'} on device ${deviceLabel(r.holder, r.holderName)}, token ${r.epoch}, ${exp}`
 }
 
 export type Outcome = {

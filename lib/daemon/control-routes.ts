@@ -22,6 +22,9 @@ import { PRIORITIES, isLabel, isRepo, isTenant, normalizeRepo, type MergeMethod,
 import { AutoleaseError } from '../errors.js'
 import { decodeKey } from './storage-lock.js'
 import { registerUpgradeRoute } from './upgrade-route.js'
+import type { DeviceNames } from './device-names.js'
+import { DEVICE_NAME_RULE, DEVICE_NAME_VERSION, isDeviceName } from '../log/ops.js'
+import { DEVICE_NAME_PREFIX, type DeviceNameEntry } from '../log/view-layout.js'
 
 export interface RouteContext {
   log: IntentLog
@@ -31,6 +34,10 @@ export interface RouteContext {
   queue: QueueReads
   runs: RunRegistry
   config: ElectionConfig
+  /** Every device's name (device-names.ts). */
+  names: DeviceNames
+  /** This device's new name: kept in group.json, said in the log (device-names.ts). */
+  rename(name: string): Promise<void>
   status(): Promise<Json>
   stepDown(timeoutMs: number): Promise<'released' | 'not-held'>
 }
@@ -40,7 +47,17 @@ const CONFIRM_TIMEOUT_MS = 30_000
 const REVOCATION_WAIT_MS = 60_000
 
 export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
-  const { log, elector, leases, pairing, queue, runs } = ctx
+  const { log, elector, leases, pairing, queue, runs, names } = ctx
+  // A record naming a device (its `holder` key) gets the device's name beside it, for people; the key stays the identity.
+  const named = <T>(record: T): T => {
+    if (record === null || typeof record !== 'object' || Array.isArray(record)) return record
+    const holder = (record as { holder?: unknown }).holder
+    return typeof holder === 'string' ? { ...record, holderName: names.nameOf(holder) } : record
+  }
+  const namedOutcome = (o: unknown): Json => {
+    const r = o as { record?: unknown }
+    return (r !== null && typeof r === 'object' && r.record != null ? { ...r, record: named(r.record) } : r) as Json
+  }
 
   c.handle('status', () => ctx.status())
   c.handle('release', async () => ({ result: await ctx.stepDown(ctx.config.leaseMs * 3) }))
@@ -59,13 +76,32 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
   c.handle('devices', async () => {
     const writers = await log.writers('tip')
     const confirmed = new Set((await log.writers('confirmed')).map((w) => `${w.key}:${w.indexer}:${w.removed}`))
+    // Read with the writers (not the cached names): the console redraws on the same update.
+    const nameByKey = new Map((await log.values<DeviceNameEntry>(DEVICE_NAME_PREFIX, 'tip')).map((e) => [e.key, e.name]))
     return writers.map((w) => ({
       key: w.key,
       indexer: w.indexer,
       removed: w.removed,
       self: w.key === log.self,
-      confirmed: confirmed.has(`${w.key}:${w.indexer}:${w.removed}`)
+      confirmed: confirmed.has(`${w.key}:${w.indexer}:${w.removed}`),
+      name: nameByKey.get(w.key) ?? null
     }))
+  })
+  // This device's name (apply version 11): kept in group.json, said in the log; answered once confirmed.
+  c.handle('device.name', async (p): Promise<Json> => {
+    const name = str(p, 'name')
+    if (!isDeviceName(name)) throw new AutoleaseError('INVALID_ARGUMENT', `not a device name: ${JSON.stringify((name as string).slice(0, 40))} (${DEVICE_NAME_RULE})`)
+    await ctx.rename(name)
+    const version = await log.groupApplyVersion('tip')
+    if (version < DEVICE_NAME_VERSION) return { result: 'saved', name, version, note: `said in the log once the group runs apply version ${DEVICE_NAME_VERSION} (this group runs ${version}: \`autolease upgrade-group\`)` }
+    const self = log.self
+    await waitForConfirmed(
+      log,
+      async () => (await log.values<DeviceNameEntry>(DEVICE_NAME_PREFIX, 'confirmed')).some((e) => e.key === self && e.name === name),
+      optNumber(p, 'timeoutMs') ?? CONFIRM_TIMEOUT_MS,
+      'the name to be confirmed'
+    )
+    return { result: 'named', name, version }
   })
   c.handle('remove-device', async (p): Promise<Json> => {
     const key = writerKey(p)
@@ -88,13 +124,13 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
     )
     return { result: 'removed', key, invitesVoided, readRevocation: await readRevocation(log, key, log.generation, revocationWait) }
   })
-  c.handle('history', async () => (await log.tenures(SIGNER_LEASE, 'confirmed')) as unknown as Json)
+  c.handle('history', async () => (await log.tenures(SIGNER_LEASE, 'confirmed')).map(named) as unknown as Json)
 
-  c.handle('lease.acquire', async (p) => (await leases.acquire(str(p, 'name'), str(p, 'owner'), optNumber(p, 'ttlMs') ?? null, optNumber(p, 'timeoutMs'))) as unknown as Json)
-  c.handle('lease.renew', async (p) => (await leases.renew(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
-  c.handle('lease.release', async (p) => (await leases.release(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))) as unknown as Json)
-  c.handle('lease.list', async () => (await leases.list()) as unknown as Json)
-  c.handle('lease.show', async (p) => (await leases.show(str(p, 'name'))) as unknown as Json)
+  c.handle('lease.acquire', async (p) => namedOutcome(await leases.acquire(str(p, 'name'), str(p, 'owner'), optNumber(p, 'ttlMs') ?? null, optNumber(p, 'timeoutMs'))))
+  c.handle('lease.renew', async (p) => namedOutcome(await leases.renew(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))))
+  c.handle('lease.release', async (p) => namedOutcome(await leases.release(str(p, 'name'), str(p, 'owner'), optNumber(p, 'timeoutMs'))))
+  c.handle('lease.list', async () => (await leases.list()).map(named) as unknown as Json)
+  c.handle('lease.show', async (p) => namedOutcome(await leases.show(str(p, 'name'))))
 
   // Repo config: replicated ops, appended by an indexer, answered once confirmed.
   c.handle('repo.add', async (p) => {
@@ -209,8 +245,8 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
   // One event per change of the confirmed holder, starting with the current one.
   c.stream('watch', async (_p, send) => {
     const last = elector.status().confirmed
-    send({ holder: last?.holder ?? null, epoch: last?.epoch ?? 0, time: Date.now() })
-    const onchange = ({ holder, epoch }: { holder: string | null; epoch: number }): void => send({ holder, epoch, time: Date.now() })
+    send({ holder: last?.holder ?? null, holderName: names.nameOf(last?.holder ?? null), epoch: last?.epoch ?? 0, time: Date.now() })
+    const onchange = ({ holder, epoch }: { holder: string | null; epoch: number }): void => send({ holder, holderName: names.nameOf(holder), epoch, time: Date.now() })
     elector.on('holder-changed', onchange)
     return () => elector.off('holder-changed', onchange)
   })

@@ -48,7 +48,7 @@ import { electionConfig, type ElectionConfig } from '../lease/config.js'
 import { SIGNER_LEASE } from '../lease/lease-ops.js'
 import type { EventOp } from '../queue/model/queue-ops.js'
 import { AutoleaseError } from '../errors.js'
-import { StorageLock, readGroupFile, decodeKey, encodeKey } from './storage-lock.js'
+import { StorageLock, readGroupFile, writeGroupFile, decodeKey, encodeKey } from './storage-lock.js'
 import { ControlServer, type Json } from './control-server.js'
 import { registerRoutes } from './control-routes.js'
 import { RunRegistry } from './run-registry.js'
@@ -69,8 +69,10 @@ import { testKill, testPause } from './test-pause.js'
 import { GenerationDirs, du } from './generation-dirs.js'
 import type { GenerationInfo } from '../log/rotating-log.js'
 import type { RotationConfig } from '../log/rotation/policy.js'
+import { assertPatchedStack } from '../log/patch-check.js'
 import type { ConsoleServer } from '../console/server.js'
 import { judgeHealth, type Health } from './health.js'
+import { DeviceNames } from './device-names.js'
 
 const CLOSE_TIMEOUT_MS = 3_000
 /** A stop waits at most this long for an indexer being activated that needs this device to be confirmed (IntentLog.neededForActivation). */
@@ -181,6 +183,9 @@ export type DaemonStatus = {
    * version carries capabilities, so the others rank and nominate by it).
    */
   capability: { forge: boolean; capable: boolean; reason: string | null; announced: boolean }
+  /** This device's name as the group's log says (device-names.ts), null before it is said; `nameSet` what group.json says (said once the group runs apply version 11). */
+  name: string | null
+  nameSet: string | null
   /** The web console's address (start --http-port) and boot id (login codes are minted for it: lib/console/auth.ts), null without one. */
   console: { url: string; boot: string } | null
   /**
@@ -197,7 +202,7 @@ export type DaemonStatus = {
 export class Daemon extends ReadyResource {
   readonly config: ElectionConfig
   private readonly opts: DaemonOptions
-  private readonly logger: Logger
+  private logger: Logger
   private lock: StorageLock | null = null
   private log: IntentLog | null = null
   private swarm: Swarm | null = null
@@ -213,6 +218,7 @@ export class Daemon extends ReadyResource {
   private forge: TenantForges | null = null
   private forgeTimeoutMs = 0
   private capabilities: Capabilities | null = null
+  private names: DeviceNames | null = null
   private fatalError: Error | null = null
   /** The confirmation watchdog's latest stall report: since when (monotonic ms) and the indexed length it saw; any progress ends it (health.ts). */
   private stall: { since: number; indexed: number } | null = null
@@ -244,6 +250,8 @@ export class Daemon extends ReadyResource {
   }
 
   private async openParts(): Promise<void> {
+    // The stack first: nothing opens on a hypercore or autobase without the pinned fixes.
+    assertPatchedStack()
     // Secrets first: a bad file is refused before anything else starts.
     if (this.opts.webhookSecretsFile && this.opts.webhookPort != null) this.secrets = WebhookSecrets.load(this.opts.webhookSecretsFile)
 
@@ -251,6 +259,8 @@ export class Daemon extends ReadyResource {
     const paths = this.lock.paths
     const group = readGroupFile(paths)
     if (group === null) throw new AutoleaseError('INVALID_CONFIG', `${paths.dir} holds no group: run \`autolease init\` or \`autolease join\` first`)
+    // Every line of this daemon names the device for people (a rename shows in the lines from the next start).
+    if (group.name !== undefined) this.logger = this.logger.child({ deviceName: group.name })
 
     // Crash points of a switch for the crash tests (undefined unless AUTOLEASE_TEST_KILL is set: test-pause.ts).
     const kill = testKill(process.env)
@@ -266,6 +276,11 @@ export class Daemon extends ReadyResource {
     log.on('stalled', (d: { stalledMs: number }) => (this.stall = { since: systemClock.now() - d.stalledMs, indexed: log.base.indexedLength }))
     await log.ready()
     this.queue = new QueueReads(log)
+    const names = new DeviceNames(log, group.name ?? null)
+    this.names = names
+    names.on('named', ({ name }) => this.logger.info({ name }, 'device named'))
+    names.on('warning', (err) => this.logger.warn({ err: err.message }, 'device name warning'))
+    await names.ready()
 
     this.swarm = new Swarm(log, {
       ...(this.opts.bootstrap?.length ? { bootstrap: this.opts.bootstrap } : {}),
@@ -314,6 +329,12 @@ export class Daemon extends ReadyResource {
       queue: this.queue,
       runs: this.runs,
       config: this.config,
+      names,
+      rename: async (name) => {
+        // group.json first: the name survives a restart even if the op is not confirmed yet.
+        writeGroupFile(paths, { key: group.key, name })
+        await names.rename(name)
+      },
       status: () => this.statusJson(),
       stepDown: (timeoutMs) => this.stepDown(timeoutMs, 'released')
     })
@@ -337,7 +358,7 @@ export class Daemon extends ReadyResource {
     if (this.secrets !== null && this.opts.webhookPort != null) await this.openWebhooks(log, this.secrets, this.opts.webhookPort)
     if (this.opts.metricsPort != null) await this.openMetrics(log, elector, capabilities, this.opts.metricsPort)
     this.logger.info(
-      { key: encodeKey(log.key), self: log.self, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
+      { key: encodeKey(log.key), self: log.self, name: group.name ?? null, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
       'started'
     )
   }
@@ -397,6 +418,7 @@ export class Daemon extends ReadyResource {
         forgeRateLimit: () => this.forge?.rateLimit() ?? null,
         health: () => this.health(),
         rejected: () => log.rejected('confirmed'),
+        devices: async () => (await log.writers('tip')).filter((w) => !w.removed).map((w) => ({ key: w.key, name: this.names?.nameOf(w.key) ?? null, self: w.key === log.self })),
         queues: async () => {
           const out = []
           for (const r of await queue.repos('tip')) {
@@ -445,6 +467,7 @@ export class Daemon extends ReadyResource {
     if (this.pairing) await this.pairing.close()
     if (this.elector) await this.elector.close()
     if (this.capabilities) await this.capabilities.close()
+    if (this.names) await this.names.close()
     if (this.swarm) await this.swarm.close()
     if (this.log) await this.log.close()
     this.lock?.release()
@@ -497,9 +520,12 @@ export class Daemon extends ReadyResource {
     const verdict = this.closing !== null ? ({ ok: false, detail: 'the daemon is stopping' } as const) : log.appendable()
     const capability = this.capabilities!.state()
     const writers = (await orEmpty(log.writers('confirmed'))).filter((w) => !w.removed)
+    const holder = st.confirmed?.holder ?? null
     return judgeHealth({
       self: log.self,
-      holder: st.confirmed?.holder ?? null,
+      name: this.names?.nameOf(log.self) ?? null,
+      holder,
+      holderName: this.names?.nameOf(holder) ?? null,
       epoch: st.confirmed?.epoch ?? 0,
       role: st.role,
       capable: capability.capable,
@@ -658,6 +684,8 @@ export class Daemon extends ReadyResource {
       worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
       forge: this.forgeStatus(),
       capability: this.capabilities!.state(),
+      name: this.names!.state().name,
+      nameSet: this.names!.state().wanted,
       console: this.console === null ? null : { url: this.console.url, boot: this.console.boot },
       generation: await log.generationInfo(),
       disk: { bytes: du(this.lock!.paths.dir) },

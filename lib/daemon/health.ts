@@ -1,6 +1,6 @@
 /**
  * `GET /healthz` (on the metrics port and the webhook port alike): who
- * holds the signer lease, this device's role, whether it can do the
+ * holds the signer lease, this device's name and role, whether it can do the
  * holder's work (and why not), and whether it is healthy: able to follow
  * the group's log and to get an op applied. What a service manager or a
  * load balancer in front of several intakes acts on: 200 healthy, 503 not,
@@ -26,7 +26,10 @@ export const STALL_UNHEALTHY_LEASES = 3
 
 export interface HealthInput {
   self: string
+  /** This device's name (device-names.ts), null before it has one. */
+  name: string | null
   holder: string | null
+  holderName: string | null
   epoch: number
   role: 'holder' | 'standby'
   capable: boolean
@@ -44,7 +47,9 @@ export interface HealthInput {
 export type Health = {
   ok: boolean
   self: string
+  name: string | null
   holder: string | null
+  holderName: string | null
   epoch: number
   role: 'holder' | 'standby'
   capable: boolean
@@ -60,7 +65,7 @@ export function judgeHealth(h: HealthInput): Health {
   if (h.notAppendable !== null) problems.push(`an op appended now would not be applied: ${h.notAppendable}`)
   if (h.stalledMs !== null && h.stalledMs >= STALL_UNHEALTHY_LEASES * h.leaseMs) problems.push(`confirmation stalled for ${Math.round(h.stalledMs / 1000)} s`)
   if (h.writers > 1 && h.peers === 0) problems.push('no peer connected: this device cannot follow the group')
-  return { ok: problems.length === 0, self: h.self, holder: h.holder, epoch: h.epoch, role: h.role, capable: h.capable, capableReason: h.capableReason, problems }
+  return { ok: problems.length === 0, self: h.self, name: h.name, holder: h.holder, holderName: h.holderName, epoch: h.epoch, role: h.role, capable: h.capable, capableReason: h.capableReason, problems }
 }
 
 /** The answer: status and JSON body. */

@@ -24,6 +24,8 @@ export interface MetricsSource {
   rejected(): Promise<Record<string, number>>
   /** What GET /healthz answers (health.ts); absent: 404. */
   health?(): Promise<Health>
+  /** The group's devices (not removed) and the names they gave themselves (device-names.ts); absent: no device series. */
+  devices?(): Promise<Array<{ key: string; name: string | null; self: boolean }>>
   /** Per managed repo (tip view): queue length and events recorded so far. */
   queues(): Promise<Array<{ tenant: string; repo: string; queueLength: number; events: number }>>
 }
@@ -96,6 +98,17 @@ export class Metrics extends ReadyResource {
       registers,
       async collect() {
         for (const [reason, n] of Object.entries(await source.rejected())) this.set({ reason }, n)
+      }
+    })
+    // One series per device of the group (a handful), its name a label beside its key (the identity): a rename replaces the series.
+    new Gauge({
+      name: 'autolease_device_info',
+      help: 'Always 1: each device of the group (not removed) by key, with the name it gave itself ("" before it named itself); self="1" for this device',
+      labelNames: ['key', 'name', 'self'],
+      registers,
+      async collect() {
+        this.reset()
+        for (const d of (await source.devices?.()) ?? []) this.set({ key: d.key, name: d.name ?? '', self: d.self ? '1' : '0' }, 1)
       }
     })
     new Gauge({

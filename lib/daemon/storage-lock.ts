@@ -3,7 +3,7 @@
  * process per directory.
  *
  * Layout of DIR:
- *   group.json     the group key (written by `init` or `join`)
+ *   group.json     the group key (written by `init` or `join`), this device's name (optional)
  *   corestore/     generation 0's corestore (intent log and view)
  *   generations/N/ generation N's corestore, N >= 1 (generation-dirs.ts)
  *   generation.json the generation this device is in (absent: 0)
@@ -28,6 +28,7 @@ import { closeSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, ex
 import { join, resolve } from 'node:path'
 import z32 from 'z32'
 import { AutoleaseError } from '../errors.js'
+import { DEVICE_NAME_RULE, isDeviceName } from '../log/ops.js'
 import { privateStorage, tightenStorage } from '../util/private-files.js'
 
 export interface StoragePaths {
@@ -58,6 +59,8 @@ export function storagePaths(dir: string): StoragePaths {
 export interface GroupFile {
   /** The group key (autobase key), z32. */
   key: string
+  /** This device's name for people (`init --name`, `join --name`, `autolease name`): said in the log by the daemon (device-names.ts). */
+  name?: string
 }
 
 export function readGroupFile(paths: StoragePaths): GroupFile | null {
@@ -70,7 +73,10 @@ export function readGroupFile(paths: StoragePaths): GroupFile | null {
   }
   const key = (raw as { key?: unknown } | null)?.key
   if (typeof key !== 'string' || decodeKey(key) === null) throw new AutoleaseError('INVALID_CONFIG', `${paths.group} has no valid group key`)
-  return { key }
+  const name = (raw as { name?: unknown }).name
+  if (name === undefined) return { key }
+  if (!isDeviceName(name)) throw new AutoleaseError('INVALID_CONFIG', `${paths.group}: "name" is not a device name (${DEVICE_NAME_RULE}): set one with \`autolease name NAME\` or remove the field`)
+  return { key, name }
 }
 
 export function writeGroupFile(paths: StoragePaths, file: GroupFile): void {

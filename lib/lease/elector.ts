@@ -387,7 +387,10 @@ export class Elector extends ReadyResource {
     try {
       // A read waiting on a peer must not freeze the tick: decide on the
       // last snapshot and pick the fresh one up next time.
-      await Promise.race([this.refresh(), new Promise((resolve) => setTimeout(resolve, this.config.retryMs).unref())])
+      let cap: NodeJS.Timeout | null = null
+      await Promise.race([this.refresh(), new Promise((resolve) => (cap = setTimeout(resolve, this.config.retryMs).unref()))]).finally(() => {
+        if (cap !== null) clearTimeout(cap) // an idle group cycles on every log update: a cap left armed is a wakeup each
+      })
       this.evaluate()
       let wakeAt: number | null = null
       if (this.inFlight.acting === null) {

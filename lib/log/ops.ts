@@ -1,7 +1,7 @@
 /**
  * The log's op envelope: what writers append, encoded as versioned JSON and
  * validated field by field on decode; and the log's own ops (the writers,
- * the apply version, capabilities, the generations).
+ * the apply version, capabilities, device names, the generations).
  *
  * Invariants enforced here, with the codecs the op families register:
  * - Every op apply acts on has passed `decodeOp`, so apply never sees a
@@ -148,6 +148,35 @@ export const MAX_SHARE_BOXES = 200
 /** A sealed 32-byte key: 80 bytes, hex. */
 const SEALED_KEY_HEX = /^[0-9a-f]{160}$/
 
+/**
+ * A device names itself for people (apply version 11, DEVICE_NAME_VERSION):
+ * any writer, about itself only (the author is the node's key), kept per
+ * device in the view. The key stays the identity everywhere; two devices
+ * may say the same name, and every listing shows the key beside it.
+ */
+export interface DeviceNameOp {
+  type: 'device-name'
+  name: string
+}
+/** The apply version that added the device-name op. */
+export const DEVICE_NAME_VERSION = 11
+/** A device name's longest length. */
+export const MAX_DEVICE_NAME = 32
+/**
+ * What a device name may be: ASCII letters and digits, then also `.`, `_`
+ * and `-`, 1 to MAX_DEVICE_NAME characters. Names come from any writer and
+ * are printed in terminals, HTML, log lines and metric labels: a set with
+ * no control, markup, quote, space, bidi or look-alike character is safe in
+ * all of them, and the same bytes on every runtime.
+ */
+/** The rule in words, for error messages. */
+export const DEVICE_NAME_RULE = `1-${MAX_DEVICE_NAME} of A-Z a-z 0-9 . _ -, starting with a letter or digit`
+const DEVICE_NAME = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,${MAX_DEVICE_NAME - 1}}$`)
+
+export function isDeviceName(value: unknown): value is string {
+  return typeof value === 'string' && DEVICE_NAME.test(value)
+}
+
 export type GenerationOp = GenKeysOp | SealOp | FoundedOp | GenesisOp | ShareOp
 
 export type WriterOp = AddWriterOp | RemoveWriterOp
@@ -162,6 +191,7 @@ export interface OpTypes {
   'remove-writer': RemoveWriterOp
   'apply-version': ApplyVersionOp
   capability: CapabilityOp
+  'device-name': DeviceNameOp
   'gen-keys': GenKeysOp
   seal: SealOp
   founded: FoundedOp
@@ -295,7 +325,7 @@ export function isWriterKeyHex(value: unknown): value is string {
   return typeof value === 'string' && HEX_KEY.test(value)
 }
 
-/** The log's own ops: the writers and the apply version (version 1), capabilities (4), the generations (8: generation-family.ts GENERATIONS_VERSION). */
+/** The log's own ops: the writers and the apply version (version 1), capabilities (4), the generations (8: generation-family.ts GENERATIONS_VERSION), device names (11). */
 registerOpCodecs({
   'add-writer': {
     since: 1,
@@ -329,6 +359,14 @@ registerOpCodecs({
       if (typeof forge !== 'boolean') return invalidField('forge')
       if (!isCount(ts)) return invalidField('ts')
       return decodedOp({ type: 'capability', forge, ts })
+    }
+  },
+  'device-name': {
+    since: DEVICE_NAME_VERSION,
+    validate(raw) {
+      const { name } = raw
+      if (!isDeviceName(name)) return invalidField('name')
+      return decodedOp({ type: 'device-name', name })
     }
   },
   'gen-keys': {

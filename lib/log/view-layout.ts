@@ -1,6 +1,6 @@
 /**
  * The log's own view keys and entry shapes (the writers, the apply
- * version, the counters, capabilities): shared by apply (the only writer)
+ * version, the counters, capabilities, device names): shared by apply (the only writer)
  * and the log (reads). Each op family keeps its own layout next to its
  * apply (lib/lease/lease-layout.ts, lib/queue/model/queue-layout.ts); a key is
  * owned by one family (op-family.ts), and the log names none of theirs.
@@ -55,6 +55,13 @@ export interface CapabilityEntry {
   opId: string
 }
 
+/** What a device last named itself (ops.ts DeviceNameOp, apply version 11), under deviceNameKey(its key). */
+export interface DeviceNameEntry {
+  key: string
+  name: string
+  opId: string
+}
+
 export interface WriterEntry {
   key: string
   indexer: boolean
@@ -74,9 +81,13 @@ export const WRITER_PREFIX = 'writer/'
 /** Per writer: its latest capability op (apply version 4). */
 export const CAPABILITY_PREFIX = 'capability/'
 
+/** Per device: the name it last gave itself (apply version 11). */
+export const DEVICE_NAME_PREFIX = 'device-name/'
+
 export const writerKey = (hex: string): string => WRITER_PREFIX + hex
 export const rejectedKey = (reason: RejectionReason): string => REJECTED_PREFIX + reason
 export const capabilityKey = (hex: string): string => CAPABILITY_PREFIX + hex
+export const deviceNameKey = (hex: string): string => DEVICE_NAME_PREFIX + hex
 
 /** The end of a prefix range: every key that starts with `prefix` sorts below it. */
 export const prefixEnd = (prefix: string): string => prefix + '\uffff'

@@ -80,7 +80,7 @@ test('--systemd: a user unit systemd-analyze verify accepts, for this storage an
     'ExecStart: this node, this CLI, start on this storage with the flags, file flags absolute'
   )
   t.ok(unit.includes(key), 'names the group')
-  for (const line of ['Restart=on-failure', 'RestartPreventExitStatus=2 8 9', 'UMask=0077', 'KillMode=mixed', 'Environment=MALLOC_ARENA_MAX=2', 'Environment=MALLOC_TRIM_THRESHOLD_=131072', 'Environment=MALLOC_MMAP_THRESHOLD_=131072', 'WantedBy=default.target']) {
+  for (const line of ['Restart=on-failure', 'RestartPreventExitStatus=2 8 9 10', 'UMask=0077', 'KillMode=mixed', 'Environment=MALLOC_ARENA_MAX=2', 'Environment=MALLOC_TRIM_THRESHOLD_=131072', 'Environment=MALLOC_MMAP_THRESHOLD_=131072', 'WantedBy=default.target']) {
     t.ok(unit.split('\n').includes(line), line)
   }
   const stopS = Number(/^TimeoutStopSec=(\d+)$/m.exec(unit)?.[1])

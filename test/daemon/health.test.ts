@@ -9,7 +9,9 @@ import { healthAnswer, judgeHealth, STALL_UNHEALTHY_LEASES, type HealthInput } f
 
 const WELL: HealthInput = {
   self: 'aa',
+  name: 'laptop',
   holder: 'bb',
+  holderName: null,
   epoch: 4,
   role: 'standby',
   capable: true,
@@ -25,7 +27,7 @@ const WELL: HealthInput = {
 test('healthy: 200 with the holder, role and capability', (t) => {
   const a = healthAnswer(judgeHealth(WELL))
   t.is(a.status, 200)
-  t.alike(a.body, { ok: true, self: 'aa', holder: 'bb', epoch: 4, role: 'standby', capable: true, capableReason: null, problems: [] })
+  t.alike(a.body, { ok: true, self: 'aa', name: 'laptop', holder: 'bb', holderName: null, epoch: 4, role: 'standby', capable: true, capableReason: null, problems: [] })
 })
 
 test('each reason it cannot follow the log or get an op applied is a 503 naming it', (t) => {

@@ -25,7 +25,7 @@ import { createHash } from 'node:crypto'
 import b4a from 'b4a'
 import fc from 'fast-check'
 import type { ApplyHost, ApplyNode } from 'autobase'
-import { decodeOp, OP_VERSION } from '../../lib/log/ops.js'
+import { decodeOp, DEVICE_NAME_VERSION, OP_VERSION } from '../../lib/log/ops.js'
 import { MemoryView, host, node } from './memory-view.js'
 
 /** The authors: F founds the group; W, X and R are added (R is removed again); D is never added. */
@@ -101,6 +101,8 @@ function opArb(maxVersion: number): fc.Arbitrary<Raw> {
     { weight: 1, arbitrary: fc.record({ type: fc.constant('remove-writer'), key: writerKey }) },
     { weight: 2, arbitrary: fc.record({ type: fc.constant('apply-version'), version: fc.integer({ min: 1, max: maxVersion }) }) },
     ...since(4, { weight: 1, arbitrary: fc.record({ type: fc.constant('capability'), forge: fc.boolean(), ts }) }),
+    // a device's name: valid ones, a duplicate, and one the codec refuses (skipped as invalid-field)
+    ...since(DEVICE_NAME_VERSION, { weight: 1, arbitrary: fc.record({ type: fc.constant('device-name'), name: fc.constantFrom('laptop', 'desk-1', 'laptop', 'bad name') }) }),
     // the signer lease
     { weight: 3, arbitrary: fc.record({ type: fc.constant('claim'), name: fc.constant(SIGNER), seen: fc.option(opRef), epoch, ts }) },
     { weight: 2, arbitrary: fc.record({ type: fc.constant('renew'), name: fc.constant(SIGNER), epoch: fc.option(epoch), owner: fc.constant(null), ts }) },

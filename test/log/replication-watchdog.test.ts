@@ -211,8 +211,15 @@ test('a length asked of the writer that then froze is fetched from a live peer a
   aToX.held = true
   await w.append(new Uint8Array([1]))
   const target = w.length
-  const upgraded = ra.update({ wait: true }).catch(() => false)
   await waitFor(() => ra.peers.some((p) => p.remoteLength === target), 5_000, 'A to hear of the new length from the writer')
+  // Asked only now: update({wait: true}) asked before any peer announced more
+  // resolves false at once ("nothing new"), and whether the writer's sync
+  // arrives before or after the append's own flush depends on the load.
+  let upgradedAt: string | null = null
+  const upgraded = ra.update({ wait: true }).then(
+    (v) => ((upgradedAt = `${v} at length ${ra.length}`), v),
+    (err: Error) => ((upgradedAt = `rejected (${err.message}) at length ${ra.length}`), false)
+  )
   await waitFor(() => rb.length === target, 5_000, 'B to fetch the new length')
   xToA.held = true
   // The writer is the one peer that announced the length so far: the upgrade request in flight is to it.
@@ -225,6 +232,7 @@ test('a length asked of the writer that then froze is fetched from a live peer a
   // The premise: hypercore, left alone, waits on the frozen writer (and so does a poke that only looks again).
   await sleep(1_500)
   t.is(ra.length, target - 1, 'A still lacks the length 1.5 s later: hypercore did not ask B by itself')
+  t.is(upgradedAt, null, 'and the update waits on the writer')
   const { clock, watchdog, writers } = pokeAtPokeMs(t, ra)
   await sleep(300)
   t.is(ra.length, target - 1, 'the first poke looks again and changes nothing: the upgrade is in flight')
@@ -236,7 +244,7 @@ test('a length asked of the writer that then froze is fetched from a live peer a
   t.is(watchdog.upgradesReasked, 1, 'the second poke cancels the request still in flight to the writer')
   await waitFor(() => ra.length === target, 5_000, 'A to fetch the length').catch(() => {})
   t.is(ra.length, target, `A has the length from B (${Date.now() - pokedAt} ms after the poke), the writer still frozen`)
-  t.is(await Promise.race([upgraded, sleep(2_000).then(() => 'still waiting')]), true, 'and the update that waited resolves')
+  t.is(await Promise.race([upgraded, sleep(2_000).then(() => 'still waiting')]), true, `and the update that waited resolves (it resolved ${upgradedAt ?? 'not yet'})`)
   clock.advance(500)
   watchdog.check(writers)
   t.is(watchdog.pokes, 2, 'no more pokes once it has it')

@@ -32,8 +32,8 @@ import { EXIT, Exit, type Act, type WithStorage } from '../args.js'
 import { out } from '../output.js'
 import { checkStartFlags, startOptions, type StartFlags } from './start.js'
 
-/** Exits a restart cannot cure: bad usage or config, the group ahead of this build, storage not private. */
-export const NO_RESTART_EXITS = [EXIT.USAGE, EXIT.VERSION_AHEAD, EXIT.NOT_PRIVATE] as const
+/** Exits a restart cannot cure: bad usage or config, the group ahead of this build, storage not private, an unpatched install. */
+export const NO_RESTART_EXITS = [EXIT.USAGE, EXIT.VERSION_AHEAD, EXIT.NOT_PRIVATE, EXIT.UNPATCHED] as const
 
 /** glibc's malloc settings the memory figures were measured with (docs/operations.md, "Memory and disk"). */
 export const ALLOCATOR_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2', MALLOC_TRIM_THRESHOLD_: '131072', MALLOC_MMAP_THRESHOLD_: '131072' }

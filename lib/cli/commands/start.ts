@@ -1,7 +1,9 @@
 /**
  * `autolease start`: runs the daemon in the foreground until SIGINT or
  * SIGTERM (exit 0), or until the group moves past this build (exit
- * VERSION_AHEAD: a supervisor should not restart it). Flags that go together
+ * VERSION_AHEAD: a supervisor should not restart it); on an install whose
+ * hypercore or autobase lacks the pinned fixes it exits UNPATCHED before
+ * opening anything (lib/log/patch-check.ts). Flags that go together
  * are checked before anything opens. Settings not given as flags come from
  * the config file (lib/cli/config-flags.ts). A forge config or webhook
  * secrets file that cannot be used is refused (exit 2, the file and what to
@@ -132,6 +134,7 @@ async function cmdStart(f: StartFlags): Promise<number> {
     await daemon.ready()
   } catch (err) {
     if (isAutoleaseError(err) && err.code === 'VERSION_AHEAD') throw new Exit(EXIT.VERSION_AHEAD, err.message)
+    if (isAutoleaseError(err) && err.code === 'STACK_UNPATCHED') throw new Exit(EXIT.UNPATCHED, err.message)
     throw err
   }
   return new Promise<number>(() => {}) // runs until a signal

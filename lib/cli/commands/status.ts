@@ -15,11 +15,14 @@ import { pingBootstrap } from '../../daemon/swarm.js'
 import { isAutoleaseError } from '../../errors.js'
 import { EXIT, Exit, socketOf, type Act, type WithStorage } from '../args.js'
 import { out, inSeconds } from '../output.js'
+import { isDeviceName } from '../../log/ops.js'
 
 async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number> {
   const s = (await call(socketOf(f.storage), 'status').catch((err: unknown) => starting(f.storage, err))) as {
     key: string
     self: string
+    name?: string | null
+    nameSet?: string | null
     role: string
     lease: { holder: string | null; epoch: number; confirmed: boolean; expiresInMs: number | null }
     writers: string[]
@@ -36,6 +39,8 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   }
   out(`group     ${s.key}`)
   out(`device    ${s.self}`)
+  if (isDeviceName(s.nameSet) && s.nameSet !== s.name) out(`name      ${s.nameSet} (not in the group's log yet${isDeviceName(s.name) ? `; the group knows it as ${s.name}` : ''})`)
+  else if (isDeviceName(s.name)) out(`name      ${s.name}`)
   out(`role      ${s.role}`)
   out(`holder    ${s.lease.holder ?? 'none'}${s.lease.holder === s.self ? ' (this device)' : ''}`)
   out(`epoch     ${s.lease.epoch}${s.lease.confirmed ? '' : ' (a newer record is pending)'}`)

@@ -6,12 +6,13 @@ import type { Command } from 'commander'
 import { watch } from '../../daemon/control-client.js'
 import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
 import { out } from '../output.js'
+import { isDeviceName } from '../../log/ops.js'
 
 async function cmdWatch(f: { storage: string; json?: boolean }): Promise<number> {
   const handle = await watch(socketOf(f.storage), 'watch', {}, (e) => {
-    const ev = e as { holder: string | null; epoch: number; time: number }
+    const ev = e as { holder: string | null; holderName?: string | null; epoch: number; time: number }
     if (f.json) out(JSON.stringify(ev))
-    else out(`${new Date(ev.time).toISOString()}  ${ev.holder === null ? 'no holder' : `holder ${ev.holder}`}  epoch ${ev.epoch}`)
+    else out(`${new Date(ev.time).toISOString()}  ${ev.holder === null ? 'no holder' : `holder ${ev.holder}${isDeviceName(ev.holderName) ? ` (${ev.holderName})` : ''}`}  epoch ${ev.epoch}`)
   })
   const onsignal = (): void => handle.stop()
   process.once('SIGINT', onsignal)

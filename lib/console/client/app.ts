@@ -6,7 +6,7 @@
  *
  * Everything from the daemon lands in the page as text (textContent,
  * attributes), never as markup: a PR's bounce reason or a forge's message
- * cannot inject anything. Times are relative ("12 s ago"), with the
+ * cannot inject anything (device names too: any writer picks its own). Times are relative ("12 s ago"), with the
  * absolute time on hover and in `datetime`, re-rendered every second here
  * without asking the daemon. The connection's state is said plainly at the
  * top: live, reconnecting (the daemon is unreachable), or refused.
@@ -38,6 +38,8 @@ interface Device {
   removed: boolean
   self: boolean
   confirmed: boolean
+  /** The name the device gave itself (apply version 11), null before it did. */
+  name: string | null
 }
 interface Tenure {
   epoch: number
@@ -145,11 +147,23 @@ function short(key: string | null): string {
   return key === null ? 'none' : key.slice(0, 8)
 }
 
-/** A device key, short, with the full key on hover and its colour. */
+/** A device's name for people, as the group's log says, or null; not unique, so the short key is always shown beside it. */
+function nameOf(key: string): string | null {
+  return state.devices?.find((d) => d.key === key)?.name ?? null
+}
+
+/** A device: its name and short key (the identity), with the full key on hover and its colour. */
 function device(key: string | null): HTMLElement {
   if (key === null) return h('span', { class: 'muted' }, 'none')
   const self = state.status?.self === key
-  return h('span', { class: 'key', title: key, 'data-key': key }, h('span', { class: 'dot', style: `background:${colour(key)}`, 'aria-hidden': 'true' }), short(key), self ? ' (this device)' : '')
+  const name = nameOf(key)
+  return h(
+    'span',
+    { class: 'key', title: key, 'data-key': key },
+    h('span', { class: 'dot', style: `background:${colour(key)}`, 'aria-hidden': 'true' }),
+    name === null ? short(key) : `${name} (${short(key)})`,
+    self ? ' (this device)' : ''
+  )
 }
 
 /** Distinct colours, by the device's place in the group (keys sorted); a key not (yet) listed gets one from its hash. */
@@ -214,7 +228,8 @@ function confirmation(s: Status): HTMLElement {
 function renderLease(): void {
   const s = state.status
   if (!s) return
-  $('group').textContent = `group ${s.key.slice(0, 12)}… · device ${short(s.self)} (${s.role})`
+  const name = nameOf(s.self)
+  $('group').textContent = `group ${s.key.slice(0, 12)}… · device ${name === null ? short(s.self) : `${name} (${short(s.self)})`} (${s.role})`
   $('group').title = `group ${s.key}, this device ${s.self}`
   const cap = s.capability
   fill(
@@ -426,10 +441,11 @@ function render(changed: Set<string>): void {
   if (key !== shownKey) changed.add('identity')
   shownKey = key
   const any = (...parts: string[]): boolean => parts.some((p) => changed.has(p))
-  if (any('status')) renderLease()
+  // Device names come with the devices part: every panel that names a device redraws when it changes.
+  if (any('status', 'devices')) renderLease()
   if (any('status', 'devices', 'online')) renderDevices()
-  if (any('history', 'status')) renderTenures()
-  if (any('leases', 'identity')) renderLeases()
+  if (any('history', 'status', 'devices')) renderTenures()
+  if (any('leases', 'identity', 'devices')) renderLeases()
   if (any('repos', 'queue', 'events', 'audit', 'identity')) renderRepos()
   for (const d of document.querySelectorAll<HTMLElement>('#repos-body details[data-focus]')) if (open.has(d.dataset.focus!)) d.setAttribute('open', '')
   restoreFocus(focus)
