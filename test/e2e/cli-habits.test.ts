@@ -1,7 +1,8 @@
 /**
  * The CLI's habits against real daemons (issue 32, "CLI habits"): output
- * into a reader that closed early (`| head`), `run` waiting with a word on
- * whom it waits for and giving up at --timeout, `watch` ending loudly when
+ * into a reader that closed early (`| head`), `run` (signer lease and
+ * --lease) waiting with a word on whom it waits for and giving up at
+ * --timeout, `watch` ending loudly when
  * its daemon dies, `join` bounded by its --timeout and hinting at
  * --bootstrap, a daemon still starting told apart from none, and `start`
  * giving itself glibc's allocator settings.
@@ -60,6 +61,15 @@ test('two devices: closed pipes, run --timeout on a standby, watch ends when its
   t.ok(/the signer lease did not come to this device within 3 s \(held by [0-9a-f]{8} at epoch \d+\); sh was not run/.test(run.stderr), 'the timeout says what happened and that nothing ran')
   t.absent(run.stdout.includes('ran'), 'the command did not run')
   t.ok(Date.now() - began < 30_000, `run gave up in time (${Date.now() - began} ms with the CLI's start-up)`)
+
+  // run --lease on a named lease held by someone else: the same, naming the owner.
+  const held = await cli(['lease', 'acquire', 'habits-lock', '--holder', 'someone-else', '--storage', dirs[0]!])
+  t.is(held.code, 0, `a named lease held by someone else (${held.stdout.trim()})`)
+  const runLease = await cli(['run', '--storage', dirs[0]!, '--lease', 'habits-lock', '--timeout', '2', '--', 'sh', '-c', 'echo ran'], 60_000)
+  t.is(runLease.code, EXIT.TIMED_OUT, `run --lease --timeout 2 exits ${EXIT.TIMED_OUT} (${runLease.stderr.trim()})`)
+  t.ok(/habits-lock is held by someone-else; waiting as \S+/.test(runLease.stderr), 'it said whom it waits for')
+  t.ok(/habits-lock did not come to \S+ within 2 s \(held by someone-else\); sh was not run/.test(runLease.stderr), 'the timeout says what happened and that nothing ran')
+  t.absent(runLease.stdout.includes('ran'), 'the command did not run')
 
   // watch | head -1: the first line read, the pipe closed, the next change ends the watch quietly.
   const watcher = procs.spawn(['watch', '--storage', dirs[0]!])
