@@ -10,7 +10,8 @@
  *   0 ok
  *   1 failure (network, timeout, daemon error)
  *   2 bad usage (unknown flag, bad value, invalid invite text)
- *   3 no daemon is running on that storage
+ *   3 no daemon answers on that storage (none runs, one is still starting,
+ *     or the daemon `watch` followed stopped)
  *   4 storage busy (another process uses the directory)
  *   5 lease refused (held by another holder, not held, stale epoch)
  *   6 invite refused (expired, already used, rejected)
