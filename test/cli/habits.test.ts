@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process'
 import type { Command } from 'commander'
 import { BIN, cli } from '../helpers/cli-harness.js'
 import { buildProgram } from '../../lib/cli/program.js'
+import { HELP_EXAMPLES } from '../../lib/cli/help-examples.js'
 import { ALLOCATOR_ENV, NO_REEXEC_ENV, missingAllocatorEnv } from '../../lib/cli/allocator-env.js'
 
 test('a typo gets the nearest command or flag, on the one error line', { timeout: 60_000 }, async (t) => {
@@ -39,6 +40,32 @@ test('every --help shows its defaults and one example', async (t) => {
     const shown = (text.match(/default: /g) ?? []).length
     t.ok(shown >= withDefault.length, `${path}: every default shown (${shown} of ${withDefault.length})`)
     t.absent(/\(default \S/.test(text), `${path}: defaults spelled one way, "(default: X)"`)
+  }
+})
+
+/** An example's words up to its first pipe, redirect or `&&`, quotes removed, a `$(...)` word as one placeholder. */
+function exampleArgv(example: string): string[] {
+  const words = example.match(/"[^"]*"|\S+/g) ?? []
+  const end = words.findIndex((w) => w === '|' || w === '>' || w === '&&')
+  return words.slice(0, end === -1 ? words.length : end).map((w) => (w.startsWith('"') ? (w.includes('$(') ? 'WORD' : w.slice(1, -1)) : w))
+}
+
+test('every example parses as the command it is shown for', async (t) => {
+  const program = buildProgram().command
+  let ran = ''
+  for (const { path, command } of commands(program)) command.action(() => void (ran = path))
+  program.configureOutput({ writeErr: () => {} })
+  for (const { path, command } of commands(program)) {
+    const argv = exampleArgv(HELP_EXAMPLES[path] ?? '')
+    ran = ''
+    try {
+      await program.parseAsync(argv.slice(1), { from: 'user' })
+    } catch (err) {
+      t.fail(`${path}: its example does not parse: ${(err as Error).message}`)
+      continue
+    }
+    // A group's example may run one of its subcommands.
+    t.ok(ran === path || (command.commands.length > 0 && ran.startsWith(path + ' ')), `${path}: \`${argv.join(' ')}\` runs ${ran}`)
   }
 })
 
