@@ -155,6 +155,12 @@ export class StorageLock {
   }
 }
 
+/** The live process holding DIR's lock (a daemon, or an `init` or `join` at work), or null. */
+export function lockHolder(paths: StoragePaths): number | null {
+  const pid = readPid(paths.pid)
+  return pid !== null && pid !== process.pid && alive(pid) ? pid : null
+}
+
 function readPid(file: string): number | null {
   try {
     const pid = Number(readFileSync(file, 'utf-8').trim())
