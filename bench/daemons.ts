@@ -41,6 +41,7 @@ import { symlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import { ALLOCATOR_ENV, NO_REEXEC_ENV } from '../lib/cli/allocator-env.js'
 import { call } from '../lib/daemon/control-client.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
 import type { DaemonStatus } from '../lib/daemon/daemon.js'
@@ -270,7 +271,9 @@ export class Daemon {
       '--lease-ms',
       String(g.leaseMs),
       ...this.extraArgs
-    ])
+      // The allocator settings given, not left to `start` to set by starting again: the pid measured is the daemon's.
+      // AUTOLEASE_NO_REEXEC=1 measures a daemon without them (glibc's defaults), also in one process.
+    ], { env: process.env[NO_REEXEC_ENV] === '1' ? process.env : { ...ALLOCATOR_ENV, ...process.env } })
     this.proc = proc
     this.exitInfo = null
     this.exited = new Promise<void>((resolve) => {

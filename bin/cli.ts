@@ -10,7 +10,8 @@
  *   0 ok
  *   1 failure (network, timeout, daemon error)
  *   2 bad usage (unknown flag, bad value, invalid invite text)
- *   3 no daemon is running on that storage
+ *   3 no daemon answers on that storage (none runs, one is still starting,
+ *     or the daemon `watch` followed stopped)
  *   4 storage busy (another process uses the directory)
  *   5 lease refused (held by another holder, not held, stale epoch)
  *   6 invite refused (expired, already used, rejected)
@@ -20,6 +21,9 @@
  *     file in it) cannot be made private (`init`, `join`, `start`)
  *  10 the hypercore or autobase this install runs lacks autolease's pinned
  *     fixes (`start`; lib/log/patch-check.ts): reinstall, do not restart
+ * 124 `run --timeout`: the lease did not come in time, the command was not
+ *     run (124 as timeout(1) has it: `run` otherwise exits with its
+ *     command's code, so a small number could be the command's own)
  */
 import { CommanderError } from 'commander'
 import { buildProgram } from '../lib/cli/program.js'
@@ -27,7 +31,26 @@ import { EXIT, Exit } from '../lib/cli/args.js'
 import { RemoteError } from '../lib/daemon/control-client.js'
 import { AutoleaseError, isAutoleaseError } from '../lib/errors.js'
 
+/**
+ * A reader that closed early (`autolease history | head`) is no failure of
+ * ours: the rest of the output has nowhere to go, so the process ends at
+ * once, quietly, with the exit code so far (0 unless one was set), as
+ * commands piped into `head` conventionally do. Without a listener, the
+ * stream's EPIPE error is thrown from an event and ends the process with a
+ * stack trace. stderr closed early has nobody left to tell.
+ */
+function quietOnClosedPipe(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err
+    process.exit(typeof process.exitCode === 'number' ? process.exitCode : EXIT.OK)
+  })
+  process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err
+  })
+}
+
 async function main(): Promise<number> {
+  quietOnClosedPipe()
   const program = buildProgram()
   try {
     await program.command.parseAsync(process.argv)

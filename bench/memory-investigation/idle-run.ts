@@ -12,7 +12,9 @@
  *     [--node-args=--max-semi-space-size=2] [--heaptrack A]
  *
  * The daemons inherit this process's environment: MALLOC_ARENA_MAX=2 (and any
- * other MALLOC_* / GLIBC_TUNABLES glibc setting, recorded in the summary),
+ * other MALLOC_* / GLIBC_TUNABLES glibc setting, recorded in the summary;
+ * bench/daemons.ts adds the settings `start` would give itself unless
+ * AUTOLEASE_NO_REEXEC=1, which measures glibc's defaults),
  * MEMPROBE_CF_OPTS / MEMPROBE_DB_OPTS (storage options, see probe.ts) set
  * for this command reach every daemon. OUT/summary.json holds every sample;
  * a table of minutes 1, 2, 5, 10, 15, 20, 30, ... is printed at the end.

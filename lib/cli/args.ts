@@ -17,7 +17,7 @@ export type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => 
 /** Adds the --storage option to a command. */
 export type WithStorage = (c: Command) => Command
 
-export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7, VERSION_AHEAD: 8, NOT_PRIVATE: 9, UNPATCHED: 10 } as const
+export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_RUNNING: 3, BUSY: 4, REFUSED: 5, INVITE_REFUSED: 6, NOT_FOUND: 7, VERSION_AHEAD: 8, NOT_PRIVATE: 9, UNPATCHED: 10, TIMED_OUT: 124 } as const
 
 /** An intended exit with a one-line message. */
 export class Exit extends Error {
@@ -107,7 +107,7 @@ export function defaultStorage(env: NodeJS.ProcessEnv = process.env, platform: N
 
 /** --storage: this device's storage directory. */
 export function withStorage(c: Command): Command {
-  return c.option('--storage <dir>', 'storage directory of this device (default: $AUTOLEASE_STORAGE, else the per-user data directory)', defaultStorage())
+  return c.option('--storage <dir>', 'storage directory of this device ($AUTOLEASE_STORAGE, else the per-user data directory)', defaultStorage())
 }
 
 /** --bootstrap and --host: the DHT this command's swarm joins. */

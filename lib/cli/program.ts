@@ -6,12 +6,13 @@
  * or a bad value prints ONE line on stderr and exits 2 (bin/cli.ts turns
  * every outcome into the exit code).
  */
-import { Command } from 'commander'
+import { Command, Help } from 'commander'
 import { createRequire } from 'node:module'
 import { EXIT, withStorage } from './args.js'
 import { applyConfigFile } from './config-flags.js'
 import { registerConfigCommands } from './commands/config.js'
 import { registerDoctorCommand } from './commands/doctor.js'
+import { HELP_EXAMPLES } from './help-examples.js'
 import { registerConsoleCommand } from './commands/console.js'
 import { registerDemoCommand } from './commands/demo.js'
 import { registerDeviceCommands } from './commands/devices.js'
@@ -50,11 +51,12 @@ export function buildProgram(): CliProgram {
     .description('Peer-to-peer lease and signer election daemon (no server anywhere)')
     .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
-    .showSuggestionAfterError(false)
+    .showSuggestionAfterError(true)
     .enablePositionalOptions()
     .configureOutput({
-      // Commander's own errors: one line, no help dump.
-      outputError: (str, write) => write('autolease: ' + (str.trim().split('\n')[0] ?? '').replace(/^error: /, '') + '\n')
+      // Commander's own errors: one line (with its "(Did you mean ...?)" for a typo), no help dump.
+      outputError: (str, write) =>
+        write('autolease: ' + str.trim().split('\n').map((l) => l.trim()).filter(Boolean).join(' ').replace(/^error: /, '') + '\n')
     })
 
   // Settings the command line did not give come from the storage's config file (config-flags.ts).
@@ -81,8 +83,27 @@ export function buildProgram(): CliProgram {
   registerTestnetCommand(program, act)
   registerForgeCommand(program, act)
   registerDemoCommand(program, act)
+  withHelpHabits(program, '')
 
   return { command: program, actionCode: () => actionCode }
+}
+
+/**
+ * Every command's --help the same way: defaults written "(default: X)" as
+ * commander writes the ones it knows, and one example at the end
+ * (help-examples.ts). Commands are walked after they are all registered,
+ * so a command added later gets the same treatment.
+ */
+function withHelpHabits(command: Command, path: string): void {
+  command.configureHelp({ optionDescription: (o) => defaultsSpelled(new Help().optionDescription(o)) })
+  const example = HELP_EXAMPLES[path]
+  if (example !== undefined) command.addHelpText('after', `\nExample:\n  ${example}`)
+  for (const sub of command.commands) withHelpHabits(sub, path === '' ? sub.name() : `${path} ${sub.name()}`)
+}
+
+/** "(default 60)" in an option's own text as commander spells the defaults it shows: "(default: 60)". */
+function defaultsSpelled(description: string): string {
+  return description.replace(/\(default (?!:)/g, '(default: ')
 }
 
 /** The version in package.json (dist/lib/cli/program.js sits three levels below it). */

@@ -7,11 +7,14 @@
  * daemon died and must stop acting on its behalf.
  *
  * A daemon error reply comes back as a RemoteError carrying the daemon's
- * code; no daemon on the socket is AutoleaseError CLOSED.
+ * code; no daemon on the socket is AutoleaseError CLOSED, whose message
+ * tells a daemon still starting (its storage locked by a live process) from
+ * none at all.
  */
 import { connect, type Socket } from 'node:net'
 import { dirname } from 'node:path'
 import { AutoleaseError } from '../errors.js'
+import { lockHolder, storagePaths } from './storage-lock.js'
 import type { ControlReply, Json, Params } from './control-server.js'
 
 export class RemoteError extends Error {
@@ -87,7 +90,16 @@ function open(socketPath: string): Promise<Socket> {
     const onerror = (err: NodeJS.ErrnoException): void => {
       if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
         const dir = dirname(socketPath)
-        reject(new AutoleaseError('CLOSED', `no daemon is running on ${dir} (start it with: autolease start --storage ${dir})`))
+        // The socket opens only once the daemon's swarm has reached the DHT: a daemon that cannot reach it (a forgotten or wrong --bootstrap) runs without one.
+        const pid = lockHolder(storagePaths(dir))
+        if (pid !== null) {
+          reject(
+            new AutoleaseError(
+              'CLOSED',
+              `${dir} is in use by pid ${pid}, which does not answer yet: a daemon still starting answers once it has reached the DHT (if this lasts, check the --bootstrap it was started with; without one it uses the public DHT), a join once it is done`
+            )
+          )
+        } else reject(new AutoleaseError('CLOSED', `no daemon is running on ${dir} (start it with: autolease start --storage ${dir})`))
       } else {
         reject(err)
       }

@@ -393,7 +393,10 @@ export interface JoinOptions {
   maxRole?: InviteRole
   bootstrap?: string[]
   host?: string
+  /** Bounds the pairing (and then, separately, becoming a writer); default 60 s each. */
   timeoutMs?: number
+  /** Bounds the whole join instead, from its first step (the DHT lookup) to its answer. */
+  totalTimeoutMs?: number
   /** Called with the group key as soon as pairing succeeds, before waiting to become writable (persist it). */
   onkey?: (key: Uint8Array) => void
   wall?: () => number
@@ -416,7 +419,10 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
   const wall = opts.wall ?? Date.now
   const invite = decodeInvite(opts.invite)
   if (invite.expiresAt > 0 && wall() >= invite.expiresAt) return { result: 'refused', reason: 'expired' }
-  const timeoutMs = opts.timeoutMs ?? 60_000
+  const timeoutMs = opts.totalTimeoutMs ?? opts.timeoutMs ?? 60_000
+  // With a total bound every wait takes what is left of it; the DHT lookup counts too.
+  const endsAt = opts.totalTimeoutMs === undefined ? null : performance.now() + opts.totalTimeoutMs
+  const left = (): number => (endsAt === null ? timeoutMs : Math.max(0, endsAt - performance.now()))
 
   const gens = new GenerationDirs(opts.storage)
   // Made whole under another name first (store-dir.ts): a kill during join leaves no torn store.
@@ -434,7 +440,8 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     local = await IntentLog.holdLocalKey(store)
     const self = local.key
     swarm = new Swarm(replicator, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
-    await swarm.ready()
+    const found = swarm
+    await withinTime(swarm.ready(), left(), () => noAnswer(timeoutMs, found.peers))
     pairing = new BlindPairing(swarm.swarm, { poll: 1_000 })
 
     const acceptsIndexer = (opts.maxRole ?? 'indexer') === 'indexer'
@@ -442,10 +449,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     // Set by the answer (a callback: kept in an object so its type is not narrowed away).
     const answer: { generation: { generation: number; key: Uint8Array } | null; encryptionKey: Uint8Array | null } = { generation: null, encryptionKey: null }
     const paired = await new Promise<JoinResult>((resolve, reject) => {
-      timer = setTimeout(
-        () => reject(new AutoleaseError('TIMEOUT', `no member of the group answered the invite within ${timeoutMs} ms (is the inviting daemon running and reachable?)`)),
-        timeoutMs
-      )
+      timer = setTimeout(() => reject(noAnswer(timeoutMs, found.peers)), left())
       const candidate = pairing!.addCandidate({
         invite: invite.bytes,
         userData,
@@ -489,7 +493,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
     swarm.swarm.on('connection', () => debug('connection'))
     debug('log open, joining the group topic')
-    await swarm.ready()
+    await withinTime(swarm.ready(), left(), () => notWriter(timeoutMs))
     debug('topic flushed')
     // A first connection sometimes replicates nothing until it times out
     // (~15 s measured on loopback, the far side apparently never saw it).
@@ -520,8 +524,8 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
       timer = setTimeout(() => {
         clearInterval(poll)
         joined.off('update', check)
-        reject(new AutoleaseError('TIMEOUT', `paired, but this device did not become a writer within ${timeoutMs} ms (is an indexer of the group online?)`))
-      }, timeoutMs)
+        reject(notWriter(timeoutMs))
+      }, left())
       joined.on('update', check)
       check()
     })
@@ -534,6 +538,25 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     if (log) await log.close()
     if (local) await local.release()
     if (store) await store.close()
+  }
+}
+
+function noAnswer(timeoutMs: number, peers: number): AutoleaseError {
+  const seen = peers === 0 ? 'found no peer of the group on the DHT' : `reached ${peers} peer${peers === 1 ? '' : 's'}`
+  return new AutoleaseError('TIMEOUT', `no member of the group answered the invite within ${timeoutMs / 1000} s (${seen}; is the inviting daemon running and reachable?)`)
+}
+
+function notWriter(timeoutMs: number): AutoleaseError {
+  return new AutoleaseError('TIMEOUT', `paired, but this device did not become a writer within ${timeoutMs / 1000} s (is an indexer of the group online?)`)
+}
+
+/** `p`, or `timedOut()`'s error once `ms` have passed (the step itself is left to the close that follows). */
+async function withinTime<T>(p: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | null = null
+  try {
+    return await Promise.race([p, new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(timedOut()), ms)))])
+  } finally {
+    if (timer) clearTimeout(timer)
   }
 }
 

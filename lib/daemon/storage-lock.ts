@@ -155,7 +155,7 @@ export class StorageLock {
   }
 }
 
-/** The live process other than this one that holds DIR's lock, or null. */
+/** The live process holding DIR's lock (a daemon, or an `init` or `join` at work), or null. */
 export function lockHolder(paths: StoragePaths): number | null {
   const pid = readPid(paths.pid)
   return pid !== null && pid !== process.pid && alive(pid) ? pid : null

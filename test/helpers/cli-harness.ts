@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { createInterface } from 'node:readline'
 import type { Assertion } from 'brittle'
 import { waitFor } from './cluster.js'
+import { ALLOCATOR_ENV } from '../../lib/cli/allocator-env.js'
 import { call } from '../../lib/daemon/control-client.js'
 import { storagePaths } from '../../lib/daemon/storage-lock.js'
 import type { DaemonStatus } from '../../lib/daemon/daemon.js'
@@ -19,8 +20,8 @@ export interface Result {
   stderr: string
 }
 
-/** Run a CLI command to completion. */
-export function cli(args: string[], timeoutMs = 60_000, env: NodeJS.ProcessEnv = process.env): Promise<Result> {
+/** Run a CLI command to completion (with the allocator settings given, as `spawn` below). */
+export function cli(args: string[], timeoutMs = 60_000, env: NodeJS.ProcessEnv = { ...ALLOCATOR_ENV, ...process.env }): Promise<Result> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env })
     let stdout = ''
@@ -54,8 +55,13 @@ export class Procs {
     })
   }
 
+  /**
+   * Runs the CLI; with no `env`, with glibc's allocator settings given, so
+   * that `start` runs as one process (it does not start again as a child:
+   * lib/cli/allocator-env.ts) and the pid a test signals is the daemon's.
+   */
   spawn(args: string[], opts: { env?: NodeJS.ProcessEnv; stderr?: 'pipe' | 'ignore' } = {}): ChildProcess {
-    const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe'], env: opts.env ?? process.env })
+    const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe'], env: opts.env ?? { ...ALLOCATOR_ENV, ...process.env } })
     this.all.add(proc)
     proc.on('exit', () => this.all.delete(proc))
     return proc

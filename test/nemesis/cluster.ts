@@ -26,6 +26,7 @@ import { EventEmitter } from 'node:events'
 import { createWriteStream, writeFileSync, type WriteStream } from 'node:fs'
 import { join } from 'node:path'
 import type { ChildProcess } from 'node:child_process'
+import { ALLOCATOR_ENV } from '../../lib/cli/allocator-env.js'
 import { call } from '../../lib/daemon/control-client.js'
 import { storagePaths } from '../../lib/daemon/storage-lock.js'
 import type { DaemonStatus } from '../../lib/daemon/daemon.js'
@@ -60,7 +61,8 @@ export interface ClusterConfig {
 
 /** The environment without anything of libfaketime (the harness itself may run under none; its children start clean). */
 function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env }
+  // The allocator settings given, so `start` does not start again as a child: the pid signalled (SIGSTOP too) is the daemon's.
+  const env: NodeJS.ProcessEnv = { ...ALLOCATOR_ENV, ...process.env }
   for (const k of Object.keys(env)) if (k === 'LD_PRELOAD' || k.startsWith('FAKETIME') || k.startsWith('AUTOLEASE_TEST_')) delete env[k]
   return { ...env, ...extra }
 }

@@ -21,6 +21,7 @@ import { isOwner } from '../../lease/lease-ops.js'
 import { Runner, type HoldState } from '../runner.js'
 import { LeaseHold, checkTtl, type HoldOutcome } from '../lease-hold.js'
 import { EXIT, Exit, defaultOwner, seconds, socketOf, type Act, type WithStorage } from '../args.js'
+import { short } from '../output.js'
 import type { Command } from 'commander'
 
 export interface RunFlags {
@@ -29,6 +30,8 @@ export interface RunFlags {
   ttl?: number
   holder?: string
   quiet?: boolean
+  /** Seconds to wait for the lease before giving up (the child not started). */
+  timeout?: number
 }
 
 /** A `hold` stream event, checked. */
@@ -42,10 +45,13 @@ export async function cmdRun(command: string, args: string[], f: RunFlags): Prom
   if (f.lease !== undefined) return cmdRunLease(command, args, f, f.lease)
   if (f.ttl !== undefined || f.holder !== undefined) throw new Exit(EXIT.USAGE, '--ttl and --holder go with --lease NAME')
   const note = noter(f)
+  const socket = socketOf(f.storage)
   let runner: Runner | null = null
   let first!: (r: Runner | null) => void
   const ready = new Promise<Runner | null>((resolve) => (first = resolve))
-  const handle: WatchHandle = await watch(socketOf(f.storage), 'hold', {}, (e) => {
+  // Said once per wait (again after a lost hold), so a user watching stderr knows what the silence is.
+  let waitingSaid = false
+  const handle: WatchHandle = await watch(socket, 'hold', {}, (e) => {
     let ev: HoldEvent
     try {
       ev = holdEvent(e)
@@ -65,12 +71,17 @@ export async function cmdRun(command: string, args: string[], f: RunFlags): Prom
     }
     runnerId = ev.runner
     runner.update(ev)
+    if (ev.holding) waitingSaid = false
+    else if (!runner.running && !waitingSaid) {
+      waitingSaid = true
+      void signerHolder(socket).then((who) => note(`waiting for the signer lease (${who}); ${command} starts once this device holds it`))
+    }
     if (!ev.holding && !runner.running) report(false)
   })
   let runnerId: number | null = null
   const report = (running: boolean): void => {
     if (runnerId === null) return
-    call(socketOf(f.storage), 'run.report', { runner: runnerId, running }, 5_000).catch(() => {})
+    call(socket, 'run.report', { runner: runnerId, running }, 5_000).catch(() => {})
   }
   const onclosed = (): void => {
     if (runner !== null) runner.lost()
@@ -78,14 +89,57 @@ export async function cmdRun(command: string, args: string[], f: RunFlags): Prom
   }
   handle.closed.then(onclosed, onclosed)
   onSignals(() => runner, handle)
-  const r = await ready
-  if (r === null) {
+  const expired = waitLimit(f.timeout)
+  const r = await Promise.race([ready, expired.then(() => null)])
+  if (r === null && !expired.done) {
     note('the daemon went away')
     return EXIT.FAILURE
   }
-  const { code, why } = await new Promise<{ code: number; why: string }>((resolve) => r.once('done', resolve))
-  note(why)
-  return code
+  const outcome = await Promise.race([new Promise<{ code: number; why: string }>((resolve) => r?.once('done', resolve)), expired.then(() => null)])
+  if (outcome === null) {
+    if (r !== null && r.running) return finish(await new Promise<{ code: number; why: string }>((resolve) => r.once('done', resolve)))
+    // Never started: nothing to stop but the follow itself.
+    await r?.stop()
+    handle.stop()
+    throw new Exit(EXIT.TIMED_OUT, `the signer lease did not come to this device within ${f.timeout} s (${await signerHolder(socket)}); ${command} was not run`)
+  }
+  return finish(outcome)
+
+  function finish({ code, why }: { code: number; why: string }): number {
+    note(why)
+    return code
+  }
+}
+
+/**
+ * Resolves when --timeout's seconds have passed (never without it); `done`
+ * says whether it has. The timer does not keep the process alive.
+ */
+function waitLimit(timeoutS: number | undefined): Promise<void> & { done: boolean } {
+  let done = false
+  const p = new Promise<void>((resolve) => {
+    if (timeoutS === undefined) return
+    setTimeout(() => {
+      done = true
+      resolve()
+    }, timeoutS * 1000).unref()
+  })
+  return Object.defineProperty(p, 'done', { get: () => done }) as Promise<void> & { done: boolean }
+}
+
+/** Who holds the signer lease now, as a user reads it: its name if the group has one for it, its key's prefix otherwise. */
+async function signerHolder(socket: string): Promise<string> {
+  try {
+    const status = (await call(socket, 'status', {}, 5_000)) as { self?: string; lease?: { holder?: string | null; epoch?: number } }
+    const holder = status.lease?.holder ?? null
+    if (holder === null) return 'no holder yet'
+    if (holder === status.self) return 'this device holds it, not yet confirmed'
+    const devices = (await call(socket, 'devices', {}, 5_000)) as Array<{ key?: string; name?: string | null }>
+    const name = devices.find((d) => d.key === holder)?.name
+    return `held by ${name ? `${name} (${short(holder)})` : short(holder)} at epoch ${status.lease?.epoch ?? '?'}`
+  } catch {
+    return 'holder unknown: the daemon did not say'
+  }
 }
 
 /** `run --lease NAME`: the child runs only while this process holds NAME (lib/cli/lease-hold.ts). */
@@ -129,7 +183,16 @@ async function cmdRunLease(command: string, args: string[], f: RunFlags, name: s
   }
   process.on('SIGINT', onsignal)
   process.on('SIGTERM', onsignal)
-  const { code, why } = await new Promise<{ code: number; why: string }>((resolve) => runner.once('done', resolve))
+  const done = new Promise<{ code: number; why: string }>((resolve) => runner.once('done', resolve))
+  const expired = waitLimit(f.timeout)
+  const outcome = await Promise.race([done, expired.then(() => null)])
+  if (outcome === null && !runner.running) {
+    // Never started: nothing to stop but the hold (released if it was just taken).
+    await runner.stop()
+    await hold.stop()
+    throw new Exit(EXIT.TIMED_OUT, `${name} did not come to ${owner} within ${f.timeout} s (${refusedBy === null ? 'not acquired' : `held by ${refusedBy}`}); ${command} was not run`)
+  }
+  const { code, why } = outcome ?? (await done)
   note(why)
   await hold.stop()
   return code
@@ -192,6 +255,7 @@ export function registerRunCommand(program: Command, storage: WithStorage, act: 
     .option('--ttl <seconds>', 'with --lease: the lease TTL (default 60)', seconds)
     .option('--holder <name>', 'with --lease: who holds it on this device (default: your user name)')
     .option('--quiet', 'no progress lines on stderr')
+    .option('--timeout <seconds>', `give up if the lease has not come within this long: exit ${EXIT.TIMED_OUT}, CMD not run (default: wait as long as it takes)`, seconds)
     .argument('<cmd>', 'the command')
     .argument('[args...]', 'its arguments (put -- before CMD)')
     .passThroughOptions()

@@ -17,7 +17,9 @@
  *   the daemon's graceful-stop bound: killed earlier, a holder's handover
  *   is cut short and the group waits out the lease.
  * - glibc's allocator settings in the environment: read only at process
- *   start, they bound an idle daemon's memory (docs/operations.md).
+ *   start, they bound an idle daemon's memory (docs/operations.md). `start`
+ *   would set them itself by starting again as a child of its first
+ *   process (allocator-env.ts); set here, the daemon is one process.
  */
 import { Command, CommanderError, type Option } from 'commander'
 import { readFileSync } from 'node:fs'
@@ -30,13 +32,11 @@ import { isAutoleaseError } from '../../errors.js'
 import { DEFAULT_LEASE_MS } from '../../lease/config.js'
 import { EXIT, Exit, type Act, type WithStorage } from '../args.js'
 import { out } from '../output.js'
+import { ALLOCATOR_ENV } from '../allocator-env.js'
 import { checkStartFlags, startOptions, type StartFlags } from './start.js'
 
 /** Exits a restart cannot cure: bad usage or config, the group ahead of this build, storage not private, an unpatched install. */
 export const NO_RESTART_EXITS = [EXIT.USAGE, EXIT.VERSION_AHEAD, EXIT.NOT_PRIVATE, EXIT.UNPATCHED] as const
-
-/** glibc's malloc settings the memory figures were measured with (docs/operations.md, "Memory and disk"). */
-export const ALLOCATOR_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2', MALLOC_TRIM_THRESHOLD_: '131072', MALLOC_MMAP_THRESHOLD_: '131072' }
 
 /** Seconds between a failed exit and the restart. */
 const RESTART_S = 5
@@ -222,7 +222,6 @@ export function registerServiceCommand(program: Command, storage: WithStorage, a
       .command('service')
       .description('print a systemd user unit (--systemd) or a launchd plist (--launchd) that runs `autolease start` on this storage with the start flags after --')
       .usage('--systemd|--launchd [--storage DIR] [-- START_FLAGS...]')
-      .addHelpText('after', '\nExample:\n  autolease service --systemd -- --metrics-port 9464 > ~/.config/systemd/user/autolease.service')
   )
     .option('--systemd', 'print a systemd user unit')
     .option('--launchd', 'print a launchd agent plist (macOS)')

@@ -65,6 +65,9 @@ export function checkStartFlags(f: Omit<StartFlags, 'storage'>): void {
   }
 }
 
+/** A start still waiting on the DHT after this long says so. */
+const DHT_SLOW_MS = 5_000
+
 async function cmdStart(f: StartFlags): Promise<number> {
   checkStartFlags(f)
   const logger = createLogger({ level: f.logLevel })
@@ -130,12 +133,19 @@ async function cmdStart(f: StartFlags): Promise<number> {
   process.once('SIGTERM', () => stop('SIGTERM'))
   // The group moved past this build while running: stop gracefully, exit VERSION_AHEAD (a supervisor should not restart it).
   daemon.on('fatal', (err: Error) => stop((err as Error & { code?: string }).code ?? 'fatal', EXIT.VERSION_AHEAD))
+  // The control socket opens only once the swarm has reached the DHT: say what it waits for instead of silence.
+  const slow = setTimeout(() => {
+    const via = f.bootstrap?.length ? f.bootstrap.join(', ') : 'the public DHT (no --bootstrap given)'
+    logger.warn({ bootstrap: f.bootstrap ?? null }, `starting: the DHT has not answered yet via ${via}; commands get no answer until it does`)
+  }, DHT_SLOW_MS)
   try {
     await daemon.ready()
   } catch (err) {
     if (isAutoleaseError(err) && err.code === 'VERSION_AHEAD') throw new Exit(EXIT.VERSION_AHEAD, err.message)
     if (isAutoleaseError(err) && err.code === 'STACK_UNPATCHED') throw new Exit(EXIT.UNPATCHED, err.message)
     throw err
+  } finally {
+    clearTimeout(slow)
   }
   return new Promise<number>(() => {}) // runs until a signal
 }

@@ -1,10 +1,13 @@
 /**
  * `autolease watch`: one line per change of the confirmed holder, until
- * SIGINT or SIGTERM.
+ * SIGINT or SIGTERM (exit 0). A daemon that stops under it ends the watch
+ * with a message and exit NOT_RUNNING: a script or a supervisor reading
+ * its lines must not take silence for "no change".
  */
 import type { Command } from 'commander'
 import { watch } from '../../daemon/control-client.js'
-import { EXIT, socketOf, type Act, type WithStorage } from '../args.js'
+import { storagePaths } from '../../daemon/storage-lock.js'
+import { EXIT, Exit, socketOf, type Act, type WithStorage } from '../args.js'
 import { out } from '../output.js'
 import { isDeviceName } from '../../log/ops.js'
 
@@ -14,11 +17,16 @@ async function cmdWatch(f: { storage: string; json?: boolean }): Promise<number>
     if (f.json) out(JSON.stringify(ev))
     else out(`${new Date(ev.time).toISOString()}  ${ev.holder === null ? 'no holder' : `holder ${ev.holder}${isDeviceName(ev.holderName) ? ` (${ev.holderName})` : ''}`}  epoch ${ev.epoch}`)
   })
-  const onsignal = (): void => handle.stop()
+  let stopped = false
+  const onsignal = (): void => {
+    stopped = true
+    handle.stop()
+  }
   process.once('SIGINT', onsignal)
   process.once('SIGTERM', onsignal)
   await handle.closed
-  return EXIT.OK
+  if (stopped) return EXIT.OK
+  throw new Exit(EXIT.NOT_RUNNING, `the daemon on ${storagePaths(f.storage).dir} stopped: no more changes to watch`)
 }
 
 export function registerWatchCommand(program: Command, storage: WithStorage, act: Act): void {
