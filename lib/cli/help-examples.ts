@@ -6,15 +6,16 @@
  */
 export const HELP_EXAMPLES: Readonly<Record<string, string>> = {
   '': 'autolease init && autolease start',
-  init: 'autolease init --storage ~/.autolease',
+  init: 'autolease init --name laptop --storage ~/.autolease',
   start: 'autolease start --bootstrap 127.0.0.1:49737 --host 127.0.0.1 --metrics-port 9464',
   service: 'autolease service --systemd -- --metrics-port 9464 > ~/.config/systemd/user/autolease.service',
   invite: 'autolease invite --role writer --ttl 300',
   'invite list': 'autolease invite list --json',
   'invite revoke': 'autolease invite revoke 5f3a9c1e',
-  join: 'autolease join "$(cat invite.txt)" --bootstrap 127.0.0.1:49737 --timeout 30',
+  join: 'autolease join "$(cat invite.txt)" --bootstrap 127.0.0.1:49737 --timeout 30 --name desk',
   status: 'autolease status --json',
   devices: 'autolease devices | head -5',
+  name: 'autolease name laptop',
   'remove-device': "autolease remove-device \"$(autolease devices --json | jq -r '.[1].key')\"",
   watch: 'autolease watch --json | head -1',
   history: 'autolease history | head -20',

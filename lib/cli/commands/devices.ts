@@ -52,7 +52,7 @@ export function registerDeviceCommands(program: Command, storage: WithStorage, a
 
   storage(program.command('name').description('rename this device (a running daemon keeps it and says it in the log); names are for people, the key stays the identity'))
     .argument('<name>', 'letters, digits, . _ -; up to 32, e.g. laptop', deviceName)
-    .option('--timeout <seconds>', 'wait this long for the name to be confirmed (default 30)', seconds)
+    .option('--timeout <seconds>', 'wait this long for the name to be confirmed (default: 30)', seconds)
     .action(act((name: string, f: { storage: string; timeout?: number }) => cmdName(name, f)))
 
   storage(program.command('remove-device').description('revoke a (lost) device: its later ops are rejected'))
