@@ -61,9 +61,10 @@ export type { View, FamilySnapshot }
  * keep each version's rules byte for byte (the group's version is passed to
  * every handler). The log's own: version 8 the generations
  * (generation-family.ts, docs/generations.md), 9 the roster stamp of a
- * first seal, 10 the checks of a gen-keys op.
+ * first seal, 10 the checks of a gen-keys op. Version 11 is the queue's
+ * (lib/queue/model/apply-rules.ts: command pins, dequeue marks).
  */
-export const APPLY_VERSION = 10
+export const APPLY_VERSION = 11
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 /**
