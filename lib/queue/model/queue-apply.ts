@@ -253,12 +253,15 @@ async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: 
   let entry = out.entry
   if (r.commandPins && entry !== null) {
     const pinned = before?.pinned
-    if (pinned !== undefined && entry.prSha !== pinned) {
+    if (fact.kind === 'join' && fact.via === 'command' && by.person === true) {
+      // A person's command (a queue command, a retry) approves the head it joins at.
+      if (entry.via === 'command') entry = { ...entry, pinned: entry.prSha }
+    } else if (pinned !== undefined && entry.prSha !== pinned) {
       const cover = by.cover ?? null
       if (cover === null) return leaveNewCommits(tx, scope, pr, before!, entry.prSha, ts)
       entry = unpinned({ ...entry, via: cover })
-    } else if (entry.via === 'command' && entry.pinned === undefined && (pinned === entry.prSha || (fact.kind === 'join' && fact.via === 'command'))) {
-      // A fresh entry a command queued (or retried at its head): the command approved this head.
+    } else if (entry.via === 'command' && entry.pinned === undefined && pinned === entry.prSha) {
+      // A fresh entry at the head its command approved (a re-join after a bounce): still that head only.
       entry = { ...entry, pinned: entry.prSha }
     }
   }
@@ -741,11 +744,11 @@ async function carryOut(tx: ViewTx, scope: RepoScope, config: RepoConfig, c: Com
       if (r.dequeueSticks) putMark(tx, scope, { why: 'dequeued', pr: c.pr, by: c.user, sha: before.prSha, via: before.via, ts: op.ts, op: scope.opId })
       return null
     case 'retry': {
-      const target = await retryTarget(tx, scope, c.pr, before, r)
-      if (target === null) return 'not in the queue'
-      await transition(tx, scope, config, c.pr, { kind: 'join', sha: target.sha, via: target.via, draft: false }, op.ts, r, { person: true })
+      // A PR out of the queue is queued again by `/autolease queue` (or `queue retry`), not by this command.
+      if (before === null) return 'not in the queue'
+      await transition(tx, scope, config, c.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, r, { person: true })
       const after = await scope.entry(c.pr)
-      if (after !== null && before !== null && before.priority !== undefined && after.priority === undefined) {
+      if (after !== null && before.priority !== undefined && after.priority === undefined) {
         scope.setEntry(c.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })
       }
       return null
