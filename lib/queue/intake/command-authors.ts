@@ -26,8 +26,10 @@ export type PermissionRead = (tenant: string, repo: string, user: string) => Pro
 
 const KEPT_MAX = 10_000
 
+const key = (tenant: string, repo: string, user: string): string => `${tenant}\n${repo.toLowerCase()}\n${user.toLowerCase()}`
+
 export class CommandAuthors {
-  private readonly known = new Map<string, { may: boolean; at: number }>()
+  private readonly answers = new Map<string, { may: boolean; at: number }>()
   private readonly inFlight = new Map<string, Promise<boolean | null>>()
   private readonly queue: Array<() => void> = []
   private running = 0
@@ -37,31 +39,37 @@ export class CommandAuthors {
     private readonly opts: { now: () => number; ttlMs: number; parallel?: number; waiting?: number }
   ) {}
 
+  /** What a read within the window said (undefined: none). */
+  known(tenant: string, repo: string, user: string): boolean | undefined {
+    const hit = this.answers.get(key(tenant, repo, user))
+    return hit !== undefined && this.opts.now() - hit.at < this.opts.ttlMs ? hit.may : undefined
+  }
+
   /** Whether `user` may command in `repo`: true, false, or null (not known now: the caller's fallback decides). */
   async may(tenant: string, repo: string, user: string): Promise<boolean | null> {
-    const key = `${tenant}\n${repo.toLowerCase()}\n${user.toLowerCase()}`
-    const hit = this.known.get(key)
-    if (hit !== undefined && this.opts.now() - hit.at < this.opts.ttlMs) return hit.may
-    const running = this.inFlight.get(key)
+    const k = key(tenant, repo, user)
+    const hit = this.known(tenant, repo, user)
+    if (hit !== undefined) return hit
+    const running = this.inFlight.get(k)
     if (running !== undefined) return running
     if (this.running >= (this.opts.parallel ?? 2) && this.queue.length >= (this.opts.waiting ?? 256)) return null
     const job = this.slot()
       .then(() => this.read(tenant, repo, user))
       .then(
         (may) => {
-          this.known.delete(key)
-          this.known.set(key, { may, at: this.opts.now() })
-          while (this.known.size > KEPT_MAX) this.known.delete(this.known.keys().next().value as string)
+          this.answers.delete(k)
+          this.answers.set(k, { may, at: this.opts.now() })
+          while (this.answers.size > KEPT_MAX) this.answers.delete(this.answers.keys().next().value as string)
           return may
         },
         () => null
       )
       .finally(() => {
-        this.inFlight.delete(key)
+        this.inFlight.delete(k)
         this.running--
         this.queue.shift()?.()
       })
-    this.inFlight.set(key, job)
+    this.inFlight.set(k, job)
     return job
   }
 

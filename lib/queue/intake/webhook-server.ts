@@ -48,7 +48,9 @@
  *   permission read (`permissions`), such a command is appended only when
  *   its author has write, and refused (202 ignored, no op) when not, one
  *   read per user and window (CommandAuthors); the window is the fallback
- *   when the read cannot tell in time.
+ *   when the read cannot tell in time. A command whose author is not read
+ *   yet is answered 202 at once and appended after the read (deferCommand),
+ *   so a burst of strangers' comments delays no delivery behind it.
  * - Tenant names cannot be probed: an unknown tenant and a bad signature
  *   get the same answer (status, headers, body) at the same point. The
  *   checks that need no secret (size, content type, a signature header at
@@ -344,11 +346,14 @@ export class WebhookServer extends ReadyResource {
     // A command from an author without a strong association: at most one per PR and window (see the header).
     let admitted: (() => void) | null = null
     if (op.command !== undefined && op.pr !== null && mapped.association !== 'strong') {
-      // Half of what is left at most: the append needs its time too.
-      const read = this.authors === null ? null : await within(this.authors.may(tenant, op.repo, op.command.user), performance.now() + (deadline - performance.now()) / 2)
-      const may = read === timedOut ? null : read
+      const may = this.authors?.known(tenant, op.repo, op.command.user)
       if (may === false) return { status: 202, reason: 'ignored: command author without write', body: { ok: true, ignored: 'command author without write' } }
-      if (may === null) {
+      if (may === undefined && this.authors !== null) {
+        // Not read yet: answered now, appended after the read if the author has write (deliveries behind it do not wait for it).
+        this.deferCommand(this.authors, tenant, op)
+        return { status: 202, reason: 'accepted: reading the author\'s permission', body: { ok: true, delivery: op.delivery, pending: 'permission' } }
+      }
+      if (may === undefined) {
         admitted = this.commands.admit(tenant, op.repo, op.pr)
         if (admitted === null) return { status: 202, reason: 'ignored: command rate', body: { ok: true, ignored: 'command rate' } }
       }
@@ -362,6 +367,36 @@ export class WebhookServer extends ReadyResource {
     }
     if (stored === timedOut) return fail(503, 'append timed out', { 'Retry-After': RETRY_AFTER_S })
     return { status: 202, reason: 'stored', body: { ok: true, delivery: op.delivery } }
+  }
+
+  /**
+   * A weak author's command whose permission is not known yet: read it
+   * (CommandAuthors: once per user and window), then append the op only if
+   * the author has write; a read that cannot tell falls back to the per-PR
+   * window. Answered before this runs, so an append that fails loses the
+   * command (its author comments again); close waits for it, bounded by
+   * READ_WAIT_MS.
+   */
+  private deferCommand(authors: CommandAuthors, tenant: string, op: EventOp): void {
+    const user = op.command!.user
+    const job = (async () => {
+      const read = await within(authors.may(tenant, op.repo, user), performance.now() + READ_WAIT_MS)
+      const may = read === timedOut ? null : read
+      if (may === false || op.pr === null) return
+      const admitted = may === true ? null : this.commands.admit(tenant, op.repo, op.pr)
+      if (may === null && admitted === null) return
+      if (!this.intake.appendable().ok) {
+        admitted?.()
+        return
+      }
+      try {
+        await this.intake.append(op)
+      } catch {
+        admitted?.()
+      }
+    })()
+    const done: Promise<void> = job.finally(() => this.inflight.delete(done))
+    this.inflight.add(done)
   }
 
   /**
@@ -511,6 +546,8 @@ export class WebhookServer extends ReadyResource {
 }
 
 const timedOut: unique symbol = Symbol('timed out')
+/** How long a deferred command waits for its author's permission read before the per-PR window decides. */
+const READ_WAIT_MS = 10_000
 
 /** The promise's value, or `timedOut` once the deadline passes (the promise keeps running; its rejection still propagates if it comes first). */
 async function within<T>(promise: Promise<T>, deadline: number): Promise<T | typeof timedOut> {
