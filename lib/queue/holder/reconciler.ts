@@ -140,7 +140,9 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
     if (entry.via === 'command' && pull !== null && pull.state === 'open' && !pull.merged && !pull.draft && pull.headSha === entry.prSha) continue
     await t.append(syncOp(config, entry.prNumber, pull, entry.prSha, null))
     const why = pull === null ? 'gone' : pull.merged ? 'merged' : pull.state === 'closed' ? 'closed' : pull.draft ? 'a draft' : 'no longer labelled'
-    fixed.push(`#${entry.prNumber}${entry.status === 'bounced' ? ' (bounced)' : ''} left: ${why}`)
+    // A command's entry at a new head: apply decides (version 11: out, "new commits"; before it: re-evaluated there).
+    const moved = entry.via === 'command' && pull !== null && pull.state === 'open' && !pull.merged && !pull.draft
+    fixed.push(moved ? `#${entry.prNumber} (queued by a command) head moved to ${pull.headSha.slice(0, 12)}` : `#${entry.prNumber}${entry.status === 'bounced' ? ' (bounced)' : ''} left: ${why}`)
   }
 
   const wall = t.wall()

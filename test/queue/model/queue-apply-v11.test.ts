@@ -5,66 +5,33 @@
  * remove`) stays out through a resync and a reopen, and comes back only
  * when a person queues it (the label added, a retry); one PR's refused
  * commands are counted in one audit entry. The same ops in a group at
- * version 10 fold as version 10 always did (the command entry follows the
- * new head, the resync re-queues the dequeued PR, one audit entry per
- * refusal).
+ * 1-10 leave the view main aed0ff6 (the last build before version 11)
+ * leaves, byte for byte, and at 10 fold as version 10 always did (the
+ * command entry follows the new head, the resync re-queues the dequeued
+ * PR, one audit entry per refusal).
  */
 import test from 'brittle'
+import { R, SHA, T } from '../../helpers/v6-replay.js'
+import { replayV11, v11Sequence } from '../../helpers/v11-replay.js'
 import { replayFold, type ApplyFn } from '../../helpers/fold-replay.js'
-import { commentEvent, F, R, SHA, T, W } from '../../helpers/v6-replay.js'
 import { apply } from '../../../lib/families.js'
 import { auditPrefix, outKey, queueKey, type AuditEntry, type OutMark, type QueueEntry } from '../../../lib/queue/model/queue-layout.js'
 import { NEW_COMMITS } from '../../../lib/queue/model/queue-state.js'
 import { COMMAND_PIN_VERSION } from '../../../lib/queue/model/apply-rules.js'
 import type { MemoryView } from '../../helpers/memory-view.js'
 
-type Raw = Record<string, unknown>
-const LABEL = 'autolease:queue'
-let delivery = 0
-let ts = 1_000
-
-function pull(pr: number, sha: string, action: string, labels: string[], label: string | null = null): [string, Raw[]] {
-  return [W, [{ type: 'event', tenant: T, repo: R, delivery: `p-${++delivery}`, bodySha256: 'ab'.repeat(32), event: 'pull_request', action, pr, prs: [], sha, draft: false, merged: false, autoMerge: false, labels, label, check: null, ts: ++ts }]]
-}
-const says = (pr: number, comment: number, user: string, verb: string): [string, Raw[]] => [W, [commentEvent(`c-${comment}`, pr, comment, user, verb, null, ++ts)]]
-const fenced = (patch: Raw): [string, Raw[]] => [F, [{ tenant: T, repo: R, epoch: 1, ts: ++ts, ...patch }]]
-const answer = (pr: number, comment: number, outcome: 'acted' | 'refused', sha: string | null): [string, Raw[]] =>
-  fenced({ type: 'queue-command', pr, comment, outcome, sha, detail: outcome === 'refused' ? 'mallory has none permission; write is needed' : null })
-const resync = (pr: number, sha: string, labels: string[]): [string, Raw[]] =>
-  fenced({ type: 'forge-sync', pr, sha, state: 'open', draft: false, labels, autoMerge: false, checks: null })
-const control = (action: string, pr: number): [string, Raw[]] => [W, [{ type: 'queue-control', tenant: T, repo: R, action, pr, ts: ++ts }]]
-
-function sequence(version: number): Array<[string, Raw[]]> {
-  delivery = 0
-  ts = 1_000
-  const steps: Array<[string, Raw[]]> = [
-    [F, [{ type: 'apply-version', version }]],
-    [F, [{ type: 'add-writer', key: W, indexer: false }]],
-    [F, [{ type: 'repo-add', tenant: T, repo: R, label: LABEL, mergeMethod: 'squash', requiredChecks: [] }]],
-    [F, [{ type: 'claim', name: '__lease__', seen: null, epoch: 1, ts: 1 }]],
-    // #1: queued by a command at head 1a; its author pushes 1b (no label).
-    says(1, 901, 'alice', 'queue'),
-    answer(1, 901, 'acted', SHA('a')),
-    pull(1, SHA('b'), 'synchronize', []),
-    // #2: labelled, dequeued by a command; a resync and a reopen find the label; later the label is re-added.
-    pull(2, SHA('c'), 'labeled', [LABEL], LABEL),
-    says(2, 902, 'alice', 'dequeue'),
-    answer(2, 902, 'acted', null),
-    resync(2, SHA('c'), [LABEL]),
-    pull(2, SHA('c'), 'reopened', [LABEL]),
-    // #3: queued by a command at 3a, labelled, then a push: the label covers the new head.
-    says(3, 903, 'alice', 'queue'),
-    answer(3, 903, 'acted', SHA('d')),
-    pull(3, SHA('e'), 'synchronize', [LABEL]),
-    // #5: labelled, removed by an operator, resynced (stays out), retried (back).
-    pull(5, SHA('f'), 'labeled', [LABEL], LABEL),
-    control('remove', 5),
-    resync(5, SHA('f'), [LABEL])
-  ]
-  // #4: six refused commands of a stranger, each answered before the next.
-  for (let c = 910; c < 916; c++) steps.push(says(4, c, 'mallory', 'queue'), answer(4, c, 'refused', null))
-  steps.push(pull(2, SHA('c'), 'labeled', [LABEL], LABEL), control('retry', 5))
-  return steps
+/** Produced by replayV11 through main aed0ff6's apply (apply version 10, before version 11 existed): a fixture, not a value to recompute. */
+const MAIN_AED0FF6: Record<number, string> = {
+  1: '2381e0dc1f683c76b050acb71dfcfbae729c59b23e1da9a3973a7f2229dc9ef8',
+  2: 'cb15503a0452f0cd6c467854ffbf5ca1714fa1132e8c9ee9d8a748778a929457',
+  3: '57afa94534706a66ca3595a256c4749aea32aecfdcf2698a52476c9762e4d6de',
+  4: 'ee28dcd06b6d2301e98811ebf58842bab985e8982bae7b099b9b259809b74687',
+  5: '85264630e66184007dba05cafe1e9fb5d974b36cbc3a6ea5c32d31d184d079ab',
+  6: 'f59a52c40cc51f3e9ba0581ec0d4a7b600dcae7b7fc6cf47f51592f867962492',
+  7: '72a889dc6e970c6fb98118e12ba34434be40cc36f9ca7668e0aba212811672a2',
+  8: 'b96bc2bc25747352d70cde707fad0aef6f40029144d91a44371de1707c7475a4',
+  9: '9eedcf83af5acd1d03934ece13c0a08bdf99bfaee6adac2f35cc614d2597f515',
+  10: '92ee212fd7099d4a54767b04aead3e64edbf77465d19c218964d4933d349905e'
 }
 
 const entry = (view: MemoryView, pr: number): QueueEntry | null => (view.data.get(queueKey(T, R, pr)) as QueueEntry | undefined) ?? null
@@ -74,7 +41,7 @@ const audit = (view: MemoryView): AuditEntry[] =>
 
 test('version 11: a command pins its head; a person\'s dequeue sticks through a resync and a reopen; refusals counted in one audit entry', async (t) => {
   t.is(COMMAND_PIN_VERSION, 11)
-  const view = await replayFold(sequence(11), apply as ApplyFn)
+  const { view } = await replayV11(11)
   t.is(entry(view, 1), null, '#1: a new head without the label takes the command entry out')
   t.is(mark(view, 1)?.why, 'new-commits', '#1: marked new-commits (shown by queue)')
   t.ok(audit(view).some((a) => a.prNumber === 1 && a.action === 'leave' && a.detail === NEW_COMMITS), '#1: audited as new commits')
@@ -101,14 +68,18 @@ test('version 11: a command pins its head; a person\'s dequeue sticks through a 
 })
 
 test('version 11: a dequeued PR stays out through a resync; its out mark says who', async (t) => {
-  const steps = sequence(11).slice(0, 11)
+  const steps = v11Sequence(11).slice(0, 11)
   const view = await replayFold(steps, apply as ApplyFn)
   t.is(entry(view, 2), null, 'out after the resync')
   t.alike({ why: mark(view, 2)?.why, by: mark(view, 2)?.by, sha: mark(view, 2)?.sha }, { why: 'dequeued', by: 'alice', sha: SHA('c') })
 })
 
+test('versions 1-10: the same ops give the view of the last build before version 11 (aed0ff6), byte for byte', async (t) => {
+  for (let version = 1; version <= 10; version++) t.is((await replayV11(version)).hash, MAIN_AED0FF6[version], `version ${version}: the view hash of aed0ff6`)
+})
+
 test('version 10: the same ops fold as before (command entry follows the head, the resync re-queues, one audit entry per refusal)', async (t) => {
-  const view = await replayFold(sequence(10), apply as ApplyFn)
+  const { view } = await replayV11(10)
   t.is(entry(view, 1)?.prSha, SHA('b'), '#1 follows the new head')
   t.is(entry(view, 1)?.pinned, undefined, 'no pin')
   t.is(entry(view, 3)?.via, 'command', '#3 stays via command')
