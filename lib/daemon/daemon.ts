@@ -394,6 +394,8 @@ export class Daemon extends ReadyResource {
         managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
         append: async (op) => void (await grouped.append(op))
       },
+      // A device with forge credentials refuses strangers' comment commands before they become ops (one permission read per user and window).
+      ...(this.forge !== null ? { permissions: (await import('../queue/holder/comment-commands.js')).commandPermissionRead(this.forge) } : {}),
       onanswer: webhookAnswerHandler(this.logger, () => this.metrics)
     })
     await this.webhooks.ready()
