@@ -8,9 +8,10 @@
 #   scripts/build-udx.sh           write vendor/udx-native/prebuilds/linux-x64/udx-native.node
 #   scripts/build-udx.sh --check   rebuild in a scratch dir and fail unless it matches the committed binary
 #
-# The output is reproducible: fixed flags, no debug info, build paths mapped
-# away (assert messages carry file names), so the same compiler and headers
-# give the same bytes. CC and NODE_INCLUDE override the compiler and headers.
+# Built as a release (NDEBUG: no asserts, no libudx debug lines on stderr),
+# like upstream prebuilds. Reproducible: fixed flags, no debug info, build
+# paths mapped away, so the same compiler and headers give the same bytes.
+# CC and NODE_INCLUDE override the compiler and the headers.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,7 +51,7 @@ built=$tmp/udx-native.node
 (
   cd "$work"
   "$cc" -std=gnu99 -O2 -fPIC -shared -fvisibility=hidden \
-    -ffile-prefix-map="$work"=udx-native -DNAPI_VERSION=8 \
+    -ffile-prefix-map="$work"=udx-native -DNAPI_VERSION=8 -DNDEBUG \
     -I"$include" -Ivendor/libudx/include \
     binding.c vendor/libudx/src/cirbuf.c vendor/libudx/src/endian.c vendor/libudx/src/queue.c \
     vendor/libudx/src/udx.c vendor/libudx/src/io_posix.c \
