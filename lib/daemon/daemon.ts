@@ -339,7 +339,7 @@ export class Daemon extends ReadyResource {
     if (this.secrets !== null && this.opts.webhookPort != null) await this.openWebhooks(log, this.secrets, this.opts.webhookPort)
     if (this.opts.metricsPort != null) await this.openMetrics(log, elector, capabilities, this.opts.metricsPort)
     this.logger.info(
-      { key: encodeKey(log.key), self: log.self, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}), udx: this.swarm!.transport },
+      { key: encodeKey(log.key), self: log.self, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
       'started'
     )
   }
