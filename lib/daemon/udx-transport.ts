@@ -5,8 +5,12 @@
  * waits behind each. vendor/udx-native is udx-native with libudx built from
  * source with at least 200 ms of margin above the smoothed RTT instead (its
  * README.md): shipped prebuilt for linux-x64 only, loaded through Node-API,
- * so any node >= 20 on linux-x64 takes it. Everywhere else, or with
- * AUTOLEASE_UDX=stock, the stock udx-native that dht-rpc loads itself.
+ * so any node >= 20 on linux-x64 takes it, when asked for
+ * (AUTOLEASE_UDX=auto or patched). By default, and everywhere no prebuilt
+ * fits, the stock udx-native that dht-rpc loads itself: the patched build's
+ * libudx is older than the stock one (registry source of October 2024, CUBIC,
+ * without upstream's later fixes: vendor/udx-native/README.md) and the
+ * lossy-link nemesis has not yet shown it worth that (docs/not-built.md).
  *
  * A patched device and a stock one talk: the wire format is libudx's one
  * version; only when a sender retransmits differs.
@@ -25,7 +29,7 @@ export interface UdxTransport {
   create(): Udx | null
 }
 
-/** The variable that picks the transport: unset or "auto" (patched where it fits), "patched" (or fail), "stock". */
+/** The variable that picks the transport: unset or "stock" (the default), "auto" (patched where it fits), "patched" (or fail). */
 export const UDX_ENV = 'AUTOLEASE_UDX'
 
 export const PATCHED_LABEL = 'patched (rto floor 200 ms)'
@@ -38,11 +42,12 @@ const PATCHED_NAPI = 8
 type UdxClass = new () => Udx
 
 export function chooseUdxTransport(env: NodeJS.ProcessEnv = process.env): UdxTransport {
-  const wanted = (env[UDX_ENV] ?? 'auto').trim()
+  const given = env[UDX_ENV]
+  const wanted = (given ?? 'stock').trim()
   if (wanted !== 'auto' && wanted !== 'patched' && wanted !== 'stock') {
     throw new AutoleaseError('INVALID_CONFIG', `${UDX_ENV}=${wanted}: expected auto, patched or stock (or leave it unset)`)
   }
-  if (wanted === 'stock') return stock(`${UDX_ENV}=stock`)
+  if (wanted === 'stock') return stock(given === undefined ? 'the default' : `${UDX_ENV}=stock`)
   let UDX: UdxClass
   try {
     UDX = loadPatched()

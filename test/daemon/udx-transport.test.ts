@@ -18,11 +18,13 @@ import { isAutoleaseError } from '../../lib/errors.js'
 
 const FITS = process.platform === 'linux' && process.arch === 'x64'
 
-test('AUTOLEASE_UDX: patched where a prebuilt fits, stock on request, anything else refused', (t) => {
-  const auto = chooseUdxTransport({})
+test('AUTOLEASE_UDX: stock by default, patched where a prebuilt fits when asked (auto), anything else refused', (t) => {
+  const byDefault = chooseUdxTransport({})
+  t.is(byDefault.kind, 'stock', `unset: ${byDefault.label}`)
+  t.is(byDefault.label, 'stock (the default)')
+  const auto = chooseUdxTransport({ [UDX_ENV]: 'auto' })
   t.is(auto.kind, FITS ? 'patched' : 'stock', `${process.platform}-${process.arch}: ${auto.label}`)
   if (FITS) t.is(auto.label, PATCHED_LABEL)
-  t.is(chooseUdxTransport({ [UDX_ENV]: 'auto' }).kind, auto.kind)
 
   const stock = chooseUdxTransport({ [UDX_ENV]: 'stock' })
   t.is(stock.kind, 'stock')

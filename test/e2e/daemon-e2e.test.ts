@@ -103,7 +103,7 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
     t.is(s.indexers.length, 3, 'indexers')
     t.ok(s.peers >= 2, 'peers')
     t.ok(/^[0-9a-f]{64}$/.test(s.swarmKey), 'swarmKey')
-    // The transport this machine gives a daemon started as README says (the patched UDX on linux-x64).
+    // The transport a daemon started as README says runs (the stock UDX unless AUTOLEASE_UDX asks otherwise).
     t.is(s.udx, chooseUdxTransport(process.env).label, `udx: ${s.udx}`)
   }
   const text = await cli(['status', '--storage', dirs[0]!])
