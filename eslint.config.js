@@ -14,7 +14,7 @@ const FAMILY_WORDS =
   '/Priority|WaitReason|(?<![eE]|[Aa]uto)([Ll]ease|LEASE)|[Tt]enure|TENURE|[Gg]it[Hh]ub|GITHUB|[Dd]elivery|DELIVERY|issue_comment|pull_request|[Ll]ogin|LOGIN|(^|[^A-Za-z])[Ss]ha($|[^a-z0-9])|[a-z]Sha($|[^a-z])|SHA($|[^A-Z])/'
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', '.scratch/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', '.scratch/**', 'vendor/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

@@ -63,8 +63,9 @@ const out = `/**
  * that commit (750183c and 4d14bd3: before the fold became a registry of op
  * families; 3ca7844: the last build before apply version 10; 2c7eeb7: the build the
  * house move (issue 34) starts from; 319f8f4: the build that brought apply
- * version 11, device names, recorded as it landed for every later build to
- * keep), replaying the
+ * version 11, device names, and 31c0117 the one that brought 12, the
+ * queue's pins and out marks: each recorded as it landed, for every later
+ * build to keep), replaying the
  * sequences test/helpers/fold-replay.ts generates from the seed (up to the
  * apply version that commit implements). Made by
  * scripts/fold-view-hashes.mjs (its header says how), never from the code

@@ -174,6 +174,8 @@ export function registerRoutes(c: ControlServer, ctx: RouteContext): void {
       // Apply version 6: the label that alone merges while frozen (null: hotfix priority).
       r.frozenExcept = freeze?.exceptLabel ?? null
       r.flag = (await queue.flag(r.tenant, r.repo, 'tip')) as unknown as Json
+      // Apply version 12: the open PRs out of the queue, and why (a person took them out; new commits after a command).
+      r.out = (await queue.outMarks(r.tenant, r.repo, 'tip')) as unknown as Json
     }
     return list
   })

@@ -42,6 +42,7 @@ import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
 import { IntentLog } from '../intent-log.js'
 import { Swarm } from './swarm.js'
+import { chooseUdxTransport } from './udx-transport.js'
 import { Elector } from '../lease/elector.js'
 import { systemClock } from '../util/clock.js'
 import { electionConfig, type ElectionConfig } from '../lease/config.js'
@@ -142,6 +143,8 @@ export type DaemonStatus = {
   peers: number
   /** This device's public key on the swarm: derived from its storage, the same on every start. */
   swarmKey: string
+  /** Which UDX the swarm runs on: "patched (rto floor 200 ms)" or "stock (why)" (udx-transport.ts). */
+  udx: string
   writable: boolean
   /** This device's promotion to indexer is in effect (it counts toward the majority). */
   indexer: boolean
@@ -254,6 +257,8 @@ export class Daemon extends ReadyResource {
     assertPatchedStack()
     // Secrets first: a bad file is refused before anything else starts.
     if (this.opts.webhookSecretsFile && this.opts.webhookPort != null) this.secrets = WebhookSecrets.load(this.opts.webhookSecretsFile)
+    // The patched UDX where it fits (udx-transport.ts); a bad AUTOLEASE_UDX is refused here too.
+    const transport = chooseUdxTransport(process.env)
 
     this.lock = StorageLock.acquire(this.opts.storage)
     const paths = this.lock.paths
@@ -287,7 +292,8 @@ export class Daemon extends ReadyResource {
       ...(this.opts.host ? { host: this.opts.host } : {}),
       // The same swarm identity on every start of this storage (see SwarmOptions.keyPair).
       keyPair: await log.createKeyPair(SWARM_KEY_PAIR),
-      peerTimeoutMs: peerTimeoutMs(this.config.leaseMs)
+      peerTimeoutMs: peerTimeoutMs(this.config.leaseMs),
+      transport
     })
     await this.swarm.ready()
 
@@ -398,6 +404,8 @@ export class Daemon extends ReadyResource {
         managed: async (tenant, repo) => (await queue.repo(tenant, repo, 'tip')) !== null,
         append: async (op) => void (await grouped.append(op))
       },
+      // A device with forge credentials refuses strangers' comment commands before they become ops (one permission read per user and window).
+      ...(this.forge !== null ? { permissions: (await import('../queue/holder/comment-commands.js')).commandPermissionRead(this.forge) } : {}),
       onanswer: webhookAnswerHandler(this.logger, () => this.metrics),
       health: () => this.health()
     })
@@ -672,6 +680,7 @@ export class Daemon extends ReadyResource {
       indexers: writers.filter((w) => w.indexer).map((w) => w.key),
       peers: this.swarm!.peers,
       swarmKey: b4a.toString(this.swarm!.swarm.keyPair.publicKey, 'hex'),
+      udx: this.swarm!.transport,
       writable: log.writable,
       indexer: log.isIndexer,
       leaseMs: this.config.leaseMs,

@@ -17,6 +17,7 @@ import ReadyResource from 'ready-resource'
 import { lookup } from 'node:dns/promises'
 import { isIP } from 'node:net'
 import { AutoleaseError } from '../errors.js'
+import type { UdxTransport } from './udx-transport.js'
 
 export interface SwarmOptions {
   /** DHT bootstrap nodes as HOST:PORT; empty = the public DHT. */
@@ -40,6 +41,8 @@ export interface SwarmOptions {
   peerTimeoutMs?: number
   /** While a peer that was connected is missing, look the topic up again this often (0: never). Default REDISCOVER_MS. */
   rediscoverMs?: number
+  /** The UDX the DHT runs on (udx-transport.ts). Default: the stock one. */
+  transport?: UdxTransport
 }
 
 export const DEFAULT_PEER_TIMEOUT_MS = 10_000
@@ -94,6 +97,8 @@ export class Swarm extends ReadyResource {
   private readonly rediscoverMs: number
   /** Lookups made because a known peer was missing (status, tests). */
   rediscoveries = 0
+  /** Which UDX runs, as `status` says it. */
+  readonly transport: string
 
   constructor(replicator: Replicator, opts: SwarmOptions = {}) {
     super()
@@ -108,9 +113,12 @@ export class Swarm extends ReadyResource {
     // the client saw a connection, the server never did, nothing replicated
     // until it timed out (measured: joins of 10-20 s, a restarted daemon
     // that never reconnected in 30 s). Not firewalled: full mesh at once.
+    // A patched UDX is handed to a DHT built here (dht-rpc reads opts.udx), public DHT or not.
+    const udx = opts.transport?.create() ?? null
+    this.transport = opts.transport?.label ?? 'stock'
     this.dht =
-      bootstrap.length > 0 || host
-        ? new HyperDHT({ ...(bootstrap.length ? { bootstrap } : {}), ...(host ? { host, firewalled: false } : {}) })
+      bootstrap.length > 0 || host || udx
+        ? new HyperDHT({ ...(bootstrap.length ? { bootstrap } : {}), ...(host ? { host, firewalled: false } : {}), ...(udx ? { udx } : {}) })
         : null
     this.swarm = new Hyperswarm({ ...(this.dht ? { dht: this.dht } : {}), ...(opts.keyPair ? { keyPair: opts.keyPair } : {}) })
     const timeoutMs = opts.peerTimeoutMs ?? DEFAULT_PEER_TIMEOUT_MS

@@ -62,9 +62,10 @@ export type { View, FamilySnapshot }
  * every handler). The log's own: version 8 the generations
  * (generation-family.ts, docs/generations.md), 9 the roster stamp of a
  * first seal, 10 the checks of a gen-keys op, 11 device names
- * (ops.ts DEVICE_NAME_VERSION).
+ * (ops.ts DEVICE_NAME_VERSION). Version 12 is the queue's
+ * (lib/queue/model/apply-rules.ts: command pins, dequeue marks).
  */
-export const APPLY_VERSION = 11
+export const APPLY_VERSION = 12
 /** A group whose first op is not an apply-version op runs version 1. */
 export const FIRST_VERSION = 1
 /**

@@ -53,6 +53,13 @@ test('start on a storage without a group fails clearly', async (t) => {
   t.ok(/run `autolease init` or `autolease join` first/.test(r.stderr) && r.stderr.trim().split('\n').length === 1, r.stderr.trim())
 })
 
+test('start with a bad AUTOLEASE_UDX fails clearly, before touching the storage', async (t) => {
+  const dir = await tmp(t)
+  const r = await cli(['start', '--storage', dir], 30_000, { ...process.env, AUTOLEASE_UDX: 'fast' })
+  t.is(r.code, 1, 'exit 1')
+  t.ok(/AUTOLEASE_UDX=fast: expected auto, patched or stock/.test(r.stderr) && r.stderr.trim().split('\n').length === 1, r.stderr.trim())
+})
+
 test('--version prints the package version', async (t) => {
   const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf-8')) as { version: string }
   for (const flag of ['--version', '-V']) {

@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { decodeInvite } from '../../lib/daemon/pairing.js'
 import { Procs, cli, cliStatus, waitStatuses, type Daemon, type Status } from '../helpers/cli-harness.js'
 import { waitFor } from '../helpers/cluster.js'
+import { chooseUdxTransport } from '../../lib/daemon/udx-transport.js'
 
 const LEASE_MS = 2000
 
@@ -102,7 +103,11 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
     t.is(s.indexers.length, 3, 'indexers')
     t.ok(s.peers >= 2, 'peers')
     t.ok(/^[0-9a-f]{64}$/.test(s.swarmKey), 'swarmKey')
+    // The transport a daemon started as README says runs (the stock UDX unless AUTOLEASE_UDX asks otherwise).
+    t.is(s.udx, chooseUdxTransport(process.env).label, `udx: ${s.udx}`)
   }
+  const text = await cli(['status', '--storage', dirs[0]!])
+  t.ok(text.stdout.split('\n').includes(`udx       ${chooseUdxTransport(process.env).label}`), 'status says which UDX runs')
   const swarmKeys = settled.map((s) => s!.swarmKey)
   t.is(new Set(swarmKeys).size, 3, 'each device has its own swarm key')
 

@@ -19,7 +19,8 @@ import { QueueReads } from '../../lib/queue/model/queue-reads.js'
 import { HolderWorker, type WorkerElector, type WorkerOptions } from '../../lib/queue/holder/worker.js'
 import type { IntentLog } from '../../lib/intent-log.js'
 import type { Forge } from '../../lib/queue/forge/forge.js'
-import type { TenantForges } from '../../lib/queue/forge/tenant-forges.js'
+import { everyTenant, type TenantForges } from '../../lib/queue/forge/tenant-forges.js'
+import { commandPermissionRead } from '../../lib/queue/holder/comment-commands.js'
 import { createLogger, type Logger } from '../../lib/util/logger.js'
 import type { QueueEntry } from '../../lib/queue/model/queue-layout.js'
 
@@ -61,6 +62,8 @@ export interface QueueGroupOptions {
   electorFor?: (d: Device) => WorkerElector
   /** What device i's worker writes and reads its fenced ops through (default: the device's log). */
   logFor?: (d: Device) => IntentLog
+  /** The intake reads a weak command author's permission at the forge before appending (as the daemon does with a forge config). */
+  intakePermissions?: boolean
   /** What device i's worker calls the forge through (default: its GitHubForge). */
   forgeFor?: (d: Device, forge: Forge) => Forge
   /** Each device's forges per tenant (tenant-forges.ts) instead of one GitHubForge (forgeFor is then not used). */
@@ -99,7 +102,9 @@ export async function queueGroup(t: Assertion, opts: QueueGroupOptions = {}): Pr
     reads.push(r)
     for (const tenant of tenants) await waitFor(async () => (await r.repo(tenant, repoOf(tenant), 'tip')) !== null, 10_000, 'the repo config on every device')
     const grouped = new GroupAppend<EventOp>((events) => d.log.appendEvents(events))
+    const intakeForge = opts.intakePermissions === true ? new GitHubForge({ baseUrl: fake.url, token: 'ghp_queue_group', retryBaseMs: 10, timeoutMs: 5_000, ...opts.forge }) : null
     const server = new WebhookServer({
+      ...(intakeForge !== null ? { permissions: commandPermissionRead(everyTenant(intakeForge)) } : {}),
       port: 0,
       secrets: { secretsFor: (tenant) => (tenants.includes(tenant) ? [SECRET] : []) },
       intake: {

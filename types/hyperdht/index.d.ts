@@ -5,7 +5,7 @@ declare module 'hyperdht' {
   }
 
   export default class HyperDHT {
-    constructor(opts?: { bootstrap?: Array<DHTAddress | string>; host?: string; port?: number; ephemeral?: boolean; firewalled?: boolean })
+    constructor(opts?: { bootstrap?: Array<DHTAddress | string>; host?: string; port?: number; ephemeral?: boolean; firewalled?: boolean; udx?: object })
     ready(): Promise<void>
     fullyBootstrapped(): Promise<void>
     /** One PING request to a DHT node; rejects when it does not answer (after its retries). */

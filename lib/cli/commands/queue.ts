@@ -10,7 +10,8 @@ import { call } from '../../daemon/control-client.js'
 import type { Json } from '../../daemon/control-server.js'
 import { EXIT, socketOf } from '../args.js'
 import { out } from '../output.js'
-import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../../queue/model/queue-layout.js'
+import type { AuditEntry, EventEntry, OutMark, QueueEntry, RepoConfig } from '../../queue/model/queue-layout.js'
+import { NEW_COMMITS } from '../../queue/model/queue-state.js'
 import { PRIORITIES } from '../../queue/model/queue-ops.js'
 type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
 type WithStorage = (c: Command) => Command
@@ -33,6 +34,8 @@ interface RepoListing<T> {
   /** queue.list, apply version 6: the freeze's exception label. */
   frozenExcept?: string | null
   flag?: { flag: string; detail: string | null } | null
+  /** queue.list, apply version 12: PRs out of the queue and why. */
+  out?: OutMark[]
   entries: T[]
 }
 
@@ -55,6 +58,13 @@ export function describeEntry(e: QueueEntry): string {
   if (e.gateResult === 'success' || e.status === 'gate_passed') return 'gate passed: merging'
   if (e.gateResult === 'failure') return 'gate failed: bouncing'
   return e.status === 'queued' ? 'queued' : 'waiting for checks'
+}
+
+/** Why a PR is out of the queue (apply version 12), and what brings it back. */
+export function describeOut(m: OutMark): string {
+  if (m.why === 'new-commits') return NEW_COMMITS
+  const who = m.by === 'operator' ? 'an operator (queue remove)' : `${m.by ?? 'someone'} (/autolease dequeue)`
+  return `taken out by ${who}: stays out until queued again (label re-added, /autolease queue, queue retry)`
 }
 
 function prNumber(value: string): number {
@@ -130,6 +140,7 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
           for (const [i, e] of r.entries.entries()) {
             out(`  ${String(i + 1).padStart(2)}. #${e.prNumber}  ${sha(e.prSha)}  ${(e.priority ?? 'normal').padEnd(6)}  ${e.status.padEnd(11)}  gate ${(e.gateResult ?? '-').padEnd(7)}  since ${time(e.queuedAt)}  ${describeEntry(e)}`)
           }
+          for (const m of r.out ?? []) out(`  out #${m.pr}  ${sha(m.sha)}  since ${time(m.ts)}  ${describeOut(m)}`)
         }
         return EXIT.OK
       })

@@ -28,6 +28,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     writers: string[]
     indexers: string[]
     peers: number
+    udx?: string
     generation?: { number: number; sealed: { next: number } | null; retained: number[]; readOnly?: Array<{ generation: number; dir: string }> }
     disk?: { bytes: number }
     queues?: Array<{ tenant: string; repo: string; queueLength: number; paused: boolean; frozen: string | null; flag?: { flag: string; detail: string | null } | null }>
@@ -47,6 +48,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   out(`expires   ${inSeconds(s.lease.expiresInMs)}`)
   out(`writers   ${s.writers.length} (${s.indexers.length} indexers)`)
   out(`peers     ${s.peers}`)
+  if (s.udx) out(`udx       ${s.udx}`)
   if (s.generation) {
     const g = s.generation
     out(`log       generation ${g.number}${g.sealed ? ` (sealed: moving to ${g.sealed.next})` : ''}${g.retained.length > 0 ? `; keeping ${g.retained.join(', ')} for devices away` : ''}`)

@@ -17,6 +17,10 @@
  *   the command answered without a reaction (at most once, never twice).
  * - A permission read that fails (the forge down, rate-limited) answers
  *   nothing: the command stays pending and is served again on a later scan.
+ * - A user without write costs at most one permission read per window
+ *   (concurrent reads for one user share the read in flight) and at most
+ *   one reaction per repo and REFUSED_REACTION_MS: their further commands
+ *   are answered in the log, silently at the forge.
  * - Bounded: at most `parallel` commands in flight, the cache holds at most
  *   CACHE_MAX entries, each for CACHE_MS.
  *
@@ -26,6 +30,17 @@ import type { Logger } from '../../util/logger.js'
 import { COMMAND_PERMISSIONS, isForgeError, type RepoPermission } from '../forge/forge.js'
 import type { CommandEntry, RepoConfig } from '../model/queue-layout.js'
 import type { Tenure } from './tenure.js'
+import type { TenantForges } from '../forge/tenant-forges.js'
+
+/** The intake's permission read (intake/command-authors.ts): whether `user` may command in `repo`, by the tenant's credential. */
+export function commandPermissionRead(forges: TenantForges): (tenant: string, repo: string, user: string) => Promise<boolean> {
+  return async (tenant, repo, user) => {
+    const forge = forges.forTenant(tenant)
+    // No credential for the tenant: unknown (a rejection), so the intake falls back to its window.
+    if (forge === null) throw new Error(`no forge credential for tenant ${tenant}`)
+    return COMMAND_PERMISSIONS.includes(await forge.getPermission(repo, user))
+  }
+}
 
 /** How long a permission read is trusted (GitHub caches collaborator changes for about as long). */
 export const PERMISSION_CACHE_MS = 60_000
@@ -33,9 +48,12 @@ const CACHE_MAX = 1_000
 const PARALLEL = 4
 /** A failed answer (a permission read or the append) is tried again after this (or the forge's Retry-After). */
 const RETRY_MS = 5_000
+/** A user refused for want of write gets one reaction per repo and this window (the intake's command window). */
+export const REFUSED_REACTION_MS = 10 * 60_000
 
 export class PermissionCache {
   private readonly entries = new Map<string, { level: RepoPermission; at: number }>()
+  private readonly reading = new Map<string, Promise<RepoPermission>>()
   constructor(
     private readonly now: () => number,
     private readonly ttlMs = PERMISSION_CACHE_MS
@@ -45,7 +63,13 @@ export class PermissionCache {
     const key = `${repo.toLowerCase()}\n${user.toLowerCase()}`
     const hit = this.entries.get(key)
     if (hit !== undefined && this.now() - hit.at < this.ttlMs) return hit.level
-    const level = await read()
+    // One read per user at a time: commands of one user answered at once share it.
+    let pending = this.reading.get(key)
+    if (pending === undefined) {
+      pending = read().finally(() => this.reading.delete(key))
+      this.reading.set(key, pending)
+    }
+    const level = await pending
     this.entries.delete(key)
     this.entries.set(key, { level, at: this.now() })
     // Oldest first out (insertion order): bounded whatever the number of commenters.
@@ -60,6 +84,8 @@ export class CommandServer {
   private readonly jobs = new Set<Promise<void>>()
   /** A comment whose answer failed waits until then (monotonic ms) before it is tried again. */
   private readonly notBefore = new Map<string, number>()
+  /** `tenant/repo\nuser` -> when a user refused for want of write got a reaction (monotonic ms). */
+  private readonly refusedReacted = new Map<string, number>()
 
   constructor(
     private readonly permissions: PermissionCache,
@@ -127,6 +153,18 @@ export class CommandServer {
     const applied = record !== null && record.answeredOp === result.op ? record.state : outcome
     this.logger.info({ tenant, repo, pr: c.pr, comment: c.comment, user: c.user, verb: c.verb, permission: level, outcome: applied, epoch: t.epoch }, 'comment command answered')
     if (t.settings.dryRun) return
+    if (!COMMAND_PERMISSIONS.includes(level) && !this.firstRefusal(tenant, repo, c.user)) return
     await t.call(tenant, (forge) => forge.react(repo, c.comment, applied === 'acted' ? '+1' : 'confused', t.fence(tenant, repo)))
+  }
+
+  /** Whether a user refused for want of write gets a reaction now (the first in its window); takes the window. */
+  private firstRefusal(tenant: string, repo: string, user: string): boolean {
+    const key = `${tenant}/${repo}\n${user.toLowerCase()}`
+    const at = this.refusedReacted.get(key)
+    if (at !== undefined && this.now() - at < REFUSED_REACTION_MS) return false
+    this.refusedReacted.delete(key)
+    this.refusedReacted.set(key, this.now())
+    while (this.refusedReacted.size > CACHE_MAX) this.refusedReacted.delete(this.refusedReacted.keys().next().value as string)
+    return true
   }
 }

@@ -36,6 +36,9 @@
  *   the open labelled PRs.
  * - Duplicate entries cannot exist: the queue is keyed by PR number (apply
  *   makes a join idempotent), so there is nothing to remove for them.
+ * - A PR a person took out (apply version 12: its out mark `dequeued`)
+ *   stays out: the resync appends nothing for it (apply would ignore the
+ *   join) and does not call it a missed webhook.
  * - Named leases past their expiry are listed, not swept (expiry is a
  *   filter, tokens are kept).
  * - PRs being evaluated right now are skipped: their evaluation reads the
@@ -86,6 +89,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
   const candidates = await t.call(config.tenant, (f) => f.listCandidates(repo, config.label))
   const entries = await t.reads.queue(tenant, repo, 'tip')
   const byPr = new Map(entries.map((e) => [e.prNumber, e]))
+  const dequeued = new Set((await t.reads.outMarks(tenant, repo, 'tip')).filter((m) => m.why === 'dequeued').map((m) => m.pr))
   const listed = new Set<number>()
   let tenureSeen = seenByTenure.get(t)
   if (tenureSeen === undefined) seenByTenure.set(t, (tenureSeen = new Map()))
@@ -108,6 +112,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
       continue
     }
     if (entry !== undefined && entry.status === 'bounced' && entry.prSha === c.headSha) continue
+    if (entry === undefined && dequeued.has(c.number)) continue
     const last = before.get(c.number)
     if (entry !== undefined && last !== undefined && settled(entry, c, last)) {
       seen.set(c.number, last)
@@ -135,7 +140,9 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
     if (entry.via === 'command' && pull !== null && pull.state === 'open' && !pull.merged && !pull.draft && pull.headSha === entry.prSha) continue
     await t.append(syncOp(config, entry.prNumber, pull, entry.prSha, null))
     const why = pull === null ? 'gone' : pull.merged ? 'merged' : pull.state === 'closed' ? 'closed' : pull.draft ? 'a draft' : 'no longer labelled'
-    fixed.push(`#${entry.prNumber}${entry.status === 'bounced' ? ' (bounced)' : ''} left: ${why}`)
+    // A command's entry at a new head: apply decides (version 12: out, "new commits"; before it: re-evaluated there).
+    const moved = entry.via === 'command' && pull !== null && pull.state === 'open' && !pull.merged && !pull.draft
+    fixed.push(moved ? `#${entry.prNumber} (queued by a command) head moved to ${pull.headSha.slice(0, 12)}` : `#${entry.prNumber}${entry.status === 'bounced' ? ' (bounced)' : ''} left: ${why}`)
   }
 
   const wall = t.wall()

@@ -45,7 +45,13 @@
  *   MEMBER, COLLABORATOR: a hint, never a verdict, as private org members
  *   arrive as NONE or CONTRIBUTOR) are appended at most once per PR and
  *   window (CommandWindow, local state, bounded); the rest are answered
- *   202 ignored, so strangers cannot fill the log.
+ *   202 ignored, so strangers cannot fill the log. Given the forge's
+ *   permission read (`permissions`), such a command is appended only when
+ *   its author has write, and refused (202 ignored, no op) when not, one
+ *   read per user and window (CommandAuthors); the window is the fallback
+ *   when the read cannot tell in time. A command whose author is not read
+ *   yet is answered 202 at once and appended after the read (deferCommand),
+ *   so a burst of strangers' comments delays no delivery behind it.
  * - Tenant names cannot be probed: an unknown tenant and a bad signature
  *   get the same answer (status, headers, body) at the same point. The
  *   checks that need no secret (size, content type, a signature header at
@@ -66,7 +72,8 @@ import type { Socket } from 'node:net'
 import { verify } from '@octokit/webhooks-methods'
 import ReadyResource from 'ready-resource'
 import type { EventOp } from '../model/queue-ops.js'
-import { CommandWindow } from './command-window.js'
+import { COMMAND_WINDOW_MS, CommandWindow } from './command-window.js'
+import { CommandAuthors, type PermissionRead } from './command-authors.js'
 import { toEventOp } from './webhook-payload.js'
 import { BodySlots } from './body-slots.js'
 import type { WebhookSecretSource } from './webhook-secrets.js'
@@ -104,6 +111,8 @@ export interface WebhookServerOptions {
   bodyTimeoutMs?: number
   /** A PR takes at most one command op per window from authors without a strong association. Default 10 min. */
   commandWindowMs?: number
+  /** Whether a user has write on a repo, read at the forge: refuses weak authors' commands without an op (see the header). Absent: the window alone. */
+  permissions?: PermissionRead
   /** Wall-clock ms for the op's `ts`. */
   clock?: () => number
   /** Monotonic ms (the command window). Default performance.now. */
@@ -151,6 +160,7 @@ export class WebhookServer extends ReadyResource {
   private readonly bodyTimeoutMs: number
   private readonly maxConnections: number
   private readonly commands: CommandWindow
+  private readonly authors: CommandAuthors | null
   private readonly server: Server
   private readonly sockets = new Set<Socket>()
   private readonly inflight = new Set<Promise<void>>()
@@ -185,6 +195,7 @@ export class WebhookServer extends ReadyResource {
     this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS
     this.maxConnections = opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS
     this.commands = new CommandWindow({ now: opts.now ?? (() => performance.now()), ...(opts.commandWindowMs !== undefined ? { windowMs: opts.commandWindowMs } : {}) })
+    this.authors = opts.permissions === undefined ? null : new CommandAuthors(opts.permissions, { now: opts.now ?? (() => performance.now()), ttlMs: opts.commandWindowMs ?? COMMAND_WINDOW_MS })
     const requestTimeout = opts.requestTimeoutMs ?? 30_000
     const headersTimeout = Math.min(opts.headersTimeoutMs ?? 10_000, requestTimeout)
     // Node checks both timeouts only every connectionsCheckingInterval (30 s by default): check often enough for them to mean something.
@@ -347,8 +358,17 @@ export class WebhookServer extends ReadyResource {
     // A command from an author without a strong association: at most one per PR and window (see the header).
     let admitted: (() => void) | null = null
     if (op.command !== undefined && op.pr !== null && mapped.association !== 'strong') {
-      admitted = this.commands.admit(tenant, op.repo, op.pr)
-      if (admitted === null) return { status: 202, reason: 'ignored: command rate', body: { ok: true, ignored: 'command rate' } }
+      const may = this.authors?.known(tenant, op.repo, op.command.user)
+      if (may === false) return { status: 202, reason: 'ignored: command author without write', body: { ok: true, ignored: 'command author without write' } }
+      if (may === undefined && this.authors !== null) {
+        // Not read yet: answered now, appended after the read if the author has write (deliveries behind it do not wait for it).
+        this.deferCommand(this.authors, tenant, op)
+        return { status: 202, reason: 'accepted: reading the author\'s permission', body: { ok: true, delivery: op.delivery, pending: 'permission' } }
+      }
+      if (may === undefined) {
+        admitted = this.commands.admit(tenant, op.repo, op.pr)
+        if (admitted === null) return { status: 202, reason: 'ignored: command rate', body: { ok: true, ignored: 'command rate' } }
+      }
     }
     let stored: unknown
     try {
@@ -359,6 +379,36 @@ export class WebhookServer extends ReadyResource {
     }
     if (stored === timedOut) return fail(503, 'append timed out', { 'Retry-After': RETRY_AFTER_S })
     return { status: 202, reason: 'stored', body: { ok: true, delivery: op.delivery } }
+  }
+
+  /**
+   * A weak author's command whose permission is not known yet: read it
+   * (CommandAuthors: once per user and window), then append the op only if
+   * the author has write; a read that cannot tell falls back to the per-PR
+   * window. Answered before this runs, so an append that fails loses the
+   * command (its author comments again); close waits for it, bounded by
+   * READ_WAIT_MS.
+   */
+  private deferCommand(authors: CommandAuthors, tenant: string, op: EventOp): void {
+    const user = op.command!.user
+    const job = (async () => {
+      const read = await within(authors.may(tenant, op.repo, user), performance.now() + READ_WAIT_MS)
+      const may = read === timedOut ? null : read
+      if (may === false || op.pr === null) return
+      const admitted = may === true ? null : this.commands.admit(tenant, op.repo, op.pr)
+      if (may === null && admitted === null) return
+      if (!this.intake.appendable().ok) {
+        admitted?.()
+        return
+      }
+      try {
+        await this.intake.append(op)
+      } catch {
+        admitted?.()
+      }
+    })()
+    const done: Promise<void> = job.finally(() => this.inflight.delete(done))
+    this.inflight.add(done)
   }
 
   /**
@@ -508,6 +558,8 @@ export class WebhookServer extends ReadyResource {
 }
 
 const timedOut: unique symbol = Symbol('timed out')
+/** How long a deferred command waits for its author's permission read before the per-PR window decides. */
+const READ_WAIT_MS = 10_000
 
 /** The promise's value, or `timedOut` once the deadline passes (the promise keeps running; its rejection still propagates if it comes first). */
 async function within<T>(promise: Promise<T>, deadline: number): Promise<T | typeof timedOut> {

@@ -19,6 +19,7 @@
  * - 6: comment commands, entries queued by a command, each entry's labels, a freeze's exception label.
  * - 7: the queue's own check run (by App and name) outside the gate.
  * - 10: a cap on each author's pending comment commands.
+ * - 12: a command pins the head it approved; a PR a person took out stays out; refused commands counted in one audit entry per PR.
  *
  * An op of a type a version added, arriving in a group below that version,
  * is counted as a build before that version counts it (unknown type, or an
@@ -27,6 +28,13 @@
  * olderBuildFailure), so the handlers here see only ops their group's
  * version knows (issue_comment events from 6, queue-check-app from 7).
  */
+
+/** Apply version 12: an entry a comment command queued carries the head it approved; another head leaves the queue unless a label or auto-merge covers it. */
+export const COMMAND_PIN_VERSION = 12
+/** Apply version 12: a PR taken out by a person (`/autolease dequeue`, `queue remove`) stays out until a person queues it again. */
+export const PERSON_DEQUEUE_VERSION = 12
+/** Apply version 12: a PR's refused comment commands are counted in one audit entry while it is in the ring. */
+export const REFUSALS_COUNTED_VERSION = 12
 
 /** What the queue's fold does differently by apply version. */
 export interface ApplyRules {
@@ -60,6 +68,12 @@ export interface ApplyRules {
   readonly queueCheckOutsideGate: boolean
   /** 10: a comment command is refused (`author-commands-full`) while its author has COMMANDS_PER_AUTHOR_MAX pending; each author's pending ids are kept. */
   readonly commandsPerAuthor: boolean
+  /** 12: an entry a command queued is pinned to that head; a new head not covered by the queue label or auto-merge takes it out ("new commits"). */
+  readonly commandPins: boolean
+  /** 12: a PR a person took out carries an out mark: a resync, a reopen or a push never queues it again; a label added, a queue command or a retry does. */
+  readonly dequeueSticks: boolean
+  /** 12: refused commands on one PR are counted in one audit entry (while it is in the ring), and a pending command is not audited until answered. */
+  readonly refusalsCounted: boolean
 }
 
 /** The table: the apply version from which each rule holds. */
@@ -78,7 +92,10 @@ const SINCE: { readonly [R in keyof ApplyRules]: number } = {
   entryLabels: 6,
   freezeExceptLabel: 6,
   queueCheckOutsideGate: 7,
-  commandsPerAuthor: 10
+  commandsPerAuthor: 10,
+  commandPins: COMMAND_PIN_VERSION,
+  dequeueSticks: PERSON_DEQUEUE_VERSION,
+  refusalsCounted: REFUSALS_COUNTED_VERSION
 }
 
 const byVersion = new Map<number, ApplyRules>()

@@ -42,7 +42,7 @@ import type {
 import type { RejectionReason } from '../../log/view-layout.js'
 import { leaseKey } from '../../lease/lease-layout.js'
 import type { LeaseRecord } from '../../lease/lease-state.js'
-import { foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
+import { NEW_COMMITS, foldLabel, mayMergeFrozen, priorityOfLabels, queueTransition, type JoinVia, type QueueEntry, type QueueFact, type QueueResult } from './queue-state.js'
 import { isQueueCheck, isQueueStatus } from './gate.js'
 import { rules, type ApplyRules } from './apply-rules.js'
 import { EVICT_PER_OP, RepoScope } from './repo-scope.js'
@@ -83,6 +83,12 @@ import {
   type ReconcileResult,
   type RepoConfig,
   type ShaEntry,
+  AUDIT_RING,
+  REFUSALS_KEPT,
+  outKey,
+  refusalsKey,
+  type OutMark,
+  type RefusalTally
 } from './queue-layout.js'
 
 type Count = (reason: RejectionReason) => Promise<void>
@@ -140,7 +146,9 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
     let fact = pullRequestFact(op, config, r)
     // Version 6: auto-merge turned off does not take out an entry a command queued.
     if (r.commandEntries && fact?.kind === 'leave' && op.action === 'auto_merge_disabled' && op.pr !== null && (await scope.entry(op.pr))?.via === 'command') fact = null
-    if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts, r) })
+    if (fact !== null && op.pr !== null) results.push({ pr: op.pr, result: await transition(tx, scope, config, op.pr, fact, op.ts, r, joinBy(op, config, r)) })
+    // Rule dequeueSticks: a closed PR's out mark goes (bounded by the open PRs).
+    if (r.dequeueSticks && op.action === 'closed' && op.pr !== null) await clearMark(tx, scope, op.pr)
     if (r.priorities && op.pr !== null && op.labels !== null && (await labelPriority(scope, op.pr, op.labels, op.ts))) {
       results.push({ pr: op.pr, result: 'reprioritized' })
     }
@@ -167,6 +175,20 @@ export async function applyEventOp(tx: ViewTx, op: EventOp, id: string, count: C
 /** Labels compared case-insensitively: ASCII-only (rule asciiLabelFold), before it by the runtime's Unicode tables (kept for those groups). */
 function labelFold(r: ApplyRules): (label: string) => string {
   return r.asciiLabelFold ? foldLabel : (l) => l.toLowerCase()
+}
+
+/**
+ * Rules commandPins and dequeueSticks: who stands behind a pull_request
+ * event's join or new head. `cover`: the queue label (listed, or just
+ * added) or auto-merge approves whatever head is there; `person`: someone
+ * queued it just now (the label added, auto-merge enabled).
+ */
+function joinBy(op: EventOp, config: RepoConfig, r: ApplyRules): JoinBy {
+  const fold = labelFold(r)
+  const label = fold(config.label)
+  const labelled = (op.labels ?? []).some((l) => fold(l) === label) || (op.action === 'labeled' && op.label !== null && fold(op.label) === label)
+  const cover: JoinVia | null = labelled ? 'label' : op.autoMerge === true || op.action === 'auto_merge_enabled' ? 'auto-merge' : null
+  return { cover, person: op.action === 'labeled' || op.action === 'auto_merge_enabled' }
 }
 
 /** What a pull_request event says about its PR's place in the queue. */
@@ -202,19 +224,48 @@ function pullRequestFact(op: EventOp, config: RepoConfig, r: ApplyRules): QueueF
   }
 }
 
+/** Who stands behind a join or a new head (rules commandPins, dequeueSticks; ignored below them). */
+interface JoinBy {
+  /** The queue label or auto-merge approves whatever head is there: a command's pin does not bind. */
+  cover?: JoinVia | null
+  /** A person queued the PR just now (label added, auto-merge enabled, a queue command, a retry): an out mark does not hold it. */
+  person?: boolean
+}
+
 /**
  * One queue fact for one PR: store the outcome and audit it. A PR that
  * joins or moves to a new head picks up the checks already reported for
  * that head (they may have arrived first).
+ *
+ * Version 12: a join or new head that no person stands behind leaves a PR
+ * a person took out where it is (its out mark); an entry a command pinned
+ * keeps its pin only at that head, and leaves on another unless `by.cover`.
  */
-async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number, r: ApplyRules): Promise<QueueResult> {
+async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: number, fact: QueueFact, ts: number, r: ApplyRules, by: JoinBy = {}): Promise<QueueResult> {
   const before = await scope.entry(pr)
   // A merged PR never re-joins (GitHub cannot reopen it): a labelled delivery sent before the merge and
   // applied after it once re-queued a merged PR, and its second leave audited a second `merge`.
   if (r.mergedStaysOut && (fact.kind === 'join' || fact.kind === 'head') && (await tx.get<MergedEntry>(mergedKey(scope.tenant, scope.repo, pr))) !== null) return 'already-merged'
+  const mark = r.dequeueSticks && before === null && (fact.kind === 'join' || fact.kind === 'head') ? await tx.get<OutMark>(outKey(scope.tenant, scope.repo, pr)) : null
+  if (mark !== null && mark.why === 'dequeued' && by.person !== true) return 'taken-out'
   const out = queueTransition(pr, before, fact, ts)
   if (r.mergedStaysOut && fact.kind === 'leave' && fact.merged) await rememberMerged(tx, scope, pr, before?.prSha ?? null, ts)
   let entry = out.entry
+  if (r.commandPins && entry !== null) {
+    const pinned = before?.pinned
+    if (fact.kind === 'join' && fact.via === 'command' && by.person === true) {
+      // A person's command (a queue command, a retry) approves the head it joins at.
+      if (entry.via === 'command') entry = { ...entry, pinned: entry.prSha }
+    } else if (pinned !== undefined && entry.prSha !== pinned) {
+      const cover = by.cover ?? null
+      if (cover === null) return leaveNewCommits(tx, scope, pr, before!, entry.prSha, ts)
+      entry = unpinned({ ...entry, via: cover })
+    } else if (entry.via === 'command' && entry.pinned === undefined && pinned === entry.prSha) {
+      // A fresh entry at the head its command approved (a re-join after a bounce): still that head only.
+      entry = { ...entry, pinned: entry.prSha }
+    }
+  }
+  if (mark !== null && entry !== null) tx.del(outKey(scope.tenant, scope.repo, pr))
   // Rule entryLabels: a fresh entry (a re-join after a bounce, a retry) keeps the labels last listed for the PR.
   if (r.entryLabels && entry !== null && entry.labels === undefined && before?.labels !== undefined) entry = { ...entry, labels: before.labels }
   // Rule waitNotes: a note is about one head; a new head (or a fresh join) waits for nothing yet.
@@ -230,6 +281,40 @@ async function transition(tx: ViewTx, scope: RepoScope, config: RepoConfig, pr: 
   }
   scope.setEntry(pr, before, entry)
   return out.result
+}
+
+function unpinned(entry: QueueEntry): QueueEntry {
+  const rest = { ...entry }
+  delete rest.pinned
+  return rest
+}
+
+/** Rule commandPins: the entry a command pinned leaves on another head (marked `new-commits` for `queue`). */
+async function leaveNewCommits(tx: ViewTx, scope: RepoScope, pr: number, before: QueueEntry, sha: string, ts: number): Promise<QueueResult> {
+  scope.setEntry(pr, before, null)
+  scope.audit(ts, 'leave', pr, sha, null, NEW_COMMITS)
+  putMark(tx, scope, { why: 'new-commits', pr, by: null, sha, via: before.via, ts, op: scope.opId })
+  return 'new-commits'
+}
+
+function putMark(tx: ViewTx, scope: RepoScope, mark: OutMark): void {
+  tx.put(outKey(scope.tenant, scope.repo, mark.pr), mark)
+}
+
+async function clearMark(tx: ViewTx, scope: RepoScope, pr: number): Promise<void> {
+  const key = outKey(scope.tenant, scope.repo, pr)
+  if ((await tx.get<OutMark>(key)) !== null) tx.del(key)
+}
+
+/**
+ * Rule dequeueSticks: what a retry re-queues: the entry at its head or,
+ * for a PR out by its mark, the head and way it was queued when it left.
+ */
+async function retryTarget(tx: ViewTx, scope: RepoScope, pr: number, before: QueueEntry | null, r: ApplyRules): Promise<{ sha: string; via: JoinVia } | null> {
+  if (before !== null) return { sha: before.prSha, via: before.via }
+  if (!r.dequeueSticks) return null
+  const mark = await tx.get<OutMark>(outKey(scope.tenant, scope.repo, pr))
+  return mark === null ? null : { sha: mark.sha, via: mark.via }
 }
 
 function withoutWait(entry: QueueEntry): QueueEntry {
@@ -389,6 +474,7 @@ async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, 
   const labelled = op.labels.some((l) => fold(l) === label)
   if (op.state !== 'open') {
     await transition(tx, scope, config, op.pr, { kind: 'leave', merged: op.state === 'merged' }, op.ts, r)
+    if (r.dequeueSticks) await clearMark(tx, scope, op.pr)
     return
   }
   if (op.checks !== null && r.factsBySource) {
@@ -407,7 +493,9 @@ async function applyForgeSync(tx: ViewTx, scope: RepoScope, config: RepoConfig, 
   }
   if (bouncedHere) return
   if (entry === null || entry.prSha !== op.sha) {
-    await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts, r)
+    // A resync is no person: it neither brings back a PR a person took out nor approves a head a command did not.
+    const cover: JoinVia | null = labelled ? 'label' : op.autoMerge ? 'auto-merge' : null
+    await transition(tx, scope, config, op.pr, { kind: 'join', sha: op.sha, via: labelled ? 'label' : 'auto-merge', draft: false }, op.ts, r, { cover, person: false })
   } else if (op.checks !== null) {
     const sha = await tx.get<ShaEntry>(shaKey(scope.tenant, scope.repo, op.sha))
     await transition(tx, scope, config, op.pr, { kind: 'gate', sha: op.sha, result: shaGate(sha, config, r, r.queueCheckOutsideGate ? await scope.checkApps() : []) }, op.ts, r)
@@ -428,17 +516,20 @@ export async function applyQueueControl(tx: ViewTx, op: QueueControlOp, id: stri
     scope.audit(op.ts, op.action, null, null, null, null)
   } else if (op.pr !== null) {
     const before = await scope.entry(op.pr)
-    if (before === null) {
+    const target = op.action === 'retry' ? await retryTarget(tx, scope, op.pr, before, r) : null
+    if (before === null && target === null) {
       await count('stale-decision')
-    } else if (op.action === 'remove') {
+    } else if (op.action === 'remove' && before !== null) {
       scope.setEntry(op.pr, before, null)
       scope.audit(op.ts, 'leave', op.pr, before.prSha, null, 'removed by an operator')
-    } else {
+      // Rule dequeueSticks: out until a person queues it again, whatever a resync finds.
+      if (r.dequeueSticks) putMark(tx, scope, { why: 'dequeued', pr: op.pr, by: 'operator', sha: before.prSha, via: before.via, ts: op.ts, op: id })
+    } else if (target !== null) {
       // Retry: back in the queue at its head, gate re-read from the checks reported so far.
-      await transition(tx, scope, config, op.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, r)
+      await transition(tx, scope, config, op.pr, { kind: 'join', sha: target.sha, via: target.via, draft: false }, op.ts, r, { person: true })
       // Rule priorities: with the priority it had.
       const after = await scope.entry(op.pr)
-      if (r.priorities && after !== null && before.priority !== undefined && after.priority === undefined) {
+      if (r.priorities && after !== null && before !== null && before.priority !== undefined && after.priority === undefined) {
         scope.setEntry(op.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })
       }
     }
@@ -508,12 +599,12 @@ async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: 
   const state = (await tx.get<CommandState>(stateKey)) ?? { first: 0, next: 0, pending: 0 }
   if (state.pending >= COMMANDS_PENDING_MAX) {
     await count('commands-full')
-    scope.audit(ts, 'rejected', pr, null, null, `comment ${command.comment}: ${COMMANDS_PENDING_MAX} commands wait for the holder`)
+    await auditRefusal(tx, scope, ts, 'rejected', pr, null, `comment ${command.comment}: ${COMMANDS_PENDING_MAX} commands wait for the holder`, r)
     return
   }
   if (await authorCommandsFull(tx, scope, command.user, r)) {
     await count('author-commands-full')
-    scope.audit(ts, 'rejected', pr, null, null, `comment ${command.comment}: ${COMMANDS_PER_AUTHOR_MAX} commands of ${command.user} wait for the holder`)
+    await auditRefusal(tx, scope, ts, 'rejected', pr, null, `comment ${command.comment}: ${COMMANDS_PER_AUTHOR_MAX} commands of ${command.user} wait for the holder`, r)
     return
   }
   if (r.commandsPerAuthor) await addAuthorCommand(tx, scope, command.user, command.comment)
@@ -543,7 +634,29 @@ async function recordCommand(tx: ViewTx, scope: RepoScope, pr: number, command: 
     first++
   }
   tx.put(stateKey, { first, next, pending: state.pending + 1 } satisfies CommandState)
-  scope.audit(ts, 'command', pr, null, null, `${commandText(entry)} by ${command.user} (comment ${command.comment}): pending`)
+  // Rule refusalsCounted: the answer is audited, not the wait for it (a refused stranger costs one entry at most).
+  if (!r.refusalsCounted) scope.audit(ts, 'command', pr, null, null, `${commandText(entry)} by ${command.user} (comment ${command.comment}): pending`)
+}
+
+/**
+ * A refusal in the audit ring. Rule refusalsCounted: one entry per PR
+ * counts them (rewritten in place while it is in the ring, a new one
+ * after), so one PR's refusals never fill the ring; before it, one entry each.
+ */
+async function auditRefusal(tx: ViewTx, scope: RepoScope, ts: number, action: 'rejected' | 'command', pr: number, epoch: number | null, detail: string, r: ApplyRules): Promise<void> {
+  if (!r.refusalsCounted) {
+    scope.audit(ts, action, pr, null, epoch, detail)
+    return
+  }
+  const key = refusalsKey(scope.tenant, scope.repo)
+  const tallies = [...((await tx.get<RefusalTally[]>(key)) ?? [])]
+  const at = tallies.findIndex(([p]) => p === pr)
+  const found = at >= 0 ? tallies.splice(at, 1)[0]! : null
+  const inRing = found !== null && found[1] >= scope.state.audit - AUDIT_RING
+  const count = inRing ? found[2] + 1 : 1
+  const seq = scope.auditCounted(inRing ? found[1] : null, ts, action, pr, epoch, count > 1 ? `${count} refused, the latest: ${detail}` : detail, count)
+  tallies.push([pr, seq, count])
+  tx.put(key, tallies.slice(-REFUSALS_KEPT))
 }
 
 /** Rule commandsPerAuthor: whether the author already has COMMANDS_PER_AUTHOR_MAX commands pending in the repo. */
@@ -601,7 +714,9 @@ async function answerCommand(tx: ViewTx, scope: RepoScope, config: RepoConfig, o
   const answered: CommandEntry = { ...pending, state: outcome, detail, epoch: op.epoch, answeredOp: scope.opId }
   // The record may have been evicted meanwhile (COMMANDS_MAX later comments): the answer is kept only where it still is.
   if ((await tx.get<CommandEntry>(commandKey(tenant, repo, op.comment))) !== null) tx.put(commandKey(tenant, repo, op.comment), answered)
-  scope.audit(op.ts, 'command', op.pr, null, op.epoch, `${commandText(pending)} by ${pending.user} (comment ${op.comment}): ${outcome}${detail !== null ? `: ${detail}` : ''}`)
+  const said = `${commandText(pending)} by ${pending.user} (comment ${op.comment}): ${outcome}${detail !== null ? `: ${detail}` : ''}`
+  if (outcome === 'refused') await auditRefusal(tx, scope, op.ts, 'command', op.pr, op.epoch, said, r)
+  else scope.audit(op.ts, 'command', op.pr, null, op.epoch, said)
   return null
 }
 
@@ -613,7 +728,7 @@ async function carryOut(tx: ViewTx, scope: RepoScope, config: RepoConfig, c: Com
       if (op.sha === null) return 'no head to queue at'
       // Already in line: nothing to do, and the command is still answered as acted.
       if (before !== null && before.status !== 'bounced') return null
-      const result = await transition(tx, scope, config, c.pr, { kind: 'join', sha: op.sha, via: 'command', draft: false }, op.ts, r)
+      const result = await transition(tx, scope, config, c.pr, { kind: 'join', sha: op.sha, via: 'command', draft: false }, op.ts, r, { person: true })
       if (result === 'already-merged') return 'already merged'
       const after = await scope.entry(c.pr)
       if (after !== null && before !== null && before.priority !== undefined && after.priority === undefined) {
@@ -625,10 +740,13 @@ async function carryOut(tx: ViewTx, scope: RepoScope, config: RepoConfig, c: Com
       if (before === null) return 'not in the queue'
       scope.setEntry(c.pr, before, null)
       scope.audit(op.ts, 'leave', c.pr, before.prSha, op.epoch, `removed by a command of ${c.user}`)
+      // Rule dequeueSticks: out until a person queues it again, whatever a resync finds.
+      if (r.dequeueSticks) putMark(tx, scope, { why: 'dequeued', pr: c.pr, by: c.user, sha: before.prSha, via: before.via, ts: op.ts, op: scope.opId })
       return null
     case 'retry': {
+      // A PR out of the queue is queued again by `/autolease queue` (or `queue retry`), not by this command.
       if (before === null) return 'not in the queue'
-      await transition(tx, scope, config, c.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, r)
+      await transition(tx, scope, config, c.pr, { kind: 'join', sha: before.prSha, via: before.via, draft: false }, op.ts, r, { person: true })
       const after = await scope.entry(c.pr)
       if (after !== null && before.priority !== undefined && after.priority === undefined) {
         scope.setEntry(c.pr, after, { ...after, priority: before.priority, ...(before.priorityBy !== undefined ? { priorityBy: before.priorityBy } : {}) })

@@ -80,6 +80,8 @@ export interface AuditEntry {
   /** The delivery, gate result or reason behind it. */
   detail: string | null
   op: string
+  /** Apply version 12: refused commands on this PR counted here (the entry rewritten in place, `detail` the latest one). */
+  count?: number
 }
 
 export interface DedupEntry {
@@ -174,6 +176,37 @@ export const pendingCommandKey = (tenant: string, repo: string, comment: number)
  */
 export const COMMANDS_PER_AUTHOR_MAX = 3
 export const authorCommandsKey = (tenant: string, repo: string, user: string): string => `cmdu/${scope(tenant, repo)}/${user.toLowerCase()}`
+
+/**
+ * Apply version 12: why an open PR is out of the queue although its label
+ * (or the resync) would bring it in. `dequeued`: a person took it out (a
+ * `/autolease dequeue` command, `queue remove`); it stays out until a
+ * person queues it again (the queue label added, auto-merge enabled, a
+ * queue command, a retry). `new-commits`: a command queued it at `sha`
+ * and a new head came without the label; shown, blocks nothing. One per
+ * PR, gone when the PR joins again or is closed.
+ */
+export interface OutMark {
+  why: 'dequeued' | 'new-commits'
+  pr: number
+  /** The login of the command's author, `operator` (queue remove), null (new commits). */
+  by: string | null
+  /** The head it was out at, and how it had been queued (a retry queues it so again). */
+  sha: string
+  via: JoinVia
+  ts: number
+  op: string
+}
+export const outPrefix = (tenant: string, repo: string): string => `out/${scope(tenant, repo)}/`
+export const outKey = (tenant: string, repo: string, pr: number): string => outPrefix(tenant, repo) + pad(pr, 10)
+
+/**
+ * Apply version 12: per PR, the audit entry counting its refused commands
+ * ([pr, audit seq, count]); the latest REFUSALS_KEPT PRs.
+ */
+export type RefusalTally = [number, number, number]
+export const REFUSALS_KEPT = 32
+export const refusalsKey = (tenant: string, repo: string): string => `crefuse/${scope(tenant, repo)}`
 
 export interface CommandEntry {
   comment: number

@@ -24,6 +24,8 @@ import {
   repoFlagKey,
   commandKey,
   pendingCommandPrefix,
+  outPrefix,
+  type OutMark,
   type CommandEntry,
   type FreezeEntry,
   type RepoFlag,
@@ -86,6 +88,11 @@ export class QueueReads {
   /** Apply version 6: one comment's command record (null: never seen, or forgotten past COMMANDS_MAX). */
   command(tenant: string, repo: string, comment: number, mode: ReadMode): Promise<CommandEntry | null> {
     return this.log.value<CommandEntry>(commandKey(tenant, repo, comment), mode)
+  }
+
+  /** Apply version 12: the repo's open PRs out of the queue by a person (or by new commits after a command), by PR number. */
+  outMarks(tenant: string, repo: string, mode: ReadMode): Promise<OutMark[]> {
+    return this.log.values<OutMark>(outPrefix(tenant, repo), mode)
   }
 
   /** Every entry of every managed repo (the worker's scan). */

@@ -58,6 +58,11 @@ export interface QueueEntry {
    * exception label is judged on.
    */
   labels?: string[]
+  /**
+   * Apply version 12: the head a comment command approved (via `command`);
+   * absent: the label or auto-merge approves whatever head is there.
+   */
+  pinned?: string
 }
 
 /** A queued PR's waiting reason as the holder recorded it (see ops.ts WaitReason). */
@@ -127,6 +132,10 @@ export type QueueResult =
   | 'already-merged'
   /** Apply version 5: the event changed the entry's priority (a priority label). */
   | 'reprioritized'
+  /** Apply version 12: a join other than a person's for a PR a person took out (OutMark `dequeued`): ignored. */
+  | 'taken-out'
+  /** Apply version 12: a new head on an entry a command pinned, with no label to cover it: it left. */
+  | 'new-commits'
 
 export interface QueueOutcome {
   result: QueueResult
@@ -135,6 +144,9 @@ export interface QueueOutcome {
   /** What goes to the audit ring, if anything. */
   audit: AuditAction | null
 }
+
+/** What `queue` and the audit say of an entry a command queued that left on a new head (apply version 12). */
+export const NEW_COMMITS = 'new commits since /autolease queue: needs a new command or the label'
 
 /** Which statuses a holder decision may move an entry from. */
 const DECISIONS: Record<'evaluating' | 'gate_passed' | 'bounced' | 'queued', QueueStatus[]> = {

@@ -45,6 +45,19 @@ export class RepoScope {
     this.state.audit++
   }
 
+  /**
+   * Apply version 12: an audit entry that counts `count` events of one kind,
+   * rewritten in place at `seq` (the caller knows it is still in the ring)
+   * or, with seq null, appended. Returns its seq.
+   */
+  auditCounted(seq: number | null, ts: number, action: AuditAction, pr: number | null, epoch: number | null, detail: string | null, count: number): number {
+    const at = seq ?? this.state.audit
+    const entry: AuditEntry = { seq: at, ts, action, prNumber: pr, prSha: null, epoch, detail, op: this.opId, count }
+    this.tx.put(auditKey(this.tenant, this.repo, at), entry)
+    if (seq === null) this.state.audit++
+    return at
+  }
+
   event(entry: Omit<EventEntry, 'seq' | 'op'>): void {
     this.tx.put(eventKey(this.tenant, this.repo, this.state.events), { ...entry, seq: this.state.events, op: this.opId })
     this.state.events++
