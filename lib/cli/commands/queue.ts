@@ -12,6 +12,7 @@ import { EXIT, socketOf } from '../args.js'
 import { out } from '../output.js'
 import type { AuditEntry, EventEntry, QueueEntry, RepoConfig } from '../../queue/model/queue-layout.js'
 import { PRIORITIES } from '../../queue/model/queue-ops.js'
+import { describeLanes, type LaneStatus } from './status.js'
 type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
 type WithStorage = (c: Command) => Command
 
@@ -131,6 +132,9 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
             out(`  ${String(i + 1).padStart(2)}. #${e.prNumber}  ${sha(e.prSha)}  ${(e.priority ?? 'normal').padEnd(6)}  ${e.status.padEnd(11)}  gate ${(e.gateResult ?? '-').padEnd(7)}  since ${time(e.queuedAt)}  ${describeEntry(e)}`)
           }
         }
+        // The forge's write lanes (this device's: the holder's are the ones writing): what waits, and a rate-limit pause.
+        const st = (await call(socketOf(f.storage), 'status')) as { forge?: { lanes?: LaneStatus[] } | null }
+        for (const line of describeLanes(st.forge?.lanes ?? [])) out(line)
         return EXIT.OK
       })
     )
