@@ -43,7 +43,7 @@ export interface LaneReading {
 
 export interface LaneOptions {
   spacingMs: number
-  /** Reads in flight at once (default 4). */
+  /** Reads in flight at once (default DEFAULT_READ_CONCURRENCY). */
   readConcurrency?: number
   /** Monotonic ms (default performance.now). */
   now?: () => number
@@ -55,7 +55,12 @@ interface Turn {
   start: () => void
 }
 
-export const DEFAULT_READ_CONCURRENCY = 4
+/**
+ * Reads in flight per credential: as many as the holder evaluates PRs in
+ * parallel (worker.ts, `parallel` 8), so the bound never narrows those
+ * evaluations; far below GitHub's secondary limit on concurrent requests.
+ */
+export const DEFAULT_READ_CONCURRENCY = 8
 
 export class CredentialLane {
   private readonly spacingMs: number
