@@ -52,7 +52,8 @@
  * - Branch protection (`protect`), as rulesets (`/rules/branches/{b}`) and
  *   classic protection (`/branches/{b}/protection`, 403 unless
  *   `classicReadable`): branches that must be up to date, required
- *   approving reviews (`approve`), GitHub's merge queue. A PR records the
+ *   approving reviews (`approve`, `dismissReview`, each with its
+ *   pull_request_review webhook), GitHub's merge queue. A PR records the
  *   base commit its head contains (`baseSha`): after another merge it is
  *   behind (`mergeable_state: behind` where up to date is required), its
  *   merge answers 405, and `PUT .../update-branch` (expected_head_sha;
@@ -290,6 +291,7 @@ export class FakeForge extends ForgeRoutes {
       pr: info.pr,
       time: this.now(),
       status: null,
+      answeredAt: null,
       abandoned: false,
       conditional: req.headers['if-none-match'] !== undefined,
       credential: credentialOf(req.headers.authorization)
@@ -307,8 +309,10 @@ export class FakeForge extends ForgeRoutes {
     })
     const answered = (status: number): void => {
       rec.status = status
+      rec.answeredAt = this.now()
       if (!mrec) return
       mrec.status = status
+      mrec.answeredAt = rec.answeredAt
       this.emit('mutation', { ...mrec })
     }
 
@@ -390,6 +394,7 @@ export class FakeForge extends ForgeRoutes {
       setRateLimit: this.setRateLimit,
       protect: this.protect,
       approve: this.approve,
+      dismissReview: this.dismissReview,
       setPermission: this.setPermission,
       setAssociation: this.setAssociation,
       commentBy: this.commentBy,

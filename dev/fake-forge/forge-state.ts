@@ -117,11 +117,21 @@ export class ForgeState extends ReadyResource {
     else r.protection.set(branch, { ...protection })
   }
 
-  /** An approving review (no webhook: the queue does not read reviews). */
-  approve(repo: string, number: number): void {
-    const { pr } = this.pullState(repo, number)
+  /** An approving review by `reviewer`, with its pull_request_review `submitted` webhook (GitHub's payload shape). */
+  approve(repo: string, number: number, reviewer = 'reviewer'): void {
+    const { r, pr } = this.pullState(repo, number)
     pr.approvals++
     pr.updatedAt = this.now()
+    this.reviewEvent(r, pr, 'submitted', 'approved', reviewer)
+  }
+
+  /** One approving review dismissed (none left: nothing happens), with its pull_request_review `dismissed` webhook. */
+  dismissReview(repo: string, number: number, by = ACTOR): void {
+    const { r, pr } = this.pullState(repo, number)
+    if (pr.approvals === 0) return
+    pr.approvals--
+    pr.updatedAt = this.now()
+    this.reviewEvent(r, pr, 'dismissed', 'dismissed', by)
   }
 
   /** A check `ci` on every new head of the repo's PRs: `fn` says its conclusion (null: none is run). Replaces an earlier one. */
@@ -367,6 +377,25 @@ export class ForgeState extends ReadyResource {
       payload.after = extra.after
     }
     this.webhooks.send(r, 'pull_request', payload, sender)
+  }
+
+  protected reviewEvent(r: RepoState, pr: PullState, action: 'submitted' | 'dismissed', state: 'approved' | 'dismissed', sender: string): void {
+    const id = this.newId()
+    const html = `${this.api()}/${r.fullName}/pull/${pr.number}`
+    const review = {
+      id,
+      node_id: nodeId('PullRequestReview', id),
+      user: this.json.userJson(sender),
+      body: null,
+      commit_id: pr.headSha,
+      submitted_at: iso(this.now()),
+      state,
+      html_url: `${html}#pullrequestreview-${id}`,
+      pull_request_url: `${this.api()}/repos/${r.fullName}/pulls/${pr.number}`,
+      author_association: 'COLLABORATOR',
+      _links: { html: { href: `${html}#pullrequestreview-${id}` }, pull_request: { href: `${this.api()}/repos/${r.fullName}/pulls/${pr.number}` } }
+    }
+    this.webhooks.send(r, 'pull_request_review', { action, review, pull_request: this.json.pullJson(r, pr, false) }, sender)
   }
 
   protected commentEvent(r: RepoState, pr: PullState, c: CommentState): void {

@@ -118,6 +118,8 @@ export interface RequestRecord {
   time: number
   /** null until answered (a held request). 0: the connection was reset on purpose. */
   status: number | null
+  /** When the answer was sent (the fake's clock); null until then. With `time`, when the request was in flight here. */
+  answeredAt: number | null
   /** The client closed the connection before the answer was sent (it gave up: a timeout, an abort). */
   abandoned: boolean
   /** The request carried If-None-Match (a 304 answer is `status` 304). */

@@ -178,6 +178,8 @@ export type DaemonStatus = {
     tenants: string[]
     default: boolean
     rateLimit: { limit: number; remaining: number; used: number | null; resetAt: number; resource: string | null } | null
+    /** Each credential's write lane (credential-lane.ts), named by the tenants it serves: writes waiting by class, and a rate-limit pause (`pausedUntil`, ms since the Unix epoch). */
+    lanes?: Array<{ credential: string; waiting: { urgent: number; notice: number }; inFlight: boolean; reads: number; pausedUntil: number | null }>
   } | null
   /**
    * Whether this device can do the holder's work (capability.ts): `forge`
@@ -425,6 +427,7 @@ export class Daemon extends ReadyResource {
         peers: () => swarm.peers,
         forgeRateLimit: () => this.forge?.rateLimit() ?? null,
         health: () => this.health(),
+        forgeLanes: () => this.forge?.lanes() ?? [],
         rejected: () => log.rejected('confirmed'),
         devices: async () => (await log.writers('tip')).filter((w) => !w.removed).map((w) => ({ key: w.key, name: this.names?.nameOf(w.key) ?? null, self: w.key === log.self })),
         queues: async () => {
@@ -646,7 +649,8 @@ export class Daemon extends ReadyResource {
     if (this.forge === null) return null
     const r = this.forge.rateLimit()
     const covers = this.forge.describe()
-    return { tenants: covers.tenants, default: covers.default, rateLimit: r === null ? null : { limit: r.limit, remaining: r.remaining, used: r.used, resetAt: r.resetAt, resource: r.resource } }
+    const lanes = this.forge.lanes().map((l) => ({ credential: l.credential, waiting: { ...l.waiting }, inFlight: l.inFlight, reads: l.reads, pausedUntil: l.pausedUntil }))
+    return { tenants: covers.tenants, default: covers.default, rateLimit: r === null ? null : { limit: r.limit, remaining: r.remaining, used: r.used, resetAt: r.resetAt, resource: r.resource }, lanes }
   }
 
   private async statusJson(): Promise<DaemonStatus> {

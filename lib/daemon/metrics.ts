@@ -21,6 +21,8 @@ export interface MetricsSource {
   capable?(): boolean
   /** The forge's primary rate limit as its answers said it; null (or absent) before any: no sample. */
   forgeRateLimit?(): { remaining: number; resource: string | null } | null
+  /** Each forge credential's write lane: writes waiting by class, and until when (wall ms) a rate limit pauses it; absent: no sample. */
+  forgeLanes?(): Array<{ credential: string; waiting: { urgent: number; notice: number }; pausedUntil: number | null }>
   rejected(): Promise<Record<string, number>>
   /** What GET /healthz answers (health.ts); absent: 404. */
   health?(): Promise<Health>
@@ -81,6 +83,30 @@ export class Metrics extends ReadyResource {
         this.reset()
         const r = source.forgeRateLimit?.() ?? null
         if (r !== null) this.set({ resource: r.resource ?? 'core' }, r.remaining)
+      }
+    })
+    new Gauge({
+      name: 'autolease_forge_writes_waiting',
+      help: "Forge writes waiting for their turn in a credential's lane, by class (urgent: merges and update-branch; notice: statuses, check runs, reactions, comments, label removals)",
+      labelNames: ['credential', 'class'],
+      registers,
+      collect() {
+        this.reset()
+        for (const l of source.forgeLanes?.() ?? []) {
+          this.set({ credential: l.credential, class: 'urgent' }, l.waiting.urgent)
+          this.set({ credential: l.credential, class: 'notice' }, l.waiting.notice)
+        }
+      }
+    })
+    new Gauge({
+      name: 'autolease_forge_lane_paused_seconds',
+      help: "Seconds a rate limit still pauses a credential's lane (0: not paused)",
+      labelNames: ['credential'],
+      registers,
+      collect() {
+        this.reset()
+        const now = Date.now()
+        for (const l of source.forgeLanes?.() ?? []) this.set({ credential: l.credential }, l.pausedUntil === null ? 0 : Math.max(0, (l.pausedUntil - now) / 1000))
       }
     })
     new Gauge({

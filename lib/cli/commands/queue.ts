@@ -13,6 +13,7 @@ import { out } from '../output.js'
 import type { AuditEntry, EventEntry, OutMark, QueueEntry, RepoConfig } from '../../queue/model/queue-layout.js'
 import { NEW_COMMITS } from '../../queue/model/queue-state.js'
 import { PRIORITIES } from '../../queue/model/queue-ops.js'
+import { describeLanes, type LaneStatus } from './status.js'
 type Act = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => (...args: A) => Promise<void>
 type WithStorage = (c: Command) => Command
 
@@ -142,6 +143,9 @@ export function registerQueueCommands(program: Command, storage: WithStorage, ac
           }
           for (const m of r.out ?? []) out(`  out #${m.pr}  ${sha(m.sha)}  since ${time(m.ts)}  ${describeOut(m)}`)
         }
+        // The forge's write lanes (this device's: the holder's are the ones writing): what waits, and a rate-limit pause.
+        const st = (await call(socketOf(f.storage), 'status')) as { forge?: { lanes?: LaneStatus[] } | null }
+        for (const line of describeLanes(st.forge?.lanes ?? [])) out(line)
         return EXIT.OK
       })
     )

@@ -17,6 +17,25 @@ import { EXIT, Exit, socketOf, type Act, type WithStorage } from '../args.js'
 import { out, inSeconds } from '../output.js'
 import { isDeviceName } from '../../log/ops.js'
 
+/** A credential's write lane as `status` reads it (DaemonStatus.forge.lanes). */
+export interface LaneStatus {
+  credential: string
+  waiting: { urgent: number; notice: number }
+  inFlight: boolean
+  pausedUntil: number | null
+}
+
+/** One line per credential lane: writes waiting (merges first), and a rate-limit pause with its end. */
+export function describeLanes(lanes: LaneStatus[], now: number = Date.now()): string[] {
+  return lanes.map((l) => {
+    const waiting = l.waiting.urgent + l.waiting.notice
+    const parts = [`${waiting} write${waiting === 1 ? '' : 's'} waiting (${l.waiting.urgent} merge or update, ${l.waiting.notice} status, comment or reaction)`]
+    if (l.inFlight) parts.push('one in flight')
+    if (l.pausedUntil !== null && l.pausedUntil > now) parts.push(`paused by a rate limit until ${new Date(l.pausedUntil).toISOString().slice(11, 19)} UTC (${Math.ceil((l.pausedUntil - now) / 1000)} s)`)
+    return `writes    ${l.credential}: ${parts.join('; ')}`
+  })
+}
+
 async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number> {
   const s = (await call(socketOf(f.storage), 'status').catch((err: unknown) => starting(f.storage, err))) as {
     key: string
@@ -33,6 +52,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     disk?: { bytes: number }
     queues?: Array<{ tenant: string; repo: string; queueLength: number; paused: boolean; frozen: string | null; flag?: { flag: string; detail: string | null } | null }>
     capability?: { capable: boolean; reason: string | null }
+    forge?: { lanes?: LaneStatus[] } | null
   }
   if (f.json) {
     out(JSON.stringify(s))
@@ -62,6 +82,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     const notes = [q.paused ? 'paused' : null, frozen, q.flag ? `flagged: ${q.flag.detail ?? q.flag.flag}` : null].filter((x) => x !== null)
     out(`queue     ${q.tenant}:${q.repo}  ${q.queueLength} queued${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`)
   }
+  for (const line of describeLanes(s.forge?.lanes ?? [])) out(line)
   return EXIT.OK
 }
 

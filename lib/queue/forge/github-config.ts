@@ -12,6 +12,7 @@ import { AutoleaseError } from '../../errors.js'
 import { readPrivateFile } from '../../util/private-files.js'
 import type { Dispatcher } from 'undici'
 import type { RedeliverySettings } from './forge.js'
+import type { CredentialLane } from './credential-lane.js'
 
 export interface GitHubAppConfig {
   appId: number | string
@@ -43,7 +44,7 @@ export interface GitHubForgeConfig extends ForgeCredential {
   redelivery?: RedeliverySettings
   /** Bound on every call (default 10000). */
   timeoutMs?: number
-  /** Minimum gap between the starts of two mutating calls on one repo (default 1000). */
+  /** Minimum gap between the end of one mutating call and the start of the next, per credential across its repos (default 1000: GitHub's second). */
   mutationSpacingMs?: number
   /** Retries of reads and label removal on 5xx or no answer (default 2). */
   retries?: number
@@ -67,6 +68,8 @@ export interface GitHubForgeDeps {
   log?: ForgeLog
   /** The connection pool mutations go out through (default: an undici Agent of this forge's own; tests give one whose connections are slow to open). */
   agent?: Dispatcher
+  /** Lanes by credential (credential-lane.ts), shared by every forge given this map: forges with one credential share its lane. Default: a lane of this forge's own. */
+  lanes?: Map<string, CredentialLane>
 }
 
 export type Auth = { kind: 'token'; token: string } | { kind: 'app'; appId: number | string; privateKey: string; installationId: number }

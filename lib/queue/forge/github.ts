@@ -3,8 +3,8 @@
  * a token or GitHub App installation auth, and a configurable base URL
  * (GitHub Enterprise: https://HOST/api/v3; tests: the fake forge). Its
  * settings are github-config.ts's, its error mapping github-errors.ts's,
- * the REST shapes github-shapes.ts's and the per-repo write spacing
- * repo-spacer.ts's.
+ * the REST shapes github-shapes.ts's and the credential's lane
+ * credential-lane.ts's.
  *
  * Invariants enforced here alone:
  * - THE FENCE IS THE LAST STEP BEFORE A MUTATION LEAVES THE PROCESS. Every
@@ -13,7 +13,7 @@
  *   per-request `request.fetch`), which asks `MutationContext.fence()` when
  *   the request holds a connected socket and writes it, if the fence
  *   answers true, in the same synchronous step. So the check comes after
- *   the per-repo spacing wait, after plugin-throttling's queue and
+ *   the credential lane's wait, after plugin-throttling's queue and
  *   rate-limit waits, after plugin-retry's waits and after fetch's own
  *   steps and the connection's handshake, and it is asked again before
  *   every re-send: nothing that can wait stands between the check and the
@@ -35,21 +35,26 @@
  * - A merge without a well-formed expected SHA is refused before any I/O:
  *   GitHub merges whatever the head is when `sha` is absent.
  * - Every call ends within `timeoutMs` (the whole call: pages, retries and
- *   rate-limit waits; the per-repo spacing wait comes before the clock
- *   starts). A rate limit whose wait does not fit in what is left of the
+ *   rate-limit waits; the lane's wait comes before the clock
+ *   starts; the lane's wait comes before the clock starts). A rate limit whose wait does not fit in what is left of the
  *   timeout, or that outlasts `rateLimitRetries`, is surfaced at once as
  *   ForgeError `rate-limited` with retryAfterMs: the queue reschedules.
- * - Per repo, mutating calls run one at a time, each starting
- *   `mutationSpacingMs` after the previous one ended (GitHub asks for a
+ * - Per credential, across every repo it serves (credential-lane.ts; forges
+ *   of one credential given one `deps.lanes` share its lane), mutating calls
+ *   run one at a time, each starting `mutationSpacingMs` after the previous
+ *   one ended (GitHub asks one user or app for requests in series and a
  *   second between writes; spacing from the end means GitHub sees them at
- *   least that far apart however long a request spent in transit). The
- *   spacing comes before the fence, never between it and the send; a call
- *   that the fence stopped before sending adds no gap.
+ *   least that far apart however long a request spent in transit). Merges
+ *   and update-branch go first; statuses, check runs, reactions, comments,
+ *   label removals and redeliveries after, so a merge waits behind at most
+ *   the one already in flight. Reads are bounded per credential. A rate
+ *   limit met by any call (plugin-throttling's wait, or the error it ends
+ *   with) pauses the whole lane. The lane's wait comes before the fence,
+ *   never between it and the send; a call that the fence stopped before
+ *   sending adds no gap.
  *   plugin-throttling's own write limiter is replaced by this: it is
  *   process-wide (one write per second, one notifying write per 3 s, across
- *   every repo), which would let one busy repo stall every other.
- *   Commit statuses (the queue's own, on the PR) have a lane of their own
- *   with the same spacing: a status written before a merge never delays it.
+ *   every credential), which would let one busy tenant stall every other.
  * - Mutating requests carry `X-Autolease-Epoch: <epoch>`.
  * - Lists are read to the last page, under the call's signal; a 409 on a
  *   list is an error (octokit.paginate would make it an empty list, and a
@@ -74,9 +79,8 @@
  * connection, DNS) while the tenure may end: it cannot be recalled. The
  * fence is only as fresh as what it reads (holding() against the clock;
  * the caller's pause snapshot). Minting a GitHub App installation token is
- * not fenced (it changes nothing at the repo). The spacing is per process
- * and per repo, while GitHub's guidance is per token; two processes with
- * the same token are not coordinated (only the lease holder mutates). plugin-throttling caps a
+ * not fenced (it changes nothing at the repo). Two processes with the
+ * same credential are not coordinated (only the lease holder mutates). plugin-throttling caps a
  * process at 10 requests in flight (all instances share its limiter). The
  * token from tokenFile/tokenEnv is read once, at construction.
  */
@@ -89,7 +93,8 @@ import { fencedFetch, type Gate } from './fenced-fetch.js'
 import { resolveConfig, type GitHubForgeConfig, type GitHubForgeDeps, type Settings } from './github-config.js'
 import { SECONDARY_FALLBACK_S, messageOf, resendRefused, responseOf, statusOf, toForgeError } from './github-errors.js'
 import { allPages, checkNumber, checkSha, clip, hookPath, mutationHeaders, newerRateLimit, toPull, toStatusState } from './github-shapes.js'
-import { RepoSpacer } from './repo-spacer.js'
+import { CredentialLane, RateLimitPause, type WriteClass } from './credential-lane.js'
+import { createHash } from 'node:crypto'
 import { Agent, type Dispatcher } from 'undici'
 import {
   ForgeError,
@@ -130,7 +135,7 @@ type Group = NonNullable<ThrottlingOptions['write']>
 
 /**
  * A stand-in for plugin-throttling's write/notification limiter groups: runs
- * the job at once. Our per-repo spacing replaces them (see the header).
+ * the job at once. The credential's lane replaces them (see the header).
  */
 const PASS_THROUGH = {
   key: () => ({
@@ -149,9 +154,8 @@ export class GitHubForge implements Forge {
   readonly baseUrl: string
   private readonly settings: Settings
   private readonly octokit: ForgeOctokitInstance
-  private readonly spacer: RepoSpacer
-  /** Commit statuses are spaced among themselves, never in the merges' lane: a status never delays a merge. */
-  private readonly statusSpacer: RepoSpacer
+  /** This credential's lane (credential-lane.ts), shared with every forge of the same credential given the same `deps.lanes`; `lane.reading()` says what waits. */
+  readonly lane: CredentialLane
   private readonly etags = new EtagCache()
   /** Mutations' connections (fenced-fetch.ts: the fence is judged at their sockets); undici unrefs idle ones, so they never keep the process alive. */
   private readonly agent: Dispatcher
@@ -163,11 +167,12 @@ export class GitHubForge implements Forge {
     this.settings = resolveConfig(config, deps.env ?? process.env)
     this.agent = deps.agent ?? new Agent()
     this.baseUrl = this.settings.baseUrl
-    this.spacer = new RepoSpacer(this.settings.mutationSpacingMs)
-    this.statusSpacer = new RepoSpacer(this.settings.mutationSpacingMs)
+    this.lane = laneFor(this.settings, deps.lanes)
     const warn = deps.log ? (m: string) => deps.log!.warn(m) : () => {}
     const noop = (): void => {}
     const onLimit = (retryAfterS: number, options: { request?: Record<string, unknown> }, _octokit: unknown, retryCount: number): boolean => {
+      // A rate limit is the credential's, whatever repo met it: its whole lane waits it out.
+      this.lane.pause(retryAfterS * 1000)
       const deadline = options.request?.[DEADLINE]
       const left = typeof deadline === 'number' ? deadline - Date.now() : this.settings.timeoutMs
       return retryCount < this.settings.rateLimitRetries && retryAfterS * 1000 < left
@@ -267,7 +272,7 @@ export class GitHubForge implements Forge {
     checkSha(opts.sha)
     if (opts.method !== 'merge' && opts.method !== 'squash' && opts.method !== 'rebase') throw new ForgeError('invalid', `not a merge method: ${String(opts.method)}`)
     const headers = mutationHeaders(opts)
-    return this.mutation(repo, `merge ${repo}#${number}`, opts, async (request) => {
+    return this.mutation('urgent', `merge ${repo}#${number}`, opts, async (request) => {
       try {
         const { data } = await this.octokit.rest.pulls.merge({
           owner,
@@ -295,7 +300,7 @@ export class GitHubForge implements Forge {
     checkNumber(number)
     if (typeof body !== 'string' || body.length === 0) throw new ForgeError('invalid', 'a comment needs a body')
     const headers = mutationHeaders(ctx)
-    await this.mutation(repo, `comment ${repo}#${number}`, ctx, async (request) => {
+    await this.mutation('notice', `comment ${repo}#${number}`, ctx, async (request) => {
       await this.octokit.rest.issues.createComment({ owner, repo: name, issue_number: number, body, headers, request: { ...request, retries: 0 } })
     })
   }
@@ -305,7 +310,7 @@ export class GitHubForge implements Forge {
     checkNumber(number)
     if (typeof label !== 'string' || label.length === 0) throw new ForgeError('invalid', 'a label needs a name')
     const headers = mutationHeaders(ctx)
-    return this.mutation(repo, `removeLabel ${repo}#${number}`, ctx, async (request) => {
+    return this.mutation('notice', `removeLabel ${repo}#${number}`, ctx, async (request) => {
       try {
         await this.octokit.rest.issues.removeLabel({ owner, repo: name, issue_number: number, name: label, headers, request })
         return 'removed'
@@ -374,7 +379,7 @@ export class GitHubForge implements Forge {
     checkNumber(number)
     checkSha(opts.expectedHeadSha)
     const headers = mutationHeaders(opts)
-    return this.mutation(repo, `updateBranch ${repo}#${number}`, opts, async (request) => {
+    return this.mutation('urgent', `updateBranch ${repo}#${number}`, opts, async (request) => {
       try {
         await this.octokit.rest.pulls.updateBranch({ owner, repo: name, pull_number: number, expected_head_sha: opts.expectedHeadSha, headers, request: { ...request, retries: 0 } })
         return { result: 'updating' }
@@ -397,13 +402,12 @@ export class GitHubForge implements Forge {
     const headers = mutationHeaders(ctx)
     const description = status.description.length > 140 ? `${status.description.slice(0, 139)}…` : status.description
     await this.mutation(
-      repo,
+      'notice',
       `setCommitStatus ${repo}@${sha.slice(0, 12)}`,
       ctx,
       async (request) => {
         await this.octokit.rest.repos.createCommitStatus({ owner, repo: name, sha, state: status.state, context: status.context, description, headers, request })
-      },
-      this.statusSpacer
+      }
     )
   }
 
@@ -458,7 +462,7 @@ export class GitHubForge implements Forge {
     const output = { title: clip(run.title.replace(/\s+/g, ' '), 255), summary: clip(run.summary, 65_535) }
     const what = `${id === null ? 'createCheckRun' : 'updateCheckRun'} ${repo}@${sha.slice(0, 12)}`
     return this.mutation(
-      repo,
+      'notice',
       what,
       ctx,
       async (request) => {
@@ -468,8 +472,7 @@ export class GitHubForge implements Forge {
         }
         await this.octokit.rest.checks.update({ owner, repo: name, check_run_id: id, ...state, output, headers, request })
         return id
-      },
-      this.statusSpacer
+      }
     )
   }
 
@@ -494,7 +497,7 @@ export class GitHubForge implements Forge {
     const { owner, name } = splitRepo(repo)
     if (!Number.isSafeInteger(comment) || comment < 1) throw new ForgeError('invalid', `not a comment id: ${String(comment)}`)
     const headers = mutationHeaders(ctx)
-    await this.mutation(repo, `react ${repo} comment ${comment}`, ctx, async (request) => {
+    await this.mutation('notice', `react ${repo} comment ${comment}`, ctx, async (request) => {
       await this.octokit.rest.reactions.createForIssueComment({ owner, repo: name, comment_id: comment, content, headers, request: { ...request, retries: 0 } })
     })
   }
@@ -554,24 +557,35 @@ export class GitHubForge implements Forge {
     if (!Number.isSafeInteger(id) || id <= 0) throw new ForgeError('invalid', `not a delivery id: ${String(id)}`)
     const path = hookPath(hook)
     const headers = mutationHeaders(ctx)
-    await this.mutation(path, `redeliver ${path} ${id}`, ctx, async (request) => {
+    await this.mutation('notice', `redeliver ${path} ${id}`, ctx, async (request) => {
       await this.octokit.request(`POST ${path}/deliveries/{delivery_id}/attempts`, { delivery_id: id, headers, request: { ...request, retries: 0 } })
     })
   }
 
   /**
-   * A mutating call: after its turn in the repo's spacing, one call() whose
-   * every request passes the fence on its way to fetch. A call the fence
-   * stopped before it sent anything frees the spacing at once (GitHub saw
-   * nothing from it).
+   * A mutating call: after its turn in the credential's lane (class `cls`),
+   * one call() whose every request passes the fence on its way to fetch. A
+   * call the fence stopped before it sent anything frees the lane at once
+   * (GitHub saw nothing from it).
    */
-  private mutation<T>(repo: Repo, what: string, ctx: MutationContext, fn: (request: CallRequest) => Promise<T>, spacer: RepoSpacer = this.spacer): Promise<T> {
+  private mutation<T>(cls: WriteClass, what: string, ctx: MutationContext, fn: (request: CallRequest) => Promise<T>): Promise<T> {
     const gate: Gate = { fence: ctx.fence, sent: false, last: null }
-    return spacer.run(repo, () => this.call(what, fn, gate), () => gate.sent)
+    return this.lane.write(cls, () => this.call(what, fn, gate), () => gate.sent)
   }
 
-  /** Runs one forge call under its deadline and maps what escapes it to a ForgeError. */
+  /** Runs one forge call: a read in its turn among the credential's reads (refused at once while the lane is paused), a mutation as it is (its turn was the lane's write). */
   private async call<T>(what: string, fn: (request: CallRequest) => Promise<T>, gate: Gate | null = null): Promise<T> {
+    if (gate !== null) return this.timed(what, fn, gate)
+    try {
+      return await this.lane.read(() => this.timed(what, fn, null))
+    } catch (err) {
+      if (err instanceof RateLimitPause) throw new ForgeError('rate-limited', `${what}: not sent: ${err.message}`, { retryAfterMs: err.retryAfterMs })
+      throw err
+    }
+  }
+
+  /** One forge call under its deadline (the lane's wait comes before the clock starts); what escapes it is mapped to a ForgeError, and a rate limit pauses the lane. */
+  private async timed<T>(what: string, fn: (request: CallRequest) => Promise<T>, gate: Gate | null): Promise<T> {
     const controller = new AbortController()
     const timeoutMs = this.settings.timeoutMs
     const timedOut = new ForgeError('timeout', `${what}: no answer within ${timeoutMs} ms`)
@@ -603,11 +617,33 @@ export class GitHubForge implements Forge {
     } catch (err) {
       if (ended !== null) throw (ended as { err: unknown }).err
       if (controller.signal.aborted) throw timedOut
-      throw toForgeError(err, what)
+      const mapped = toForgeError(err, what)
+      if (mapped instanceof ForgeError && mapped.kind === 'rate-limited' && mapped.retryAfterMs !== null && mapped.retryAfterMs !== undefined) this.lane.pause(mapped.retryAfterMs)
+      throw mapped
     } finally {
       clearTimeout(timer)
     }
   }
+}
+
+/**
+ * The lane of this forge's credential: from `lanes` when given (forges of
+ * one credential, at one API, share it), else a lane of its own. The key
+ * names the credential by a hash (a token) or its ids (an App
+ * installation), never by the secret itself.
+ */
+function laneFor(settings: Settings, lanes: Map<string, CredentialLane> | undefined): CredentialLane {
+  const fresh = (): CredentialLane => new CredentialLane({ spacingMs: settings.mutationSpacingMs })
+  if (lanes === undefined) return fresh()
+  const auth = settings.auth
+  const who = auth.kind === 'token' ? `token:${createHash('sha256').update(auth.token).digest('hex')}` : `app:${String(auth.appId)}/${auth.installationId}`
+  const key = `${settings.baseUrl} ${who}`
+  let lane = lanes.get(key)
+  if (lane === undefined) {
+    lane = fresh()
+    lanes.set(key, lane)
+  }
+  return lane
 }
 
 /** The per-request options every call hands to octokit (octokit passes them down to fetch). */

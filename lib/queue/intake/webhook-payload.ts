@@ -20,7 +20,9 @@
  *   the comment's `author_association` comes back beside the op as a hint
  *   (`association`: strong for OWNER, MEMBER, COLLABORATOR) that the intake
  *   uses only to bound how many commands it appends, never to grant one.
- * - Every well-formed delivery GitHub sends for the five events is taken
+ * - pull_request_review becomes a pull_request op with action
+ *   `review_<action>` (see `review`): the holder re-reads the PR at once.
+ * - Every well-formed delivery GitHub sends for the six events is taken
  *   (an op or `ignored`, never `invalid`; checked against every example in
  *   @octokit/webhooks-examples, github.com and GHES): where a field the
  *   mapping would like is absent or beyond the codec's bounds it falls back
@@ -84,6 +86,7 @@ export function bodySha256(body: Uint8Array): string {
 function map(input: WebhookInput): WebhookMapping {
   const { event, payload } = input
   if (event === 'ping') return ignored('ping')
+  if (event === 'pull_request_review') return review(input)
   if (event !== 'pull_request' && event !== 'check_run' && event !== 'check_suite' && event !== 'status' && event !== 'issue_comment') {
     return ignored(typeof event === 'string' && WORD.test(event) ? `event ${event} is not used` : 'event is not used')
   }
@@ -92,25 +95,7 @@ function map(input: WebhookInput): WebhookMapping {
   if ((event === 'check_run' || event === 'check_suite') && action !== 'completed') return ignored(`${event} ${action} is not used`)
   if (event === 'issue_comment' && action !== 'created') return ignored(`issue_comment ${action} is not used`)
 
-  const base = {
-    type: 'event' as const,
-    tenant: input.tenant,
-    repo: repoOf(payload),
-    delivery: input.delivery,
-    bodySha256: bodySha256(input.body),
-    event: event as WebhookEventType,
-    action,
-    pr: null as number | null,
-    prs: [] as number[],
-    sha: null as string | null,
-    draft: null as boolean | null,
-    merged: null as boolean | null,
-    autoMerge: null as boolean | null,
-    labels: null as string[] | null,
-    label: null as string | null,
-    check: null as CheckFact | null,
-    ts: input.ts
-  }
+  const base = baseOp(input, payload, event as WebhookEventType, action)
   let op: EventOp
   let association: CommandAssociation = null
   switch (event) {
@@ -134,18 +119,10 @@ function map(input: WebhookInput): WebhookMapping {
       break
     }
     case 'pull_request': {
-      const pr = object(field(payload, 'pull_request'), 'pull_request')
-      const head = object(field(pr, 'head'), 'pull_request.head')
       const labeling = action === 'labeled' || action === 'unlabeled'
       op = {
         ...base,
-        pr: prNumber(field(pr, 'number'), 'pull_request.number'),
-        sha: sha(field(head, 'sha'), 'pull_request.head.sha'),
-        draft: optionalBoolean(field(pr, 'draft'), 'pull_request.draft'),
-        merged: optionalBoolean(field(pr, 'merged'), 'pull_request.merged'),
-        // Absent (older GHES payloads) and null both mean auto-merge is off.
-        autoMerge: field(pr, 'auto_merge') != null,
-        labels: labelsOf(field(pr, 'labels')),
+        ...pullFacts(payload),
         label: labeling ? label(field(object(field(payload, 'label'), 'label'), 'name'), 'label.name') : null
       }
       break
@@ -184,6 +161,70 @@ function map(input: WebhookInput): WebhookMapping {
       break
   }
   return { kind: 'op', op: throughCodec(op), association }
+}
+
+/** The fields every event op starts from: who, where, which delivery, when; the event's own facts are filled in by its mapping. */
+function baseOp(input: WebhookInput, payload: Record<string, unknown>, event: WebhookEventType, action: string | null): EventOp {
+  return {
+    type: 'event',
+    tenant: input.tenant,
+    repo: repoOf(payload),
+    delivery: input.delivery,
+    bodySha256: bodySha256(input.body),
+    event,
+    action,
+    pr: null,
+    prs: [],
+    sha: null,
+    draft: null,
+    merged: null,
+    autoMerge: null,
+    labels: null,
+    label: null,
+    check: null,
+    ts: input.ts
+  }
+}
+
+/** What a payload's `pull_request` says of the PR: its number, head, draft, merged, auto-merge and labels. */
+function pullFacts(payload: Record<string, unknown>): Pick<EventOp, 'pr' | 'sha' | 'draft' | 'merged' | 'autoMerge' | 'labels'> {
+  const pr = object(field(payload, 'pull_request'), 'pull_request')
+  const head = object(field(pr, 'head'), 'pull_request.head')
+  return {
+    pr: prNumber(field(pr, 'number'), 'pull_request.number'),
+    sha: sha(field(head, 'sha'), 'pull_request.head.sha'),
+    draft: optionalBoolean(field(pr, 'draft'), 'pull_request.draft'),
+    merged: optionalBoolean(field(pr, 'merged'), 'pull_request.merged'),
+    // Absent (older GHES payloads) and null both mean auto-merge is off.
+    autoMerge: field(pr, 'auto_merge') != null,
+    labels: labelsOf(field(pr, 'labels'))
+  }
+}
+
+/** The review actions that can change whether a PR may merge. */
+const REVIEW_ACTIONS = new Set(['submitted', 'edited', 'dismissed'])
+
+/**
+ * pull_request_review (submitted, edited, dismissed): recorded as a
+ * `pull_request` event with action `review_<action>`, the PR's facts as the
+ * payload's `pull_request` gives them. The log's event types are fixed per
+ * apply version, and what the queue needs of a review is only that it
+ * happened: the event names its PR, so the holder evaluates that PR at once
+ * (worker.ts, touchedByEvents) and reads the verdict (approvals, branch
+ * protection) from GitHub; apply gives an unknown pull_request action no
+ * queue fact, so every build folds it alike. A comment-only review
+ * (state `commented`) changes no verdict and is ignored.
+ */
+function review(input: WebhookInput): WebhookMapping {
+  const { payload } = input
+  if (!isObject(payload)) throw new Invalid('payload is not a JSON object')
+  const action = word(field(payload, 'action'), 'action')
+  if (!REVIEW_ACTIONS.has(action)) return ignored(`pull_request_review ${action} is not used`)
+  const r = field(payload, 'review')
+  const state = isObject(r) ? field(r, 'state') : undefined
+  if (action !== 'dismissed' && typeof state === 'string' && state.toLowerCase() === 'commented') return ignored('a comment-only review changes no verdict')
+  const op: EventOp = { ...baseOp(input, payload, 'pull_request', `review_${action}`), ...pullFacts(payload) }
+  return { kind: 'op', op: throughCodec(op), association: null }
 }
 
 /**

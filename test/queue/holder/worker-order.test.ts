@@ -84,8 +84,9 @@ test('up to date required, three PRs behind their base whose checks pass at once
   )
 })
 
-test("the queue's status through the up-to-date path: queued k of n, updating branch, merging, merged, each state written once; a hung status lane never delays a merge", { timeout: 120_000 }, async (t) => {
-  const g = await queueGroup(t, { size: 1, forge: { mutationSpacingMs: 100, timeoutMs: 60_000 } })
+test("the queue's status through the up-to-date path: queued k of n, updating branch, merging, merged, each state written once; a hung status write delays a merge by its one slot only", { timeout: 120_000 }, async (t) => {
+  // timeoutMs 10 s: a hung write holds the credential's lane (one write at a time) until its call times out.
+  const g = await queueGroup(t, { size: 1, forge: { mutationSpacingMs: 100, timeoutMs: 10_000 } })
   await g.holder()
   g.fake.protect(REPO, 'main', { upToDate: true })
   // CI on every head but the first PR's: that one's check passes only once the second waits its turn behind it.
@@ -119,12 +120,16 @@ test("the queue's status through the up-to-date path: queued k of n, updating br
   t.is(mine[0]!.sha, sha('s2'), 'the first writes on the head it was queued at')
   t.ok(mine.some((w) => w.sha !== sha('s2')), 'the later ones on the head its update made')
 
-  // Every status write hangs from now on: the merge goes through all the same.
+  // Every status write hangs from now on: the merge waits behind the one in flight (until its call times out), never behind the rest.
+  const hungAt = Date.now()
   const hung = g.fake.hold((r) => r.method === 'POST' && r.path.startsWith(`/repos/${REPO}/statuses/`))
   t.teardown(() => hung())
   const third = g.fake.createPull(REPO, { headSha: sha('s3'), labels: [LABEL] }).number
   await hung.reached()
   await waitFor(() => g.fake.pull(REPO, third).merged, 30_000, 'merged while its status writes hang')
+  const merge = g.fake.mutations().find((m) => m.method === 'PUT' && m.pr === third)!
+  const statusesAhead = g.fake.mutations().filter((m) => m.seq < merge.seq && m.path.startsWith(`/repos/${REPO}/statuses/`) && m.time >= hungAt)
+  t.ok(statusesAhead.length <= 1, `at most one status write went out before the merge once they hung (${statusesAhead.length})`)
   t.ok(hung.waiting >= 1, `a status write still hangs (${hung.waiting})`)
   t.is(g.fake.statuses(REPO, sha('s3')).filter((s) => s.context === CONTEXT).length, 0, 'no status of it written yet')
   hung()
