@@ -6,10 +6,12 @@
  * Every other failure is one line too (`autolease: ...`); set
  * AUTOLEASE_DEBUG=1 for stack traces.
  *
- * Exit codes (README, "Exit codes"):
+ * Exit codes (docs/operations.md, "Exit codes"):
  *   0 ok
  *   1 failure (network, timeout, daemon error)
- *   2 bad usage (unknown flag, bad value, invalid invite text)
+ *   2 bad usage (unknown flag, bad value, invalid invite text), or a
+ *     config file, forge config or secrets file the command cannot use
+ *     (the file, line and column, and what to do)
  *   3 no daemon answers on that storage (none runs, one is still starting,
  *     or the daemon `watch` followed stopped)
  *   4 storage busy (another process uses the directory)
