@@ -89,6 +89,8 @@ export function wellFormedOp(keys: readonly string[]): fc.Arbitrary<Record<strin
     { weight: 1, arbitrary: fc.record({ type: fc.constant('add-writer'), key: hexKey, indexer: fc.constant(false) }) },
     { weight: 1, arbitrary: fc.record({ type: fc.constant('remove-writer'), key: hexKey }) },
     { weight: 1, arbitrary: fc.record({ type: fc.constant('apply-version'), version: fc.integer({ min: 1, max: APPLY_VERSION }) }) },
+    // A device's name for people (apply version 11): a writer may name only itself; a name outside the safe set is skipped everywhere alike.
+    { weight: 1, arbitrary: fc.record({ type: fc.constant('device-name'), name: fc.oneof(fc.constantFrom('laptop', 'desk', 'box-2'), fc.string({ maxLength: 40 })) }) },
     {
       weight: 1,
       arbitrary: fc.record({
