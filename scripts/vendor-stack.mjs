@@ -3,10 +3,10 @@
 // `npm ci` applied patches/) into dist/node_modules, where Node resolves them
 // first from every file of dist/: the package ships them there, so its fixes
 // hold wherever npm puts autolease and whatever other hypercore a project
-// installs (patches/README.md, "How the patches ship"). Their own dependencies
-// are autolease's dependencies (package.json): the script refuses to vendor a
-// package one of whose dependencies is not listed there, and refuses copies
-// that fail the run-time check (dist/lib/log/patch-check.js). Run after the
+// installs (patches/README.md, "How the patches ship"). They stay autolease's
+// dependencies, so npm installs their own dependencies where the copies find
+// them. The script refuses copies that fail the run-time check
+// (dist/lib/log/patch-check.js). Run after the
 // build (`npm run build` and `prepack` do). A file already identical is not
 // rewritten: processes running from dist/ never see a half-written copy.
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -16,16 +16,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 /** The packages that carry patches or require a patched one (their `require('hypercore')`). */
 const VENDORED = ['hypercore', 'autobase', 'corestore']
-
-const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
-const missing = []
-for (const name of VENDORED) {
-  const deps = JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')).dependencies ?? {}
-  for (const dep of Object.keys(deps)) {
-    if (!VENDORED.includes(dep) && manifest.dependencies?.[dep] === undefined) missing.push(`${dep} (${name} needs ${deps[dep]})`)
-  }
-}
-if (missing.length > 0) fail(`package.json lacks dependencies of the vendored packages: ${missing.join(', ')}`)
 
 const target = join(root, 'dist', 'node_modules')
 for (const name of VENDORED) copyChanged(join(root, 'node_modules', name), join(target, name))
