@@ -33,6 +33,7 @@ export interface HealthInput {
   epoch: number
   role: 'holder' | 'standby'
   capable: boolean
+  /** Why this device cannot do the holder's work, or null. */
   capableReason: string | null
   /** The append verdict's detail when an op appended now would not be applied, else null. */
   notAppendable: string | null
@@ -44,17 +45,9 @@ export interface HealthInput {
   peers: number
 }
 
-export type Health = {
+/** What /healthz answers: who this device is and who holds (as the input says), and whether it is healthy. */
+export type Health = Pick<HealthInput, 'self' | 'name' | 'holder' | 'holderName' | 'epoch' | 'role' | 'capable' | 'capableReason'> & {
   ok: boolean
-  self: string
-  name: string | null
-  holder: string | null
-  holderName: string | null
-  epoch: number
-  role: 'holder' | 'standby'
-  capable: boolean
-  /** Why this device cannot do the holder's work, or null. */
-  capableReason: string | null
   /** Why it is not healthy (empty when ok). */
   problems: string[]
 }
