@@ -45,10 +45,11 @@ import { isAutoleaseError } from '../errors.js'
 import ReadyResource from 'ready-resource'
 import { systemClock, type Clock } from '../util/clock.js'
 import { electionConfig, validateElectionConfig, type ElectionConfig } from './config.js'
-import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, opIndex, type Capable, type Decision } from './election.js'
+import { chooseSuccessor, claimRank, decide, handOverTarget, holdDeadline, holdingEpoch, isInherited, type Capable, type Decision } from './election.js'
 import type { LeaseRecord } from './lease-state.js'
 import { SIGNER_LEASE, type LeaseOp } from './lease-ops.js'
 import type { ReadMode } from '../log/autobase-log.js'
+import { Ownership, Sends, SuspendWatch } from './sent-ops.js'
 
 /** What the elector needs from the intent log (a fake in unit tests). */
 export interface LeaseLog {
@@ -128,10 +129,6 @@ export interface ElectorStatus {
   expiresInMs: number | null
 }
 
-const MAX_SENT = 64
-/** Confirm latencies kept for the p95 that times early renews. */
-const LATENCY_WINDOW = 20
-
 // Typed events for the class below (declaration merging is the only way to type EventEmitter overloads here).
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export interface Elector {
@@ -160,7 +157,7 @@ export class Elector extends ReadyResource {
   private readonly suspend: SuspendWatch
   private readonly loop: Loop = { running: false, cycling: false, again: false, tickTimer: null, deadlineTimer: null }
   /** The claim, renew or release being appended (`acting`) and the read in progress: never two at once. */
-  private readonly inFlight: InFlight = { acting: null, refreshing: null }
+  private readonly inFlight: InFlight = { acting: null, refreshing: null, sending: false }
   private readonly logListeners = {
     update: (): void => this.kick(),
     /**
@@ -454,8 +451,10 @@ export class Elector extends ReadyResource {
       return
     }
     this.sends.lastAt = at
+    this.inFlight.sending = true
     try {
       const id = await this.log.append(op)
+      this.inFlight.sending = false
       this.own.note(id)
       // A release or suspend since we sent voids this send time.
       if (this.sends.lastAt === at) {
@@ -467,6 +466,8 @@ export class Elector extends ReadyResource {
       // A sealed generation takes no claim or renew; the next one will (no warning per retryMs meanwhile).
       if (isAutoleaseError(err, 'GENERATION_SEALED')) return
       this.emit('warning', err instanceof Error ? err : new Error(String(err)))
+    } finally {
+      this.inFlight.sending = false
     }
   }
 
@@ -500,6 +501,12 @@ export class Elector extends ReadyResource {
       }
       throw err
     }
+    // Our op can be applied, and with a lone indexer confirmed, before its
+    // append answers its id: read then, it has no send time (so no hold
+    // deadline: a demotion) and no first own index (so it reads as an earlier
+    // process's). Keep the previous snapshot until the id is back; act()'s
+    // end kicks a fresh read.
+    if (this.inFlight.sending && (this.unplaced(tip) || this.unplaced(confirmed))) return
     const now = this.clock.now()
     const tipId = tip?.opId ?? null
     if (tipId !== this.seen.observed.opId) this.seen.observed = { opId: tipId, at: now }
@@ -510,6 +517,11 @@ export class Elector extends ReadyResource {
     if (confirmed !== null && (before === null || before.holder !== confirmed.holder || before.epoch !== confirmed.epoch)) {
       this.emit('holder-changed', { holder: confirmed.holder, epoch: confirmed.epoch })
     }
+  }
+
+  /** A record naming us at an op whose send time this process does not know. */
+  private unplaced(record: LeaseRecord | null): boolean {
+    return record !== null && record.holder === this.log.self && !this.sends.times.has(record.opId)
   }
 
   /** Emit role changes (and confirmed renews, inherited tenures) and arm a timer for our deadline. */
@@ -605,95 +617,5 @@ interface StepDown {
 
 /** The loop: running from open to close, one cycle at a time (`again`: another was asked for meanwhile), and its two timers. */
 type Loop = { running: boolean; cycling: boolean; again: boolean; tickTimer: NodeJS.Timeout | null; deadlineTimer: NodeJS.Timeout | null }
-type InFlight = { acting: Promise<void> | null; refreshing: Promise<void> | null }
-
-/**
- * What this process wrote. Per writer key (an op id's author): the log
- * index of the first op this process appended under it (election.ts
- * isInherited). One key per generation of the log (docs/generations.md): a
- * record carried into the next generation keeps the op id it had, and is
- * ours when this process wrote it there.
- */
-class Ownership {
-  private readonly firstOwn = new Map<string, number>()
-  /** The epoch of the inherited tenure we last announced (one `inherited` event per tenure, however many of its records replay). */
-  inheritedSeen: number | null = null
-
-  note(id: string): void {
-    const index = opIndex(id)
-    const key = id.slice(0, id.lastIndexOf(':'))
-    if (!this.firstOwn.has(key) && Number.isSafeInteger(index)) this.firstOwn.set(key, index)
-  }
-
-  /** The first index this process appended under the key that wrote `record` (null: none, or no record). */
-  firstIndex(record: LeaseRecord | null): number | null {
-    return record === null ? null : (this.firstOwn.get(record.opId.slice(0, record.opId.lastIndexOf(':'))) ?? null)
-  }
-}
-
-/**
- * Our recent claims and renews: the local send time of each (by op id), the
- * latest one, and how long the recent ones took to be confirmed. Forgotten
- * on a release, a suspend or a divergence: a send time forgotten holds nothing.
- */
-class Sends {
-  readonly times = new Map<string, number>()
-  lastAt: number | null = null
-  /** The id of our latest claim or renew (once appended). */
-  lastId: string | null = null
-  lastClaimAt: number | null = null
-  /** Append-to-confirmed latency of our recent lease ops (ms), newest last. */
-  private readonly latencies: number[] = []
-
-  remember(id: string, at: number): void {
-    this.times.set(id, at)
-    if (this.times.size > MAX_SENT) {
-      const oldest = this.times.keys().next().value
-      if (oldest !== undefined) this.times.delete(oldest)
-    }
-  }
-
-  forget(): void {
-    this.times.clear()
-    this.lastAt = null
-    this.lastId = null
-  }
-
-  /** A newly confirmed op: if we sent it, how long it took. */
-  confirmed(opId: string, now: number): void {
-    const sentAt = this.times.get(opId)
-    if (sentAt !== undefined) {
-      this.latencies.push(now - sentAt)
-      if (this.latencies.length > LATENCY_WINDOW) this.latencies.shift()
-    }
-  }
-
-  /** The p95 of the recent latencies (0 until one is measured). */
-  latencyP95(): number {
-    if (this.latencies.length === 0) return 0
-    const sorted = [...this.latencies].sort((a, b) => a - b)
-    return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))]!
-  }
-}
-
-/** A suspend: the monotonic clock stops during it (on Linux), the wall clock runs on. */
-class SuspendWatch {
-  readonly startedAt: number
-  private lastMono: number
-  private lastWall: number
-
-  constructor(private readonly clock: Clock) {
-    this.startedAt = this.lastMono = clock.now()
-    this.lastWall = clock.wall()
-  }
-
-  /** The monotonic instant now if the clocks drifted apart by more than `toleranceMs` since the last look (we slept), else null. */
-  woke(toleranceMs: number): number | null {
-    const mono = this.clock.now()
-    const wall = this.clock.wall()
-    const gap = wall - this.lastWall - (mono - this.lastMono)
-    this.lastMono = mono
-    this.lastWall = wall
-    return gap > toleranceMs ? mono : null
-  }
-}
+/** `sending`: a claim or renew of ours is being appended and its op id is not back yet (see read). */
+type InFlight = { acting: Promise<void> | null; refreshing: Promise<void> | null; sending: boolean }

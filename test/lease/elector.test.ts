@@ -43,7 +43,8 @@ class LogWorld {
   onAppend: ((author: string, op: LeaseOp) => void) | null = null
   private readonly lengths = new Map<string, number>()
   private readonly snapshots = new Map<string, Map<string, LeaseRecord>>()
-  private readonly logs = new Set<FakeLeaseLog>()
+  /** Every device's view, each told of every update. */
+  readonly logs = new Set<FakeLeaseLog>()
   private gate: Array<() => void> | null = null
 
   log(self: string): FakeLeaseLog {
@@ -949,4 +950,61 @@ test('an incapable standby claims after the capable ones in the claim order', as
   t.alike(await fast.e.step(), { action: 'claim', seen: idOf(A, 1), epoch: 2 }, 'the capable standby claims at expiry')
   t.alike((await slow.e.step()).action, 'wait', 'and the incapable one then sees the claim')
   t.is(world.ops({ type: 'claim' }).length, 2, 'one claim after the first')
+})
+
+/** A lone indexer: an append is applied and confirmed, and the elector may read it, before the append answers its id. */
+class EagerLog extends FakeLeaseLog {
+  constructor(
+    private readonly eagerWorld: LogWorld,
+    self: string
+  ) {
+    super(eagerWorld, self)
+  }
+
+  override async append(op: LeaseOp): Promise<string> {
+    const id = await super.append(op)
+    this.eagerWorld.confirm()
+    // The id travels back through a busy process meanwhile (autobase's drain, the caller's queue).
+    await new Promise<void>((resolve) => setTimeout(resolve, 30))
+    return id
+  }
+}
+
+async function until(what: string, ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !ok(); i++) await new Promise<void>((resolve) => setTimeout(resolve, 10))
+  if (!ok()) throw new Error(`not reached in 5 s: ${what}`)
+}
+
+// Defect (queue tests beside two busy loops): a single-device holder's renew
+// was confirmed before its append answered; the read in between found a
+// record of ours with no send time, so no hold deadline: demoted (deadline)
+// and elected again at the same epoch, and the queue worker restarted its
+// tenure. The claim had the same window, read as an earlier process's tenure.
+test('our op confirmed before its append answers (a lone indexer): no demotion, no inherited tenure, the renew moves the deadline', async (t) => {
+  const world = new LogWorld()
+  const clock = new ManualClock(1_000, 1_700_000_000_000)
+  world.clocks.push(clock)
+  const log = new EagerLog(world, A)
+  world.logs.add(log)
+  const e = new Elector(log, { clock, config: CONFIG })
+  const seen: string[] = []
+  e.on('elected', (ev) => seen.push(`elected ${ev.epoch}`))
+  e.on('renewed', (ev) => seen.push(`renewed ${ev.epoch}`))
+  e.on('demoted', (ev) => seen.push(`demoted ${ev.epoch} ${ev.reason}`))
+  e.on('inherited', (ev) => seen.push(`inherited ${ev.epoch}`))
+  e.on('warning', (err) => t.fail(`unexpected warning: ${err.message}`))
+  e.on('error', (err) => t.fail(`unexpected error: ${String(err)}`))
+  t.teardown(() => e.close())
+  await e.ready()
+
+  await until('elected', () => e.holding())
+  t.alike(seen, ['elected 1'], 'the claim: elected once, never read as an earlier process\'s tenure')
+  t.is(e.deadline(), 1_000 + RENEW_DEADLINE_MS)
+
+  clock.advance(LEASE_MS / 2)
+  log.emit('update')
+  await until('the renew confirmed', () => world.ops({ type: 'renew' }).length === 1 && seen.length > 1)
+  await until('the renew read', () => e.deadline() === 1_000 + LEASE_MS / 2 + RENEW_DEADLINE_MS)
+  t.alike(seen, ['elected 1', 'renewed 1'], 'the renew: renewed, never demoted and elected again')
+  t.ok(e.holding(), 'holding throughout')
 })
