@@ -18,7 +18,7 @@
 import { FakeForge } from '../dev/fake-forge/fake-forge.js'
 import { AUDIT_RING, EVENTS_RING } from '../lib/queue/model/queue-layout.js'
 import { call } from '../lib/daemon/control-client.js'
-import type { DaemonStatus } from '../lib/daemon/daemon.js'
+import type { DaemonStatus } from '../lib/daemon/daemon-status.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
 import { mintLoginCode, readToken } from '../lib/console/auth.js'
 import { PARTS, READ_ROUTES } from '../lib/console/snapshot.js'

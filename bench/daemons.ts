@@ -44,7 +44,7 @@ import { fileURLToPath } from 'node:url'
 import { ALLOCATOR_ENV, NO_REEXEC_ENV } from '../lib/cli/allocator-env.js'
 import { call } from '../lib/daemon/control-client.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
-import type { DaemonStatus } from '../lib/daemon/daemon.js'
+import type { DaemonStatus } from '../lib/daemon/daemon-status.js'
 import { Owned, cpuMs, rssBytes } from './procs.js'
 import { dirBytes, jitter, now, sleep } from './util.js'
 
@@ -206,6 +206,23 @@ export interface DaemonsOptions {
 // ---------------------------------------------------------------------------
 // one daemon process
 
+/**
+ * The environment a daemon starts with. As README says (`asReadme`): the
+ * bench's own environment without the allocator variables, so `start` sets
+ * them by starting itself again, as it does for a user. Otherwise the
+ * variables are given and the daemon is one process (the pid timed and
+ * signalled is the daemon's); AUTOLEASE_NO_REEXEC=1 measures glibc's
+ * defaults, also in one process.
+ */
+function daemonEnv(asReadme: boolean): NodeJS.ProcessEnv {
+  if (asReadme) {
+    const env = { ...process.env }
+    for (const k of [...Object.keys(ALLOCATOR_ENV), NO_REEXEC_ENV]) delete env[k]
+    return env
+  }
+  return process.env[NO_REEXEC_ENV] === '1' ? process.env : { ...ALLOCATOR_ENV, ...process.env }
+}
+
 /** What a daemon's `status` answers (lib/daemon/daemon.ts). */
 export type Status = DaemonStatus
 
@@ -248,9 +265,17 @@ export class Daemon {
     return this.proc !== null && this.exitInfo === null
   }
 
+  /** The process `autolease start` is (signals go here; it passes them on when the daemon runs in a second process). */
   get pid(): number | undefined {
     return this.proc?.pid
   }
+
+  /** The process doing the daemon's work: the pid its log lines name (the second process when `start` started itself again), else the first. */
+  get workPid(): number | undefined {
+    return this.loggedPid ?? this.proc?.pid
+  }
+
+  private loggedPid: number | undefined
 
   start(): void {
     if (this.alive) throw new Error(`${this.name} is already running`)
@@ -271,10 +296,9 @@ export class Daemon {
       '--lease-ms',
       String(g.leaseMs),
       ...this.extraArgs
-      // The allocator settings given, not left to `start` to set by starting again: the pid measured is the daemon's.
-      // AUTOLEASE_NO_REEXEC=1 measures a daemon without them (glibc's defaults), also in one process.
-    ], { env: process.env[NO_REEXEC_ENV] === '1' ? process.env : { ...ALLOCATOR_ENV, ...process.env } })
+    ], { env: daemonEnv(g.asReadme) })
     this.proc = proc
+    this.loggedPid = undefined
     this.exitInfo = null
     this.exited = new Promise<void>((resolve) => {
       proc.once('exit', (code, signal) => {
@@ -293,6 +317,7 @@ export class Daemon {
         this.other.push(line + '\n')
         return
       }
+      if (this.loggedPid === undefined && typeof j.pid === 'number') this.loggedPid = j.pid
       const msg = j.msg
       if (msg === 'elected' || msg === 'demoted') {
         const num = (v: unknown): number | null => (typeof v === 'number' ? v : null)
@@ -348,6 +373,8 @@ export class Group {
   readonly warnings = new Map<string, number>()
   private waiters: Array<() => void> = []
   private lastSeen = ''
+  /** Daemons start as README says (daemonEnv). */
+  asReadme = false
 
   constructor(
     readonly owned: Owned,
@@ -470,9 +497,10 @@ async function startTestnet(owned: Owned): Promise<{ proc: ChildProcess; address
 }
 
 /** init the first device, start it, then invite + join + start each next one once the previous promotion is in effect. */
-async function formGroup(owned: Owned, bootstrap: string, leaseMs: number, size: number, log: (l: string) => void, extraArgs: string[] = []): Promise<{ group: Group; formationMs: number }> {
+async function formGroup(owned: Owned, bootstrap: string, leaseMs: number, size: number, log: (l: string) => void, extraArgs: string[] = [], asReadme = false): Promise<{ group: Group; formationMs: number }> {
   const root = await owned.tempDir(`al-bench-g${leaseMs}-`)
   const group = new Group(owned, root, bootstrap, leaseMs, size)
+  group.asReadme = asReadme
   for (const d of group.devices) d.extraArgs = [...extraArgs]
   const t0 = now()
   const net = ['--bootstrap', bootstrap, '--host', '127.0.0.1']
@@ -852,7 +880,7 @@ async function measureLease(group: Group, run: LeaseRun, opts: DaemonsOptions, o
  * (as benchDaemons forms its own), handed to `fn`; every process and temp dir
  * is gone when it returns or throws.
  */
-export async function withDaemonGroup<T>(opts: { size: number; leaseMs: number; log: (l: string) => void; extraArgs?: string[] }, fn: (group: Group, formationMs: number) => Promise<T>): Promise<T> {
+export async function withDaemonGroup<T>(opts: { size: number; leaseMs: number; log: (l: string) => void; extraArgs?: string[]; asReadme?: boolean }, fn: (group: Group, formationMs: number) => Promise<T>): Promise<T> {
   const owned = new Owned()
   try {
     const bin = await owned.tempDir('al-bench-bin-')
@@ -860,7 +888,7 @@ export async function withDaemonGroup<T>(opts: { size: number; leaseMs: number; 
     await symlink(BIN, cli)
     const tn = await startTestnet(owned)
     opts.log(`daemons: local DHT on ${tn.address}`)
-    const { group, formationMs } = await formGroup(owned, tn.address, opts.leaseMs, opts.size, opts.log, opts.extraArgs ?? [])
+    const { group, formationMs } = await formGroup(owned, tn.address, opts.leaseMs, opts.size, opts.log, opts.extraArgs ?? [], opts.asReadme ?? false)
     try {
       return await fn(group, formationMs)
     } finally {

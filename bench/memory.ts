@@ -8,16 +8,19 @@
  * over the in-memory Mesh) are opened, elect a holder and idle for a few
  * seconds; both readings are taken after a forced GC.
  *
- * Real daemons idle (issue 19's acceptance row, `idleDaemons`): three
- * `autolease start` processes as users run them (bench/daemons.ts
- * withDaemonGroup: local DHT, init / invite / join; no probe, no extra node
- * flags) idle at leaseMs 1000; every minute, each daemon's VmRSS (and its
- * anonymous / file-backed split, from /proc/<pid>/status) and its storage
- * directory's bytes, write-ahead log included (and apart). `npm run bench`
- * runs it for --memory-min minutes (default 5; --quick: only with
- * `--only memory-daemons`, 2); the acceptance's 30 and 60 minutes:
+ * Real daemons idle (`idleDaemons`): three `autolease start` processes
+ * started as README says (bench/daemons.ts withDaemonGroup: local DHT,
+ * init / invite / join; no probe, no extra node flags, no allocator
+ * variables: `start` runs the daemon in a second process with them) idle
+ * at leaseMs 1000; every minute, the daemon process's VmRSS (and its
+ * anonymous / file-backed split, from /proc/<pid>/status), its Pss and the
+ * first process's (smaps_rollup), and its storage directory's bytes,
+ * write-ahead log included (and apart); per daemon the minutes 10-20 means
+ * against the tuned figures (TUNED). `npm run bench` runs it for
+ * --memory-min minutes (default 5; --quick: only with `--only
+ * memory-daemons`, 2); 20 minutes or more:
  *
- *   npm run build && node dist/bench/memory.js --minutes 60 [--lease-ms 1000] [--every-s 60] [--malloc-arena-max 2]
+ *   npm run build && node dist/bench/memory.js --minutes 20 [--lease-ms 1000] [--every-s 60] [--allocator-given [--malloc-arena-max 2]]
  *
  * which writes bench/results/memory-<time>.json and prints the table.
  */
@@ -129,25 +132,37 @@ interface ProcMemory {
   rss: number
   rssAnon: number
   rssFile: number
+  /** Proportional set size: each page shared with other processes (node's binary, the other daemons) counted as its share. */
+  pss: number
 }
 
 function procMemory(pid: number | undefined): ProcMemory | null {
   if (pid === undefined) return null
   try {
-    const text = readFileSync(`/proc/${pid}/status`, 'utf8')
-    const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024
-    return { rss: kb('VmRSS'), rssAnon: kb('RssAnon'), rssFile: kb('RssFile') }
+    const kb = (text: string, field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
+    return { rss: kb(status, 'VmRSS'), rssAnon: kb(status, 'RssAnon'), rssFile: kb(status, 'RssFile'), pss: kb(rollup, 'Pss') }
   } catch {
     return null
   }
 }
 
+/**
+ * The figures of the tuned daemon (docs/operations.md, "Memory and disk"):
+ * three daemons idle at leaseMs 1000, minutes 10-20, the allocator settings
+ * given. A daemon started as README says is within 5 % of them.
+ */
+export const TUNED = { rssMiB: 95.2, pssMiB: 46.5, within: 0.05 } as const
+
 export interface IdleDaemonSample {
   /** Minutes since the group formed. */
   minute: number
   device: string
-  /** null: the daemon is gone. */
+  /** The process doing the daemon's work (the pid in its log lines). null: the daemon is gone. */
   memory: ProcMemory | null
+  /** The first process, when `start` started itself again with the allocator settings (null: one process). */
+  launcher: ProcMemory | null
   cpuMs: number | null
   disk: StorageBytes
   role: string | null
@@ -166,6 +181,9 @@ export interface IdleDaemonsResult {
   /** Per device: RSS growth over the second half of the run (MiB per minute, least squares). */
   rssSlopeMiBPerMin: Record<string, number | null>
   errors: string[]
+  /** Started as README says (idleDaemons). */
+  asReadme: boolean
+  perDaemon: IdleDaemonMeans[]
 }
 
 function slope(points: Array<[number, number]>): number | null {
@@ -178,14 +196,20 @@ function slope(points: Array<[number, number]>): number | null {
   return points.reduce((a, p) => a + (p[0] - mx) * (p[1] - my), 0) / sxx
 }
 
-export async function idleDaemons(opts: { minutes: number; leaseMs?: number; everyS?: number; log: (l: string) => void; extraArgs?: string[] }): Promise<IdleDaemonsResult> {
+/**
+ * Three daemons idle. `asReadme` (the default): started as README says, no
+ * allocator variables in their environment, so each `start` runs the daemon
+ * in a second process with them; both processes are read.
+ */
+export async function idleDaemons(opts: { minutes: number; leaseMs?: number; everyS?: number; log: (l: string) => void; extraArgs?: string[]; asReadme?: boolean }): Promise<IdleDaemonsResult> {
   const leaseMs = opts.leaseMs ?? 1000
   const everyS = opts.everyS ?? 60
   const samples: IdleDaemonSample[] = []
   const errors: string[] = []
   let formation = 0
   let roleLines = 0
-  await withDaemonGroup({ size: 3, leaseMs, log: opts.log, ...(opts.extraArgs ? { extraArgs: opts.extraArgs } : {}) }, async (group, formationMs) => {
+  const asReadme = opts.asReadme ?? true
+  await withDaemonGroup({ size: 3, leaseMs, log: opts.log, asReadme, ...(opts.extraArgs ? { extraArgs: opts.extraArgs } : {}) }, async (group, formationMs) => {
     formation = formationMs
     const rolesAtStart = group.roles.length
     const t0 = now()
@@ -196,7 +220,8 @@ export async function idleDaemons(opts: { minutes: number; leaseMs?: number; eve
       const row = await Promise.all(
         group.devices.map(async (d): Promise<IdleDaemonSample> => {
           const st = (await status(d.dir, 5_000)) as unknown as { role?: string; generation?: { number?: number } } | null
-          return { minute, device: d.name, memory: procMemory(d.pid), cpuMs: cpuMs(d.pid), disk: await storageBytes(d.dir), role: st?.role ?? null, generation: st?.generation?.number ?? null }
+          const launcher = d.workPid !== d.pid ? procMemory(d.pid) : null
+          return { minute, device: d.name, memory: procMemory(d.workPid), launcher, cpuMs: cpuMs(d.workPid), disk: await storageBytes(d.dir), role: st?.role ?? null, generation: st?.generation?.number ?? null }
         })
       )
       samples.push(...row)
@@ -218,7 +243,35 @@ export async function idleDaemons(opts: { minutes: number; leaseMs?: number; eve
     const pts = samples.filter((s) => s.device === d && s.memory !== null && s.minute >= opts.minutes / 2).map((s): [number, number] => [s.minute, mib(s.memory!.rss)])
     rssSlopeMiBPerMin[d] = slope(pts)
   }
-  return { leaseMs, minutes: opts.minutes, everyS, formationMs: formation, samples, roleLines, rssSlopeMiBPerMin, errors }
+  return { leaseMs, minutes: opts.minutes, everyS, asReadme, formationMs: formation, samples, roleLines, rssSlopeMiBPerMin, errors, perDaemon: perDaemon(samples, opts.minutes) }
+}
+
+/** Per daemon, minutes 10-20 (the second half of a shorter run): mean RSS and Pss of the process doing the work, and Pss of the first process. */
+export interface IdleDaemonMeans {
+  device: string
+  /** The window, minutes since the group formed. */
+  from: number
+  to: number
+  rssMiB: number
+  pssMiB: number
+  launcherPssMiB: number | null
+  /** Within TUNED.within of the tuned RSS and Pss. */
+  withinTuned: boolean
+}
+
+function perDaemon(samples: IdleDaemonSample[], minutes: number): IdleDaemonMeans[] {
+  const from = minutes >= 20 ? 10 : minutes / 2
+  const to = Math.min(from + 10, minutes)
+  const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length
+  return [...new Set(samples.map((s) => s.device))].flatMap((device) => {
+    const window = samples.filter((s) => s.device === device && s.memory !== null && s.minute >= from - 0.01 && s.minute <= to + 0.01)
+    if (window.length === 0) return []
+    const rssMiB = mean(window.map((s) => mib(s.memory!.rss)))
+    const pssMiB = mean(window.map((s) => mib(s.memory!.pss)))
+    const launchers = window.filter((s) => s.launcher !== null).map((s) => mib(s.launcher!.pss))
+    const near = (x: number, target: number): boolean => Math.abs(x - target) <= target * TUNED.within
+    return [{ device, from, to, rssMiB, pssMiB, launcherPssMiB: launchers.length > 0 ? mean(launchers) : null, withinTuned: near(rssMiB, TUNED.rssMiB) && near(pssMiB, TUNED.pssMiB) }]
+  })
 }
 
 /** The row's table: one line per sample minute, RSS per daemon, then disk per storage directory (WAL in brackets), MiB. */
@@ -239,14 +292,24 @@ export function renderIdleDaemons(r: IdleDaemonsResult): string {
       }),
       ...devices.map((d) => {
         const s = at(d)
+        return s?.memory == null ? '-' : mib(s.memory.pss).toFixed(1) + (s.launcher === null ? '' : ` + ${mib(s.launcher.pss).toFixed(1)}`)
+      }),
+      ...devices.map((d) => {
+        const s = at(d)
         return s === undefined ? '-' : `${mib(s.disk.total).toFixed(1)} (${mib(s.disk.wal).toFixed(1)})`
       })
     ]
   })
-  const head = ['min', ...devices.map((d) => `${d} RSS`), ...devices.map((d) => `${d} anon`), ...devices.map((d) => `${d} disk (wal)`)]
+  const head = ['min', ...devices.map((d) => `${d} RSS`), ...devices.map((d) => `${d} anon`), ...devices.map((d) => `${d} Pss`), ...devices.map((d) => `${d} disk (wal)`)]
   const out = [
-    `real daemons idle: 3 daemons at leaseMs ${r.leaseMs}, ${r.minutes} min, a reading every ${r.everyS} s (MiB; RSS = VmRSS, anon = its anonymous part, the rest is file-backed: node and native libraries, shared between daemons)`,
+    `real daemons idle: 3 daemons at leaseMs ${r.leaseMs}, ${r.minutes} min, a reading every ${r.everyS} s, ${r.asReadme ? 'started as README says (no allocator variables given: `start` runs the daemon in a second process with them)' : 'the allocator variables given (one process)'} ` +
+      '(MiB; RSS = VmRSS of the process doing the work, anon = its anonymous part, the rest is file-backed: node and native libraries, shared between daemons; Pss from smaps_rollup, + the first process\'s when there are two)',
     table(head, rows, ['r']),
+    ...r.perDaemon.map(
+      (m) =>
+        `  ${m.device}, minutes ${m.from}-${m.to} mean: RSS ${m.rssMiB.toFixed(1)} MiB, Pss ${m.pssMiB.toFixed(1)} MiB${m.launcherPssMiB === null ? '' : ` (+ ${m.launcherPssMiB.toFixed(1)} the first process)`}: ` +
+        `${m.withinTuned ? 'within' : 'NOT within'} ${TUNED.within * 100} % of the tuned ${TUNED.rssMiB} / ${TUNED.pssMiB} MiB`
+    ),
     `  RSS growth over the second half (MiB/min, least squares): ${devices.map((d) => `${d} ${r.rssSlopeMiBPerMin[d]?.toFixed(2) ?? '-'}`).join(', ')}; elected/demoted lines during the run: ${r.roleLines}`
   ]
   for (const e of r.errors) out.push(`  ERROR ${e}`)
@@ -260,13 +323,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       'lease-ms': { type: 'string', default: '1000' },
       'every-s': { type: 'string', default: '60' },
       out: { type: 'string' },
-      /** glibc's MALLOC_ARENA_MAX for the daemons (README's deployment advice); default: the environment's. */
+      /** The allocator variables given to `start` (one process, as the service units run it), not left to it. */
+      'allocator-given': { type: 'boolean', default: false },
+      /** With --allocator-given: glibc's MALLOC_ARENA_MAX for the daemons; default: lib/cli/allocator-env.ts's. */
       'malloc-arena-max': { type: 'string' }
     }
   })
   if (values['malloc-arena-max'] !== undefined) process.env.MALLOC_ARENA_MAX = values['malloc-arena-max']
   const log = (l: string): void => void process.stderr.write(`[memory ${new Date().toISOString().slice(11, 19)}] ${l}\n`)
-  const r = await idleDaemons({ minutes: Number(values.minutes), leaseMs: Number(values['lease-ms']), everyS: Number(values['every-s']), log })
+  const r = await idleDaemons({ minutes: Number(values.minutes), leaseMs: Number(values['lease-ms']), everyS: Number(values['every-s']), log, asReadme: values['allocator-given'] !== true })
   const file = values.out ?? fileURLToPath(new URL(`../../bench/results/memory-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url))
   mkdirSync(join(file, '..'), { recursive: true })
   const meta = { startedAt: new Date().toISOString(), node: process.version, mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null }

@@ -10,7 +10,7 @@ import { waitFor } from './cluster.js'
 import { ALLOCATOR_ENV } from '../../lib/cli/allocator-env.js'
 import { call } from '../../lib/daemon/control-client.js'
 import { storagePaths } from '../../lib/daemon/storage-lock.js'
-import type { DaemonStatus } from '../../lib/daemon/daemon.js'
+import type { DaemonStatus } from '../../lib/daemon/daemon-status.js'
 
 export const BIN = fileURLToPath(new URL('../../bin/autolease.js', import.meta.url))
 
