@@ -121,6 +121,16 @@ export interface DaemonOptions {
   logger: Logger
 }
 
+/** The merge queue's parts of a daemon (webhook intake, secrets, reads, the holder's worker, the forge clients and their call timeout). */
+interface QueueParts {
+  webhooks: WebhookServer | null
+  secrets: WebhookSecrets | null
+  queue: QueueReads | null
+  worker: HolderWorker | null
+  forge: TenantForges | null
+  forgeTimeoutMs: number
+}
+
 export class Daemon extends ReadyResource {
   readonly config: ElectionConfig
   private readonly opts: DaemonOptions
@@ -133,12 +143,8 @@ export class Daemon extends ReadyResource {
   private control: ControlServer | null = null
   private console: ConsoleServer | null = null
   private metrics: Metrics | null = null
-  private webhooks: WebhookServer | null = null
-  private secrets: WebhookSecrets | null = null
-  private queue: QueueReads | null = null
-  private worker: HolderWorker | null = null
-  private forge: TenantForges | null = null
-  private forgeTimeoutMs = 0
+  /** The merge queue's parts: each null where it is not configured. */
+  private readonly queueParts: QueueParts = { webhooks: null, secrets: null, queue: null, worker: null, forge: null, forgeTimeoutMs: 0 }
   private capabilities: Capabilities | null = null
   private names: DeviceNames | null = null
   private fatalError: Error | null = null
@@ -158,7 +164,7 @@ export class Daemon extends ReadyResource {
 
   /** The webhook intake's port (after ready), or null without intake. */
   get webhookPort(): number | null {
-    return this.webhooks?.port ?? null
+    return this.queueParts.webhooks?.port ?? null
   }
 
   override async _open(): Promise<void> {
@@ -175,7 +181,7 @@ export class Daemon extends ReadyResource {
     // The stack first: nothing opens on a hypercore or autobase without the pinned fixes.
     assertPatchedStack()
     // Secrets first: a bad file is refused before anything else starts.
-    if (this.opts.webhookSecretsFile && this.opts.webhookPort != null) this.secrets = WebhookSecrets.load(this.opts.webhookSecretsFile)
+    if (this.opts.webhookSecretsFile && this.opts.webhookPort != null) this.queueParts.secrets = WebhookSecrets.load(this.opts.webhookSecretsFile)
     // The patched UDX where it fits (udx-transport.ts); a bad AUTOLEASE_UDX is refused here too.
     const transport = chooseUdxTransport(process.env)
 
@@ -199,7 +205,7 @@ export class Daemon extends ReadyResource {
     logIntentLogEvents(log, this.logger, (err) => this.fatal(err))
     log.on('stalled', (d: { stalledMs: number }) => (this.stall = { since: systemClock.now() - d.stalledMs, indexed: log.base.indexedLength }))
     await log.ready()
-    this.queue = new QueueReads(log)
+    this.queueParts.queue = new QueueReads(log)
     const names = new DeviceNames(log, group.name ?? null)
     this.names = names
     names.on('named', ({ name }) => this.logger.info({ name }, 'device named'))
@@ -218,8 +224,8 @@ export class Daemon extends ReadyResource {
 
     // The worker needs the elector, the elector the capabilities: decide whether this device has a forge first.
     const { forge, forgeError, Worker } = await this.loadForge()
-    this.forge = forge
-    const queue = this.queue
+    this.queueParts.forge = forge
+    const queue = this.queueParts.queue
     const capabilities = new Capabilities({
       log,
       forge: forge !== null,
@@ -242,7 +248,7 @@ export class Daemon extends ReadyResource {
     this.pairing = new PairingHost(log, this.swarm.swarm)
     await this.pairing.ready()
 
-    if (forge !== null && Worker !== null && this.opts.forge !== undefined) this.startWorker(Worker, log, elector, this.queue, forge, this.opts.forge)
+    if (forge !== null && Worker !== null && this.opts.forge !== undefined) this.startWorker(Worker, log, elector, this.queueParts.queue, forge, this.opts.forge)
 
     const leases = new NamedLeases(log, { onconfirm: (op, ms) => this.metrics?.confirmLatency.observe({ op }, ms / 1000) })
     this.control = new ControlServer(paths.socket)
@@ -251,7 +257,7 @@ export class Daemon extends ReadyResource {
       elector,
       leases,
       pairing: this.pairing,
-      queue: this.queue,
+      queue: this.queueParts.queue,
       runs: this.runs,
       config: this.config,
       names,
@@ -280,10 +286,10 @@ export class Daemon extends ReadyResource {
       await this.console.ready()
     }
 
-    if (this.secrets !== null && this.opts.webhookPort != null) await this.openWebhooks(log, this.secrets, this.opts.webhookPort)
+    if (this.queueParts.secrets !== null && this.opts.webhookPort != null) await this.openWebhooks(log, this.queueParts.secrets, this.opts.webhookPort)
     if (this.opts.metricsPort != null) await this.openMetrics(log, elector, capabilities, this.opts.metricsPort)
     this.logger.info(
-      { key: encodeKey(log.key), self: log.self, name: group.name ?? null, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.webhooks ? { webhookPort: this.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
+      { key: encodeKey(log.key), self: log.self, name: group.name ?? null, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.queueParts.webhooks ? { webhookPort: this.queueParts.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
       'started'
     )
   }
@@ -310,11 +316,11 @@ export class Daemon extends ReadyResource {
 
   /** The webhook intake: verified deliveries appended as event ops (lib/queue/intake/webhook-server.ts). */
   private async openWebhooks(log: IntentLog, secrets: WebhookSecrets, port: number): Promise<void> {
-    const queue = this.queue!
+    const queue = this.queueParts.queue!
     // Deliveries that arrive while an append runs share the next append, packed into as few log nodes as fit.
     const grouped = new GroupAppend<EventOp>((events) => log.appendEvents(events))
     const { WebhookServer } = await import('../queue/intake/webhook-server.js')
-    this.webhooks = new WebhookServer({
+    this.queueParts.webhooks = new WebhookServer({
       port,
       ...(this.opts.webhookHost ? { host: this.opts.webhookHost } : {}),
       secrets,
@@ -324,17 +330,17 @@ export class Daemon extends ReadyResource {
         append: async (op) => void (await grouped.append(op))
       },
       // A device with forge credentials refuses strangers' comment commands before they become ops (one permission read per user and window).
-      ...(this.forge !== null ? { permissions: (await import('../queue/holder/comment-commands.js')).commandPermissionRead(this.forge) } : {}),
+      ...(this.queueParts.forge !== null ? { permissions: (await import('../queue/holder/comment-commands.js')).commandPermissionRead(this.queueParts.forge) } : {}),
       onanswer: webhookAnswerHandler(this.logger, () => this.metrics),
       health: () => this.health()
     })
-    await this.webhooks.ready()
+    await this.queueParts.webhooks.ready()
   }
 
   /** The Prometheus endpoint (prom-client is loaded only with a metrics port). */
   private async openMetrics(log: IntentLog, elector: Elector, capabilities: Capabilities, port: number): Promise<void> {
     const swarm = this.swarm!
-    const queue = this.queue!
+    const queue = this.queueParts.queue!
     const { Metrics } = await import('./metrics.js')
     this.metrics = new Metrics(
       {
@@ -342,9 +348,9 @@ export class Daemon extends ReadyResource {
         capable: () => capabilities.state().capable,
         epoch: () => elector.status().confirmed?.epoch ?? 0,
         peers: () => swarm.peers,
-        forgeRateLimit: () => this.forge?.rateLimit() ?? null,
+        forgeRateLimit: () => this.queueParts.forge?.rateLimit() ?? null,
         health: () => this.health(),
-        forgeLanes: () => this.forge?.lanes() ?? [],
+        forgeLanes: () => this.queueParts.forge?.lanes() ?? [],
         rejected: () => log.rejected('confirmed'),
         devices: async () => (await log.writers('tip')).filter((w) => !w.removed).map((w) => ({ key: w.key, name: this.names?.nameOf(w.key) ?? null, self: w.key === log.self })),
         queues: async () => {
@@ -363,8 +369,8 @@ export class Daemon extends ReadyResource {
 
   /** The holder's merge-queue worker: acts only while this device holds (worker.ts). */
   private startWorker(Worker: typeof HolderWorker, log: IntentLog, elector: Elector, queue: QueueReads, forge: TenantForges, config: GitHubForgeConfig): void {
-    this.forgeTimeoutMs = config.timeoutMs ?? 10_000
-    this.worker = new Worker({
+    this.queueParts.forgeTimeoutMs = config.timeoutMs ?? 10_000
+    this.queueParts.worker = new Worker({
       log,
       reads: queue,
       elector,
@@ -383,13 +389,13 @@ export class Daemon extends ReadyResource {
         inflight: (delta) => this.metrics?.forgeInflight.inc(delta)
       }
     })
-    this.worker.start()
+    this.queueParts.worker.start()
   }
 
   override async _close(): Promise<void> {
-    if (this.worker) await this.worker.stop(0)
+    if (this.queueParts.worker) await this.queueParts.worker.stop(0)
     if (this.metrics) await this.metrics.close()
-    if (this.webhooks) await this.webhooks.close()
+    if (this.queueParts.webhooks) await this.queueParts.webhooks.close()
     if (this.console) await this.console.close()
     if (this.control) await this.control.close()
     if (this.pairing) await this.pairing.close()
@@ -403,9 +409,9 @@ export class Daemon extends ReadyResource {
 
   /** Re-read the webhook secrets file (SIGHUP); a bad file keeps the old secrets and is logged. */
   reloadSecrets(): void {
-    if (this.secrets === null) return
-    const err = this.secrets.reload()
-    if (err === null) this.logger.info({ file: this.secrets.path, tenants: this.secrets.tenants() }, 'webhook secrets reloaded')
+    if (this.queueParts.secrets === null) return
+    const err = this.queueParts.secrets.reload()
+    if (err === null) this.logger.info({ file: this.queueParts.secrets.path, tenants: this.queueParts.secrets.tenants() }, 'webhook secrets reloaded')
     else this.logger.error({ err: err.message }, 'webhook secrets not reloaded; keeping the previous ones')
   }
 
@@ -507,10 +513,10 @@ export class Daemon extends ReadyResource {
     const [idle, settled] = await Promise.all([
       this.runs.idle(deadline === null ? 0 : deadline - systemClock.now(), since),
       // A forge call in flight finishes (bounded by its timeout) and its ending is recorded before the release.
-      this.worker === null ? true : this.worker.drain(this.forgeTimeoutMs + 1_000)
+      this.queueParts.worker === null ? true : this.queueParts.worker.drain(this.queueParts.forgeTimeoutMs + 1_000)
     ])
     if (!idle) this.logger.warn({ running: this.runs.running }, 'a run child did not report stopping before the deadline; releasing now (its runner kills it by then)')
-    if (!settled) this.logger.warn({ timeoutMs: this.forgeTimeoutMs }, 'a forge call did not finish; releasing now (the next holder re-reads the forge)')
+    if (!settled) this.logger.warn({ timeoutMs: this.queueParts.forgeTimeoutMs }, 'a forge call did not finish; releasing now (the next holder re-reads the forge)')
   }
 
   /**
@@ -563,10 +569,10 @@ export class Daemon extends ReadyResource {
   }
 
   private forgeStatus(): DaemonStatus['forge'] {
-    if (this.forge === null) return null
-    const r = this.forge.rateLimit()
-    const covers = this.forge.describe()
-    const lanes = this.forge.lanes().map((l) => ({ credential: l.credential, waiting: { ...l.waiting }, inFlight: l.inFlight, reads: l.reads, pausedUntil: l.pausedUntil }))
+    if (this.queueParts.forge === null) return null
+    const r = this.queueParts.forge.rateLimit()
+    const covers = this.queueParts.forge.describe()
+    const lanes = this.queueParts.forge.lanes().map((l) => ({ credential: l.credential, waiting: { ...l.waiting }, inFlight: l.inFlight, reads: l.reads, pausedUntil: l.pausedUntil }))
     return { tenants: covers.tenants, default: covers.default, rateLimit: r === null ? null : { limit: r.limit, remaining: r.remaining, used: r.used, resetAt: r.resetAt, resource: r.resource }, lanes }
   }
 
@@ -584,11 +590,11 @@ export class Daemon extends ReadyResource {
       expiresInMs: st.expiresInMs === null ? null : Math.round(st.expiresInMs)
     }
     const queues: DaemonStatus['queues'] = []
-    for (const r of await orEmpty(this.queue!.repos('tip'))) {
-      const s = await this.queue!.state(r.tenant, r.repo, 'tip')
-      const freeze = await this.queue!.freeze(r.tenant, r.repo, 'tip')
+    for (const r of await orEmpty(this.queueParts.queue!.repos('tip'))) {
+      const s = await this.queueParts.queue!.state(r.tenant, r.repo, 'tip')
+      const freeze = await this.queueParts.queue!.freeze(r.tenant, r.repo, 'tip')
       const frozen = freeze === null ? null : freeze.exceptLabel !== undefined ? `label ${freeze.exceptLabel}` : 'hotfix priority'
-      const flag = await this.queue!.flag(r.tenant, r.repo, 'tip')
+      const flag = await this.queueParts.queue!.flag(r.tenant, r.repo, 'tip')
       queues.push({ tenant: r.tenant, repo: r.repo, queueLength: s.queueLength, events: s.events, paused: r.paused, frozen, flag: flag === null ? null : { flag: flag.flag, detail: flag.detail } })
     }
     return {
@@ -607,11 +613,11 @@ export class Daemon extends ReadyResource {
       leaseMs: this.config.leaseMs,
       killLeadMs: this.config.killLeadMs,
       queues,
-      webhookPort: this.webhooks?.port ?? null,
+      webhookPort: this.queueParts.webhooks?.port ?? null,
       runners: this.runs.attached,
       forcedAcks: log.forcedAcks,
       log: { length: log.base.length, indexed: log.base.indexedLength, signed: log.base.signedLength, own: log.own },
-      worker: this.worker === null ? null : { epoch: this.worker.epoch, inFlight: this.worker.inFlight },
+      worker: this.queueParts.worker === null ? null : { epoch: this.queueParts.worker.epoch, inFlight: this.queueParts.worker.inFlight },
       forge: this.forgeStatus(),
       capability: this.capabilities!.state(),
       name: this.names!.state().name,
