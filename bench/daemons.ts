@@ -49,6 +49,8 @@ import { Owned, cpuMs, rssBytes } from './procs.js'
 import { dirBytes, jitter, now, sleep } from './util.js'
 
 const BIN = fileURLToPath(new URL('../bin/autolease.js', import.meta.url))
+/** The installed command (package.json's `bin`): what README's `autolease start` runs. */
+const LAUNCHER = fileURLToPath(new URL('../../bin/autolease', import.meta.url))
 /**
  * The CLI as this run starts it: a symlink to dist/bin/autolease.js in the run's temp dir. On this shared
  * machine another user's cleanup (`pkill -f "autolease.js (start|testnet)"`) SIGTERMed the benchmark's
@@ -208,8 +210,8 @@ export interface DaemonsOptions {
 
 /**
  * The environment a daemon starts with. As README says (`asReadme`): the
- * bench's own environment without the allocator variables, so `start` sets
- * them by starting itself again, as it does for a user. Otherwise the
+ * bench's own environment without the allocator variables, as a user's
+ * shell has it (the `autolease` command gives `start` them). Otherwise the
  * variables are given and the daemon is one process (the pid timed and
  * signalled is the daemon's); AUTOLEASE_NO_REEXEC=1 measures glibc's
  * defaults, also in one process.
@@ -270,7 +272,7 @@ export class Daemon {
     return this.proc?.pid
   }
 
-  /** The process doing the daemon's work: the pid its log lines name (the second process when `start` started itself again), else the first. */
+  /** The process doing the daemon's work: the pid its log lines name (a second process where `start` started itself again), else the one started. */
   get workPid(): number | undefined {
     return this.loggedPid ?? this.proc?.pid
   }
@@ -282,10 +284,12 @@ export class Daemon {
     this.incarnation++
     const inc = this.incarnation
     const g = this.group
-    const proc = g.owned.spawn(process.execPath, [
-      // BENCH_DAEMON_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" profiles every daemon (written on a graceful exit).
-      ...(process.env.BENCH_DAEMON_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? []),
-      cli,
+    // As README says: the `autolease` command (bin/autolease), which gives `start` the allocator settings and execs node.
+    // Otherwise node and the CLI's file, with BENCH_DAEMON_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" to profile every
+    // daemon (written on a graceful exit).
+    const command = g.asReadme ? [LAUNCHER] : [process.execPath, ...(process.env.BENCH_DAEMON_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? []), cli]
+    const proc = g.owned.spawn(command[0]!, [
+      ...command.slice(1),
       'start',
       '--storage',
       this.dir,

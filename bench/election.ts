@@ -336,7 +336,7 @@ async function main(): Promise<void> {
         console:
           "3 real daemons, device 0 with --webhook-port and --http-port; the fake forge opens 200 labelled PRs whose signed webhooks fill device 0's queue (200 entries) and rings (events 100, audit 200); no forge config, so nothing leaves; signed in with a one-time code and its cookie, 200 sequential GETs of /api/console (every panel's data: what a page loads) and of /api/queue, each send -> last byte at the client (node fetch, keep-alive)",
         memory: 'in-process: fresh child process per N: process.memoryUsage() after forced GC, before opening and after N devices elected and idled; real daemons: VmRSS of each daemon after its idle window',
-        memoryDaemons: 'real daemons (memory-daemons): 3 `autolease start` processes started as README says (no probe, no node flags, no allocator variables: each runs the daemon in a second process with them), idle at leaseMs 1000; every 60 s the daemon process\'s VmRSS (RssAnon / RssFile from /proc/<pid>/status), its Pss and the first process\'s (smaps_rollup), and its storage directory\'s apparent bytes, RocksDB WAL included and apart'
+        memoryDaemons: 'real daemons (memory-daemons): 3 `autolease start` processes started as README says (`autolease start`: the command gives the allocator variables; no probe, no node flags), idle at leaseMs 1000; every 60 s the daemon process\'s VmRSS (RssAnon / RssFile from /proc/<pid>/status), its Pss (smaps_rollup), and its storage directory\'s apparent bytes, RocksDB WAL included and apart'
       }
     },
     summary: [],

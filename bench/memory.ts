@@ -10,11 +10,11 @@
  *
  * Real daemons idle (`idleDaemons`): three `autolease start` processes
  * started as README says (bench/daemons.ts withDaemonGroup: local DHT,
- * init / invite / join; no probe, no extra node flags, no allocator
- * variables: `start` runs the daemon in a second process with them) idle
+ * init / invite / join; the `autolease` command, bin/autolease, which
+ * gives `start` the allocator variables; no probe, no extra node flags) idle
  * at leaseMs 1000; every minute, the daemon process's VmRSS (and its
  * anonymous / file-backed split, from /proc/<pid>/status), its Pss and the
- * first process's (smaps_rollup), and its storage directory's bytes,
+ * first process's where there are two (smaps_rollup), and its storage directory's bytes,
  * write-ahead log included (and apart); per daemon the minutes 10-20 means
  * against the tuned figures (TUNED). `npm run bench` runs it for
  * --memory-min minutes (default 5; --quick: only with `--only
@@ -161,7 +161,7 @@ export interface IdleDaemonSample {
   device: string
   /** The process doing the daemon's work (the pid in its log lines). null: the daemon is gone. */
   memory: ProcMemory | null
-  /** The first process, when `start` started itself again with the allocator settings (null: one process). */
+  /** The first process, where `start` started itself again with the allocator settings (null: one process). */
   launcher: ProcMemory | null
   cpuMs: number | null
   disk: StorageBytes
@@ -197,9 +197,9 @@ function slope(points: Array<[number, number]>): number | null {
 }
 
 /**
- * Three daemons idle. `asReadme` (the default): started as README says, no
- * allocator variables in their environment, so each `start` runs the daemon
- * in a second process with them; both processes are read.
+ * Three daemons idle. `asReadme` (the default): started as README says, by
+ * the `autolease` command with no allocator variables in the environment
+ * (the command sets them); else node runs the CLI with them given.
  */
 export async function idleDaemons(opts: { minutes: number; leaseMs?: number; everyS?: number; log: (l: string) => void; extraArgs?: string[]; asReadme?: boolean }): Promise<IdleDaemonsResult> {
   const leaseMs = opts.leaseMs ?? 1000
@@ -302,7 +302,7 @@ export function renderIdleDaemons(r: IdleDaemonsResult): string {
   })
   const head = ['min', ...devices.map((d) => `${d} RSS`), ...devices.map((d) => `${d} anon`), ...devices.map((d) => `${d} Pss`), ...devices.map((d) => `${d} disk (wal)`)]
   const out = [
-    `real daemons idle: 3 daemons at leaseMs ${r.leaseMs}, ${r.minutes} min, a reading every ${r.everyS} s, ${r.asReadme ? 'started as README says (no allocator variables given: `start` runs the daemon in a second process with them)' : 'the allocator variables given (one process)'} ` +
+    `real daemons idle: 3 daemons at leaseMs ${r.leaseMs}, ${r.minutes} min, a reading every ${r.everyS} s, ${r.asReadme ? 'started as README says (`autolease start`: the command gives the allocator variables)' : 'node and the CLI, the allocator variables given'} ` +
       '(MiB; RSS = VmRSS of the process doing the work, anon = its anonymous part, the rest is file-backed: node and native libraries, shared between daemons; Pss from smaps_rollup, + the first process\'s when there are two)',
     table(head, rows, ['r']),
     ...r.perDaemon.map(
@@ -323,7 +323,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       'lease-ms': { type: 'string', default: '1000' },
       'every-s': { type: 'string', default: '60' },
       out: { type: 'string' },
-      /** The allocator variables given to `start` (one process, as the service units run it), not left to it. */
+      /** node runs the CLI with the allocator variables given (as the service units run it), not the `autolease` command. */
       'allocator-given': { type: 'boolean', default: false },
       /** With --allocator-given: glibc's MALLOC_ARENA_MAX for the daemons; default: lib/cli/allocator-env.ts's. */
       'malloc-arena-max': { type: 'string' }

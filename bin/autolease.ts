@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * The autolease CLI's entry: V8's heap bounds first (lib/daemon/v8-heap.ts),
+ * The autolease CLI's entry (bin/autolease, the installed command, execs
+ * node on it): V8's heap bounds first (lib/daemon/v8-heap.ts),
  * then, for `start` without glibc's malloc settings, the same command again
  * in a child that has them (lib/cli/allocator-env.ts: this process then
  * loads nothing more), else the CLI itself (bin/cli.ts) by a dynamic

@@ -1,9 +1,11 @@
 /**
- * glibc's malloc settings for the daemon, which it applies to itself.
- * glibc reads them only at process start, and node cannot call mallopt(),
- * so `autolease start` run without them starts itself again with them (a
- * child with the same node flags, argv and stdio) and the first process
- * only passes signals in and the exit out. Measured idle: ~20 MiB RSS less
+ * glibc's malloc settings for the daemon. glibc reads them only at process
+ * start, and node cannot call mallopt(). The installed `autolease` command
+ * (bin/autolease, a shell script) exports them for `start` and execs node:
+ * one process. `start` run by node directly without them (`node
+ * dist/bin/autolease.js start`) starts itself again with them (a child with
+ * the same node flags, argv and stdio), and the first process only passes
+ * signals in and the exit out. Measured idle: ~20 MiB RSS less
  * (docs/operations.md, "Memory and disk").
  *
  * Invariants:

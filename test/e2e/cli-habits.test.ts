@@ -9,9 +9,11 @@
  */
 import test from 'brittle'
 import tmp from 'test-tmp'
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { createInterface } from 'node:readline'
-import type { ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { Procs, cli, formGroup, waitStatuses } from '../helpers/cli-harness.js'
 import { waitFor } from '../helpers/cluster.js'
 import { ALLOCATOR_ENV, NO_REEXEC_ENV } from '../../lib/cli/allocator-env.js'
@@ -152,7 +154,7 @@ function alive(pid: number): boolean {
   }
 }
 
-test('start gives the daemon its allocator settings; an opt-out and a user value are kept; signals and exit pass through', { timeout: 180_000 }, async (t) => {
+test('start run by node directly gives the daemon its allocator settings in a child; an opt-out and a user value are kept; signals and exit pass through', { timeout: 180_000 }, async (t) => {
   t.ok(typeof (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime === 'string', 'this test runs on glibc (the settings are glibc\'s)')
   const procs = new Procs(t)
   const dir = await tmp(t)
@@ -175,7 +177,8 @@ test('start gives the daemon its allocator settings; an opt-out and a user value
     return { proc, pid, end }
   }
 
-  // As users run it: the daemon is a child with the three settings; SIGTERM to the first stops it gracefully, exit 0.
+  // Run as `node dist/bin/autolease.js start` (not through the installed command, next test): the daemon is a child
+  // with the three settings; SIGTERM to the first stops it gracefully, exit 0.
   const plain = await start(userEnv())
   t.not(plain.pid, plain.proc.pid, 'the daemon runs in a child of the process started')
   const childEnv = environ(plain.pid)
@@ -206,6 +209,69 @@ test('start gives the daemon its allocator settings; an opt-out and a user value
   const optOut = await start(userEnv({ [NO_REEXEC_ENV]: '1' }))
   t.is(optOut.pid, optOut.proc.pid, `${NO_REEXEC_ENV}=1: the daemon is the process started`)
   t.absent(Object.keys(environ(optOut.pid)).some((k) => k in ALLOCATOR_ENV), 'and runs without the settings')
+  optOut.proc.kill('SIGTERM')
+  t.is((await optOut.end).code, 0, 'and stops with exit 0')
+})
+
+/** The installed command: bin/autolease, what package.json's `bin` names and npm links onto PATH. */
+const LAUNCHER = fileURLToPath(new URL('../../../bin/autolease', import.meta.url))
+
+test('the installed command (bin/autolease, linked as npm links it) gives start the allocator settings in one process', { timeout: 180_000 }, async (t) => {
+  // Its values are ALLOCATOR_ENV's (the service units and the node fallback use those).
+  const script = readFileSync(LAUNCHER, 'utf8')
+  const given = Object.fromEntries([...script.matchAll(/^\s*(MALLOC_\w+)=\$\{\1:-(\d+)\}$/gm)].map((m) => [m[1]!, m[2]!]))
+  t.alike(given, ALLOCATOR_ENV, 'the launcher sets exactly ALLOCATOR_ENV')
+
+  // A link to a link to it, as `npm link` leaves it (prefix/bin -> lib/node_modules/autolease -> the package).
+  const where = await tmp(t)
+  mkdirSync(join(where, 'pkg'))
+  symlinkSync(LAUNCHER, join(where, 'pkg', 'autolease'))
+  mkdirSync(join(where, 'bin'))
+  symlinkSync('../pkg/autolease', join(where, 'bin', 'autolease'))
+  const command = join(where, 'bin', 'autolease')
+  const version = await new Promise<string>((resolve) => {
+    let out = ''
+    const p = spawn(command, ['--version'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    p.stdout!.on('data', (d: Buffer) => (out += d.toString()))
+    p.on('close', () => resolve(out.trim()))
+  })
+  t.is(version, (JSON.parse(readFileSync(fileURLToPath(new URL('../../../package.json', import.meta.url)), 'utf8')) as { version: string }).version, 'through the links it runs the CLI (--version)')
+
+  const procs = new Procs(t)
+  const dir = await tmp(t)
+  const bootstrap = await procs.testnet()
+  t.is((await cli(['init', '--storage', dir])).code, 0, 'init')
+  const args = ['start', '--storage', dir, '--bootstrap', bootstrap, '--host', '127.0.0.1', '--lease-ms', '2000']
+  const start = async (env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; pid: number; end: Promise<Ended> }> => {
+    const proc = procs.spawn(args, { env, command })
+    const end = ended(proc)
+    let pid = 0
+    createInterface({ input: proc.stdout! }).on('line', (l) => {
+      try {
+        const line = JSON.parse(l) as { msg?: string; pid?: number }
+        if (line.msg === 'started' && typeof line.pid === 'number') pid = line.pid
+      } catch {}
+    })
+    await waitFor(() => pid !== 0, 60_000, 'the daemon to start')
+    return { proc, pid, end }
+  }
+
+  const plain = await start(userEnv())
+  t.is(plain.pid, plain.proc.pid, 'one process: the daemon is the process started')
+  const env = environ(plain.pid)
+  for (const [k, v] of Object.entries(ALLOCATOR_ENV)) t.is(env[k], v, `it has ${k}=${v}`)
+  plain.proc.kill('SIGTERM')
+  t.is((await plain.end).code, 0, 'SIGTERM: stopped gracefully, exit 0')
+
+  const own = await start(userEnv({ MALLOC_ARENA_MAX: '4' }))
+  t.is(environ(own.pid).MALLOC_ARENA_MAX, '4', "the user's MALLOC_ARENA_MAX is kept")
+  t.is(environ(own.pid).MALLOC_MMAP_THRESHOLD_, ALLOCATOR_ENV.MALLOC_MMAP_THRESHOLD_, 'the missing ones are filled in')
+  own.proc.kill('SIGTERM')
+  await own.end
+
+  const optOut = await start(userEnv({ [NO_REEXEC_ENV]: '1' }))
+  t.is(optOut.pid, optOut.proc.pid, `${NO_REEXEC_ENV}=1: one process`)
+  t.absent(Object.keys(environ(optOut.pid)).some((k) => k in ALLOCATOR_ENV), 'without the settings')
   optOut.proc.kill('SIGTERM')
   t.is((await optOut.end).code, 0, 'and stops with exit 0')
 })

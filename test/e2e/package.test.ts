@@ -127,7 +127,7 @@ test('the package: packed, installed as a dependency and globally, it runs its p
   const tarball = join(work, info!.filename)
   const paths = info!.files.map((f) => f.path)
   t.comment(`tarball ${info!.filename}: ${info!.size} bytes, ${info!.entryCount} files, ${info!.unpackedSize} bytes unpacked`)
-  for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/bin/autolease.js', 'dist/dev/demo/demo.js', 'dist/node_modules/hypercore/lib/session-state.js', 'dist/node_modules/autobase/lib/apply-state.js', 'dist/node_modules/corestore/index.js', 'types/corestore/index.d.ts', 'vendor/udx-native/prebuilds/linux-x64/udx-native.node', 'vendor/udx-native/lib/udx.js']) {
+  for (const needed of ['bin/autolease', 'dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/bin/autolease.js', 'dist/dev/demo/demo.js', 'dist/node_modules/hypercore/lib/session-state.js', 'dist/node_modules/autobase/lib/apply-state.js', 'dist/node_modules/corestore/index.js', 'types/corestore/index.d.ts', 'vendor/udx-native/prebuilds/linux-x64/udx-native.node', 'vendor/udx-native/lib/udx.js']) {
     t.ok(paths.includes(needed), `the tarball holds ${needed}`)
   }
   const unwanted = paths.filter((p) => /(^|\/)(test|bench|examples|scripts|patches|\.ci)\//.test(p.replace(/^dist\/node_modules\/.*/, '')) || p.endsWith('.map') || (p.endsWith('.ts') && !p.endsWith('.d.ts')))

@@ -60,8 +60,10 @@ export class Procs {
    * that `start` runs as one process (it does not start again as a child:
    * lib/cli/allocator-env.ts) and the pid a test signals is the daemon's.
    */
-  spawn(args: string[], opts: { env?: NodeJS.ProcessEnv; stderr?: 'pipe' | 'ignore' } = {}): ChildProcess {
-    const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe'], env: opts.env ?? { ...ALLOCATOR_ENV, ...process.env } })
+  spawn(args: string[], opts: { env?: NodeJS.ProcessEnv; stderr?: 'pipe' | 'ignore'; command?: string } = {}): ChildProcess {
+    // `command`: an executable that is the CLI (the installed `autolease`, bin/autolease), instead of node and BIN.
+    const [file, first] = opts.command !== undefined ? [opts.command, []] : [process.execPath, [BIN]]
+    const proc = spawn(file, [...first, ...args], { stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe'], env: opts.env ?? { ...ALLOCATOR_ENV, ...process.env } })
     this.all.add(proc)
     proc.on('exit', () => this.all.delete(proc))
     return proc
