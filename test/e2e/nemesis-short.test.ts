@@ -32,6 +32,7 @@ interface Summary {
   holderIntervals: number
   failovers: number
   eventsApplied: number
+  eventsUnsent: number
   deliveriesStored: number
   tempRoot: string
   wallSeconds: number
@@ -63,7 +64,10 @@ test('a short seeded nemesis run: every promised fault kind exercised, no violat
     if (skipped !== undefined) t.pass(`${kind} left out, and said so: ${skipped}`)
     else t.ok((s.faults[kind] ?? 0) >= 1, `${kind} exercised (${s.faults[kind] ?? 0})`)
   }
-  t.ok(s.eventsApplied > 0 && s.eventsApplied === s.deliveriesStored, `every stored delivery applied (${s.eventsApplied} of ${s.deliveriesStored})`)
+  // Each stored delivery applied exactly once on every device is the checker's (lost-event, duplicated-event, above).
+  // More applied than stored is allowed: a kill, stop or cut after the append loses the 202, not the event.
+  t.ok(s.deliveriesStored > 0 && s.eventsApplied >= s.deliveriesStored, `every stored delivery applied (${s.eventsApplied} applied, ${s.deliveriesStored} answered 2xx)`)
+  t.is(s.eventsUnsent, 0, 'and nothing applied that no delivery carried')
 
   // Nothing of the run is left: its temp root, its processes, its namespaces (and with them their rules).
   t.absent(existsSync(s.tempRoot), `its temp root ${s.tempRoot} is gone`)

@@ -150,6 +150,12 @@ export interface CheckSummary {
   deliveriesStored: number
   /** Distinct deliveries in the first readable final view. */
   eventsApplied: number
+  /**
+   * Of those, how many no delivery attempt carried (an event nobody sent: 0).
+   * Applied but never answered 2xx is allowed: a fault can cut the answer
+   * after the append (the sender then redelivers, and dedup holds it once).
+   */
+  eventsUnsent: number
   /** The harness's faults by kind. */
   faults: Record<string, number>
   violations: number
@@ -201,6 +207,7 @@ export function checkHistory(history: History, options: Partial<CheckOptions> = 
     deliveries: history.deliveries.length,
     deliveriesStored: [...stored.values()].reduce((n, ids) => n + ids.size, 0),
     eventsApplied: firstView === undefined ? 0 : Object.values(firstView.applied).reduce((n, ids) => n + new Set(ids).size, 0),
+    eventsUnsent: firstView === undefined ? 0 : unsent(history, firstView.applied),
     faults,
     violations: violations.length,
     violationsByKind: byKind
@@ -401,6 +408,12 @@ function checkMerges(history: History, opts: CheckOptions, report: Report, t: At
     const gate = gateAt(history, repo, m.sha, m.time)
     if (!gate.passed) report('merge-ungated', `${key} merged at ${t(m.time)} at head ${short(m.sha)} whose gate had not passed: ${gate.why}`, m.time)
   }
+}
+
+/** Distinct applied deliveries (per scope, as a final view lists them) that no delivery attempt carried. */
+function unsent(history: History, applied: Record<string, string[]>): number {
+  const sent = new Set(history.deliveries.map((d) => d.id))
+  return Object.values(applied).reduce((n, ids) => n + [...new Set(ids)].filter((id) => !sent.has(id)).length, 0)
 }
 
 /** Distinct stored deliveries (answered 2xx, not ignored) per scope. */
