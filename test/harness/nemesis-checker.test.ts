@@ -425,6 +425,7 @@ test('the clean history: intervals by the hold deadline, and the summary', (t) =
       deliveries: 9,
       deliveriesStored: 5,
       eventsApplied: 5,
+      eventsUnsent: 0,
       faults: { 'sigkill-daemon': 1 },
       violations: 0,
       violationsByKind: undefined
@@ -432,6 +433,14 @@ test('the clean history: intervals by the hold deadline, and the summary', (t) =
     'summary counts'
   )
   t.alike(Object.keys(r.summary.violationsByKind), [...VIOLATION_KINDS], 'every kind has a count in the summary (0 included)')
+  // An event applied everywhere whose answer a fault cut (status null) is applied, not stored, and no violation;
+  // an id no delivery carried counts as unsent.
+  const cut = clean()
+  const sent = cut.deliveries.find((d) => d.status !== null && d.status >= 200 && d.status <= 299 && d.ignored === null)!
+  cut.deliveries.push({ ...sent, id: 'd-cut', status: null })
+  for (const v of cut.finalViews) v.applied[SCOPE]!.push('d-cut', 'd-nobody')
+  const cr = checkHistory(cut)
+  t.alike([cr.ok, cr.summary.eventsApplied, cr.summary.deliveriesStored, cr.summary.eventsUnsent], [true, 7, 5, 1], 'applied without an answer: no violation; an id nobody sent: eventsUnsent')
   t.ok(formatReport(r).startsWith('nemesis check: no violations'), 'the printed verdict')
 
   // A SIGKILL ends the interval even before the deadline; a line read after the kill starts none that counts.
