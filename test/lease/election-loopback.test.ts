@@ -77,13 +77,16 @@ test('(c) graceful release: a standby is confirmed without waiting leaseMs', asy
   const next = await cluster.waitForHolder(WAIT_MS, others)
   const handoffMs = Date.now() - releasedAt
   mon.stop()
-  t.is(await confirmedEpoch(next), epoch + 1)
   t.is(mon.overlaps, 0, mon.report())
   // That the release (not expiry) handed over is in the history: timing alone cannot show it on a loaded
-  // machine. The time is printed; how fast is the bench's (handoff rows).
+  // machine. The time is printed; how fast is the bench's (handoff rows). Read from the history, not the
+  // holder's epoch now: on a loaded machine the next holder can itself lose a renew before this reads.
   const tenures = await next.log.tenures(SIGNER_LEASE, 'confirmed')
+  t.is(tenures[0]?.epoch, epoch, 'the released tenure first')
   t.is(tenures[0]?.ended, 'released', 'the first tenure ended by release')
+  t.is(tenures[1]?.epoch, epoch + 1, 'the next at epoch + 1')
   t.is(tenures[1]?.began, 'claimed', 'the standby claimed the free record (no takeover after expiry)')
+  t.ok(tenures[1] !== undefined && tenures[1].holder !== holder.log.self, 'by a standby')
   t.comment(`handoff in ${handoffMs} ms (leaseMs ${LEASE_MS})`)
   t.ok(holder.events.some((e) => e.msg === 'demoted' && e.reason === 'released'), 'the old holder logged its demotion')
 })
