@@ -20,7 +20,7 @@
  * --memory-min minutes (default 5; --quick: only with `--only
  * memory-daemons`, 2); 20 minutes or more:
  *
- *   npm run build && node dist/bench/memory.js --minutes 20 [--lease-ms 1000] [--every-s 60] [--allocator-given [--malloc-arena-max 2]]
+ *   npm run build && node dist/bench/memory.js --minutes 20 [--lease-ms 1000] [--every-s 60] [--allocator-given [--malloc-arena-max 2] | --side-by-side]
  *
  * which writes bench/results/memory-<time>.json and prints the table.
  */
@@ -134,6 +134,8 @@ interface ProcMemory {
   rssFile: number
   /** Proportional set size: each page shared with other processes (node's binary, the other daemons) counted as its share. */
   pss: number
+  /** Unique set size: the pages no other process maps (Private_Clean + Private_Dirty): what the process alone costs. */
+  uss: number
 }
 
 function procMemory(pid: number | undefined): ProcMemory | null {
@@ -142,7 +144,7 @@ function procMemory(pid: number | undefined): ProcMemory | null {
     const kb = (text: string, field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024
     const status = readFileSync(`/proc/${pid}/status`, 'utf8')
     const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
-    return { rss: kb(status, 'VmRSS'), rssAnon: kb(status, 'RssAnon'), rssFile: kb(status, 'RssFile'), pss: kb(rollup, 'Pss') }
+    return { rss: kb(status, 'VmRSS'), rssAnon: kb(status, 'RssAnon'), rssFile: kb(status, 'RssFile'), pss: kb(rollup, 'Pss'), uss: kb(rollup, 'Private_Clean') + kb(rollup, 'Private_Dirty') }
   } catch {
     return null
   }
@@ -254,6 +256,7 @@ export interface IdleDaemonMeans {
   to: number
   rssMiB: number
   pssMiB: number
+  ussMiB: number
   launcherPssMiB: number | null
   /** Within TUNED.within of the tuned RSS and Pss. */
   withinTuned: boolean
@@ -268,9 +271,10 @@ function perDaemon(samples: IdleDaemonSample[], minutes: number): IdleDaemonMean
     if (window.length === 0) return []
     const rssMiB = mean(window.map((s) => mib(s.memory!.rss)))
     const pssMiB = mean(window.map((s) => mib(s.memory!.pss)))
+    const ussMiB = mean(window.map((s) => mib(s.memory!.uss)))
     const launchers = window.filter((s) => s.launcher !== null).map((s) => mib(s.launcher!.pss))
     const near = (x: number, target: number): boolean => Math.abs(x - target) <= target * TUNED.within
-    return [{ device, from, to, rssMiB, pssMiB, launcherPssMiB: launchers.length > 0 ? mean(launchers) : null, withinTuned: near(rssMiB, TUNED.rssMiB) && near(pssMiB, TUNED.pssMiB) }]
+    return [{ device, from, to, rssMiB, pssMiB, ussMiB, launcherPssMiB: launchers.length > 0 ? mean(launchers) : null, withinTuned: near(rssMiB, TUNED.rssMiB) && near(pssMiB, TUNED.pssMiB) }]
   })
 }
 
@@ -307,7 +311,7 @@ export function renderIdleDaemons(r: IdleDaemonsResult): string {
     table(head, rows, ['r']),
     ...r.perDaemon.map(
       (m) =>
-        `  ${m.device}, minutes ${m.from}-${m.to} mean: RSS ${m.rssMiB.toFixed(1)} MiB, Pss ${m.pssMiB.toFixed(1)} MiB${m.launcherPssMiB === null ? '' : ` (+ ${m.launcherPssMiB.toFixed(1)} the first process)`}: ` +
+        `  ${m.device}, minutes ${m.from}-${m.to} mean: RSS ${m.rssMiB.toFixed(1)} MiB, Pss ${m.pssMiB.toFixed(1)} MiB, USS ${m.ussMiB.toFixed(1)} MiB${m.launcherPssMiB === null ? '' : ` (+ ${m.launcherPssMiB.toFixed(1)} the first process)`}: ` +
         `${m.withinTuned ? 'within' : 'NOT within'} ${TUNED.within * 100} % of the tuned ${TUNED.rssMiB} / ${TUNED.pssMiB} MiB`
     ),
     `  RSS growth over the second half (MiB/min, least squares): ${devices.map((d) => `${d} ${r.rssSlopeMiBPerMin[d]?.toFixed(2) ?? '-'}`).join(', ')}; elected/demoted lines during the run: ${r.roleLines}`
@@ -326,15 +330,18 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       /** node runs the CLI with the allocator variables given (as the service units run it), not the `autolease` command. */
       'allocator-given': { type: 'boolean', default: false },
       /** With --allocator-given: glibc's MALLOC_ARENA_MAX for the daemons; default: lib/cli/allocator-env.ts's. */
-      'malloc-arena-max': { type: 'string' }
+      'malloc-arena-max': { type: 'string' },
+      /** Two groups at once, on their own DHTs: three daemons as README says and three with the variables given (node and the CLI). */
+      'side-by-side': { type: 'boolean', default: false }
     }
   })
   if (values['malloc-arena-max'] !== undefined) process.env.MALLOC_ARENA_MAX = values['malloc-arena-max']
   const log = (l: string): void => void process.stderr.write(`[memory ${new Date().toISOString().slice(11, 19)}] ${l}\n`)
-  const r = await idleDaemons({ minutes: Number(values.minutes), leaseMs: Number(values['lease-ms']), everyS: Number(values['every-s']), log, asReadme: values['allocator-given'] !== true })
+  const run = (asReadme: boolean): Promise<IdleDaemonsResult> => idleDaemons({ minutes: Number(values.minutes), leaseMs: Number(values['lease-ms']), everyS: Number(values['every-s']), log, asReadme })
+  const results = values['side-by-side'] === true ? await Promise.all([run(true), run(false)]) : [await run(values['allocator-given'] !== true)]
   const file = values.out ?? fileURLToPath(new URL(`../../bench/results/memory-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url))
   mkdirSync(join(file, '..'), { recursive: true })
   const meta = { startedAt: new Date().toISOString(), node: process.version, mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null }
-  writeFileSync(file, JSON.stringify({ meta, idleDaemons: r }, null, 1) + '\n')
-  process.stdout.write(renderIdleDaemons(r) + '\n' + `written to ${file}\n`)
+  writeFileSync(file, JSON.stringify({ meta, idleDaemons: results[0], ...(results[1] !== undefined ? { sideBySide: results[1] } : {}) }, null, 1) + '\n')
+  process.stdout.write(results.map(renderIdleDaemons).join('\n\n') + '\n' + `written to ${file}\n`)
 }
