@@ -38,6 +38,7 @@
 import ReadyResource from 'ready-resource'
 import type { IntentLog } from '../intent-log.js'
 import { systemClock, type Clock } from '../util/clock.js'
+import { ViewRefresh } from './view-refresh.js'
 
 /** Capability ops exist from this apply version on (apply.ts). */
 export const CAPABILITY_VERSION = 4
@@ -93,27 +94,27 @@ export class Capabilities extends ReadyResource {
   private withdrawn = false
   private announcing: Promise<void> | null = null
   private last: CapabilityState | null = null
-  private refreshing = false
-  private dirty = false
-  private lastRefreshAt = -Infinity
-  private timer: NodeJS.Timeout | null = null
-  private readonly onupdate = (): void => this.schedule()
+  private readonly refresher: ViewRefresh
 
   constructor(opts: CapabilityOptions) {
     super()
     this.opts = opts
     this.clock = opts.clock ?? systemClock
+    this.refresher = new ViewRefresh(opts.log, () => this.refresh(), {
+      everyMs: REFRESH_MS,
+      clock: this.clock,
+      failed: (err) => {
+        if (this.closing === null) this.emit('warning', err)
+      }
+    })
   }
 
   override async _open(): Promise<void> {
-    await this.refresh()
-    this.opts.log.on('update', this.onupdate)
+    await this.refresher.start()
   }
 
   override async _close(): Promise<void> {
-    this.opts.log.off('update', this.onupdate)
-    if (this.timer) clearTimeout(this.timer)
-    this.timer = null
+    await this.refresher.stop()
     if (this.announcing) await this.announcing.catch(() => {})
   }
 
@@ -152,33 +153,8 @@ export class Capabilities extends ReadyResource {
     this.incapable.add(this.opts.log.self)
   }
 
-  private schedule(): void {
-    if (this.closing !== null) return
-    if (this.refreshing) {
-      this.dirty = true
-      return
-    }
-    if (this.timer !== null) return
-    const wait = Math.max(0, this.lastRefreshAt + REFRESH_MS - this.clock.now())
-    this.timer = setTimeout(() => {
-      this.timer = null
-      this.refreshing = true
-      this.refresh()
-        .catch((err: unknown) => {
-          if (this.closing === null) this.emit('warning', err instanceof Error ? err : new Error(String(err)))
-        })
-        .finally(() => {
-          this.refreshing = false
-          if (this.dirty) {
-            this.dirty = false
-            this.schedule()
-          }
-        })
-    }, wait)
-  }
-
+  /** One read of the view (ViewRefresh calls it: after updates that changed the view, at most every REFRESH_MS). */
   private async refresh(): Promise<void> {
-    this.lastRefreshAt = this.clock.now()
     const log = this.opts.log
     const version = await log.groupApplyVersion('tip')
     const managesRepos = await this.opts.managesRepos()

@@ -12,13 +12,16 @@
  *   and once the group reaches DEVICE_NAME_VERSION, when the view says
  *   otherwise; at most once per name asked for, so an op the group does not
  *   apply (this device was removed) is not appended again and again.
- * - Names are read from the tip view and refreshed at most every
- *   REFRESH_MS: a listing may show a name a moment late, never a wrong key.
+ * - Names are read from the tip view, again after updates that changed it
+ *   and at most every REFRESH_MS (view-refresh.ts): a listing may show a
+ *   name a moment late, never a wrong key.
  */
 import ReadyResource from 'ready-resource'
 import type { IntentLog } from '../intent-log.js'
 import { DEVICE_NAME_VERSION, isDeviceName } from '../log/ops.js'
 import { DEVICE_NAME_PREFIX, type DeviceNameEntry } from '../log/view-layout.js'
+import { systemClock } from '../util/clock.js'
+import { ViewRefresh } from './view-refresh.js'
 
 /** The view is re-read at most this often. */
 const REFRESH_MS = 200
@@ -43,29 +46,28 @@ export class DeviceNames extends ReadyResource {
   private version = 0
   /** The names this process appended (each at most once). */
   private readonly said = new Set<string>()
-  private refreshing: Promise<void> | null = null
-  private dirty = false
-  private timer: NodeJS.Timeout | null = null
-  private readonly onupdate = (): void => this.schedule()
+  private readonly refresher: ViewRefresh
 
   constructor(log: IntentLog, name: string | null) {
     super()
     if (name !== null && !isDeviceName(name)) throw new TypeError(`not a device name: ${JSON.stringify(name)}`)
     this.log = log
     this.wanted = name
+    this.refresher = new ViewRefresh(log, () => this.read(), {
+      everyMs: REFRESH_MS,
+      clock: systemClock,
+      failed: (err) => {
+        if (this.closing === null) this.emit('warning', err)
+      }
+    })
   }
 
   override async _open(): Promise<void> {
-    // Listening first: a view that moves while the first read runs is read again.
-    this.log.on('update', this.onupdate)
-    await this.refresh()
+    await this.refresher.start()
   }
 
   override async _close(): Promise<void> {
-    this.log.off('update', this.onupdate)
-    if (this.timer) clearTimeout(this.timer)
-    this.timer = null
-    if (this.refreshing) await this.refreshing.catch(() => {})
+    await this.refresher.stop()
   }
 
   /** Device `key`'s name as the view says (tip), or null. */
@@ -89,35 +91,7 @@ export class DeviceNames extends ReadyResource {
     this.wanted = name
     // Asked again: said again, even if this process said it before (a rename back).
     this.said.delete(name)
-    await this.refresh()
-  }
-
-  private schedule(): void {
-    if (this.closing !== null) return
-    if (this.refreshing) {
-      this.dirty = true
-      return
-    }
-    if (this.timer !== null) return
-    this.timer = setTimeout(() => {
-      this.timer = null
-      this.refresh().catch((err: unknown) => {
-        if (this.closing === null) this.emit('warning', err instanceof Error ? err : new Error(String(err)))
-      })
-    }, REFRESH_MS)
-  }
-
-  /** One read of the view at a time; an update during it (our own append's, too) schedules the next. */
-  private refresh(): Promise<void> {
-    if (this.refreshing) return this.refreshing.then(() => this.refresh())
-    this.refreshing = this.read().finally(() => {
-      this.refreshing = null
-      if (this.dirty) {
-        this.dirty = false
-        this.schedule()
-      }
-    })
-    return this.refreshing
+    await this.refresher.now()
   }
 
   private async read(): Promise<void> {

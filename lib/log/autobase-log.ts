@@ -258,6 +258,16 @@ export class AutobaseLog extends ReadyResource {
   }
 
   /**
+   * The tip view as it stands: it changes with every op applied (every real
+   * op writes the view) and every reorg (a truncation moves the fork), never
+   * for an ack. Equal stamps: the same tip view.
+   */
+  viewStamp(): string {
+    const core = this.base.view.core
+    return `${core.fork}:${core.length}`
+  }
+
+  /**
    * This device's own nodes (ops and acks): how many it appended, and how
    * many of them the indexed prefix holds here. `indexed < appended` means
    * something this device wrote is not yet confirmed (an idle tail of acks

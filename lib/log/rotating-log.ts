@@ -280,6 +280,11 @@ export class RotatingLog extends ReadyResource {
     return this.set.cur.writable
   }
 
+  /** The tip view as it stands (AutobaseLog.viewStamp), in the current generation: what was read at an equal stamp is still what the tip says. */
+  viewStamp(): string {
+    return `${this.set.current}/${this.set.cur.viewStamp()}`
+  }
+
   get own(): { appended: number; indexed: number } {
     return this.set.cur.own
   }

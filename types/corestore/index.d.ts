@@ -8,6 +8,8 @@ declare module 'corestore' {
     readonly keyPair: { publicKey: Uint8Array; secretKey: Uint8Array | null } | null
     readonly discoveryKey: Uint8Array | null
     readonly length: number
+    /** Moves on every truncation (an autobase reorg truncates its views). */
+    readonly fork: number
     /** Blocks 0..contiguousLength-1 are all stored here. */
     readonly contiguousLength: number
     /** Its replication peers (hypercore internals, lib/replicator.js Peer). */
