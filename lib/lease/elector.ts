@@ -383,11 +383,16 @@ export class Elector extends ReadyResource {
     if (this.closing !== null) return
     try {
       // A read waiting on a peer must not freeze the tick: decide on the
-      // last snapshot and pick the fresh one up next time.
+      // last snapshot, and once the read is in, cycle again (what it read
+      // is announced then: holding() reads it at once, the events must not
+      // wait for an update that may not come).
       let cap: NodeJS.Timeout | null = null
-      await Promise.race([this.refresh(), new Promise((resolve) => (cap = setTimeout(resolve, this.config.retryMs).unref()))]).finally(() => {
+      let read = false
+      const refreshed = this.refresh().finally(() => (read = true))
+      await Promise.race([refreshed, new Promise((resolve) => (cap = setTimeout(resolve, this.config.retryMs).unref()))]).finally(() => {
         if (cap !== null) clearTimeout(cap) // an idle group cycles on every log update: a cap left armed is a wakeup each
       })
+      if (!read) refreshed.then(() => this.kick(), () => this.kick())
       this.evaluate()
       let wakeAt: number | null = null
       if (this.inFlight.acting === null) {
