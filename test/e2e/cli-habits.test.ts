@@ -140,6 +140,28 @@ function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra }
 }
 
+interface Started {
+  proc: ChildProcess
+  /** The daemon's pid, from its "started" line (a child of `proc` where start started itself again). */
+  pid: number
+  end: Promise<Ended>
+}
+
+/** Starts a daemon as a user would with `env` (through `command`, the installed command, when given). */
+async function startDaemon(procs: Procs, args: string[], env: NodeJS.ProcessEnv, command?: string): Promise<Started> {
+  const proc = procs.spawn(args, { env, ...(command !== undefined ? { command } : {}) })
+  const end = ended(proc)
+  let pid = 0
+  createInterface({ input: proc.stdout! }).on('line', (l) => {
+    try {
+      const line = JSON.parse(l) as { msg?: string; pid?: number }
+      if (line.msg === 'started' && typeof line.pid === 'number') pid = line.pid
+    } catch {}
+  })
+  await waitFor(() => pid !== 0, 60_000, 'the daemon to start')
+  return { proc, pid, end }
+}
+
 function environ(pid: number): Record<string, string> {
   const entries = readFileSync(`/proc/${pid}/environ`, 'utf-8').split('\0').filter(Boolean)
   return Object.fromEntries(entries.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]))
@@ -161,21 +183,7 @@ test('start run by node directly gives the daemon its allocator settings in a ch
   const bootstrap = await procs.testnet()
   t.is((await cli(['init', '--storage', dir])).code, 0, 'init')
   const args = ['start', '--storage', dir, '--bootstrap', bootstrap, '--host', '127.0.0.1', '--lease-ms', '2000']
-
-  /** Starts as a user would with `env`; resolves with the first process and the daemon's pid (its "started" line). */
-  const start = async (env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; pid: number; end: Promise<Ended> }> => {
-    const proc = procs.spawn(args, { env })
-    const end = ended(proc)
-    let pid = 0
-    createInterface({ input: proc.stdout! }).on('line', (l) => {
-      try {
-        const line = JSON.parse(l) as { msg?: string; pid?: number }
-        if (line.msg === 'started' && typeof line.pid === 'number') pid = line.pid
-      } catch {}
-    })
-    await waitFor(() => pid !== 0, 60_000, 'the daemon to start')
-    return { proc, pid, end }
-  }
+  const start = (env: NodeJS.ProcessEnv): Promise<Started> => startDaemon(procs, args, env)
 
   // Run as `node dist/bin/autolease.js start` (not through the installed command, next test): the daemon is a child
   // with the three settings; SIGTERM to the first stops it gracefully, exit 0.
@@ -242,19 +250,7 @@ test('the installed command (bin/autolease, linked as npm links it) gives start 
   const bootstrap = await procs.testnet()
   t.is((await cli(['init', '--storage', dir])).code, 0, 'init')
   const args = ['start', '--storage', dir, '--bootstrap', bootstrap, '--host', '127.0.0.1', '--lease-ms', '2000']
-  const start = async (env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; pid: number; end: Promise<Ended> }> => {
-    const proc = procs.spawn(args, { env, command })
-    const end = ended(proc)
-    let pid = 0
-    createInterface({ input: proc.stdout! }).on('line', (l) => {
-      try {
-        const line = JSON.parse(l) as { msg?: string; pid?: number }
-        if (line.msg === 'started' && typeof line.pid === 'number') pid = line.pid
-      } catch {}
-    })
-    await waitFor(() => pid !== 0, 60_000, 'the daemon to start')
-    return { proc, pid, end }
-  }
+  const start = (env: NodeJS.ProcessEnv): Promise<Started> => startDaemon(procs, args, env, command)
 
   const plain = await start(userEnv())
   t.is(plain.pid, plain.proc.pid, 'one process: the daemon is the process started')
