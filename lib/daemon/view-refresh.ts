@@ -10,6 +10,7 @@
  * - No read while the tip view is as it was at the last read (an update
  *   that brought only acks; log.viewStamp): the same view reads the same.
  *   `now()` reads whatever the stamp says, for what changed here (a rename).
+ * - A read that failed is read again at the next update, whatever its stamp.
  */
 import type { Clock } from '../util/clock.js'
 
@@ -61,13 +62,19 @@ export class ViewRefresh {
     if (this.running !== null) return this.running.catch(() => {}).then(() => this.now())
     this.lastAt = this.opts.clock.now()
     this.lastStamp = this.log.viewStamp()
-    this.running = this.read().finally(() => {
-      this.running = null
-      if (this.dirty) {
-        this.dirty = false
-        this.schedule()
-      }
-    })
+    this.running = this.read()
+      .catch((err: unknown) => {
+        // What that read should have seen is read again at the next update, changed or not.
+        this.lastStamp = null
+        throw err
+      })
+      .finally(() => {
+        this.running = null
+        if (this.dirty) {
+          this.dirty = false
+          this.schedule()
+        }
+      })
     return this.running
   }
 

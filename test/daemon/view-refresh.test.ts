@@ -92,7 +92,7 @@ test('an update during a read is read after it; now() reads whatever the stamp; 
   t.is(reads.length, 4, 'nothing read after stop()')
 })
 
-test('a read that fails is reported, and the next change is read again', async (t) => {
+test('a read that fails is reported, and the next update reads again, the view changed or not', async (t) => {
   const log = new FakeLog()
   const seen: string[] = []
   let fail = true
@@ -110,8 +110,7 @@ test('a read that fails is reported, and the next change is read again', async (
   log.emit('update')
   await sleep(EVERY * 3)
   fail = false
-  log.stamp = 2
   log.emit('update')
   await sleep(EVERY * 3)
-  t.alike(seen, ['0', 'failed: view closed', '2'])
+  t.alike(seen, ['0', 'failed: view closed', '1'], 'the same view, read again after the failure')
 })
