@@ -267,17 +267,10 @@ export class Daemon {
     return this.proc !== null && this.exitInfo === null
   }
 
-  /** The process `autolease start` is (signals go here; it passes them on when the daemon runs in a second process). */
+  /** The daemon's process: one either way (the `autolease` command execs node; given the settings, node runs it). */
   get pid(): number | undefined {
     return this.proc?.pid
   }
-
-  /** The process doing the daemon's work: the pid its log lines name (a second process where `start` started itself again), else the one started. */
-  get workPid(): number | undefined {
-    return this.loggedPid ?? this.proc?.pid
-  }
-
-  private loggedPid: number | undefined
 
   start(): void {
     if (this.alive) throw new Error(`${this.name} is already running`)
@@ -302,7 +295,6 @@ export class Daemon {
       ...this.extraArgs
     ], { env: daemonEnv(g.asReadme) })
     this.proc = proc
-    this.loggedPid = undefined
     this.exitInfo = null
     this.exited = new Promise<void>((resolve) => {
       proc.once('exit', (code, signal) => {
@@ -321,7 +313,6 @@ export class Daemon {
         this.other.push(line + '\n')
         return
       }
-      if (this.loggedPid === undefined && typeof j.pid === 'number') this.loggedPid = j.pid
       const msg = j.msg
       if (msg === 'elected' || msg === 'demoted') {
         const num = (v: unknown): number | null => (typeof v === 'number' ? v : null)

@@ -13,8 +13,8 @@
  * init / invite / join; the `autolease` command, bin/autolease, which
  * gives `start` the allocator variables; no probe, no extra node flags) idle
  * at leaseMs 1000; every minute, the daemon process's VmRSS (and its
- * anonymous / file-backed split, from /proc/<pid>/status), its Pss and the
- * first process's where there are two (smaps_rollup), and its storage directory's bytes,
+ * anonymous / file-backed split, from /proc/<pid>/status), its Pss and
+ * USS (smaps_rollup), and its storage directory's bytes,
  * write-ahead log included (and apart); per daemon the minutes 10-20 means
  * against the tuned figures (TUNED). `npm run bench` runs it for
  * --memory-min minutes (default 5; --quick: only with `--only
@@ -161,10 +161,8 @@ export interface IdleDaemonSample {
   /** Minutes since the group formed. */
   minute: number
   device: string
-  /** The process doing the daemon's work (the pid in its log lines). null: the daemon is gone. */
+  /** null: the daemon is gone. */
   memory: ProcMemory | null
-  /** The first process, where `start` started itself again with the allocator settings (null: one process). */
-  launcher: ProcMemory | null
   cpuMs: number | null
   disk: StorageBytes
   role: string | null
@@ -222,8 +220,7 @@ export async function idleDaemons(opts: { minutes: number; leaseMs?: number; eve
       const row = await Promise.all(
         group.devices.map(async (d): Promise<IdleDaemonSample> => {
           const st = (await status(d.dir, 5_000)) as unknown as { role?: string; generation?: { number?: number } } | null
-          const launcher = d.workPid !== d.pid ? procMemory(d.pid) : null
-          return { minute, device: d.name, memory: procMemory(d.workPid), launcher, cpuMs: cpuMs(d.workPid), disk: await storageBytes(d.dir), role: st?.role ?? null, generation: st?.generation?.number ?? null }
+          return { minute, device: d.name, memory: procMemory(d.pid), cpuMs: cpuMs(d.pid), disk: await storageBytes(d.dir), role: st?.role ?? null, generation: st?.generation?.number ?? null }
         })
       )
       samples.push(...row)
@@ -248,7 +245,7 @@ export async function idleDaemons(opts: { minutes: number; leaseMs?: number; eve
   return { leaseMs, minutes: opts.minutes, everyS, asReadme, formationMs: formation, samples, roleLines, rssSlopeMiBPerMin, errors, perDaemon: perDaemon(samples, opts.minutes) }
 }
 
-/** Per daemon, minutes 10-20 (the second half of a shorter run): mean RSS and Pss of the process doing the work, and Pss of the first process. */
+/** Per daemon, minutes 10-20 (the second half of a shorter run): mean RSS, Pss and USS. */
 export interface IdleDaemonMeans {
   device: string
   /** The window, minutes since the group formed. */
@@ -257,7 +254,6 @@ export interface IdleDaemonMeans {
   rssMiB: number
   pssMiB: number
   ussMiB: number
-  launcherPssMiB: number | null
   /** Within TUNED.within of the tuned RSS and Pss. */
   withinTuned: boolean
 }
@@ -272,9 +268,8 @@ function perDaemon(samples: IdleDaemonSample[], minutes: number): IdleDaemonMean
     const rssMiB = mean(window.map((s) => mib(s.memory!.rss)))
     const pssMiB = mean(window.map((s) => mib(s.memory!.pss)))
     const ussMiB = mean(window.map((s) => mib(s.memory!.uss)))
-    const launchers = window.filter((s) => s.launcher !== null).map((s) => mib(s.launcher!.pss))
     const near = (x: number, target: number): boolean => Math.abs(x - target) <= target * TUNED.within
-    return [{ device, from, to, rssMiB, pssMiB, ussMiB, launcherPssMiB: launchers.length > 0 ? mean(launchers) : null, withinTuned: near(rssMiB, TUNED.rssMiB) && near(pssMiB, TUNED.pssMiB) }]
+    return [{ device, from, to, rssMiB, pssMiB, ussMiB, withinTuned: near(rssMiB, TUNED.rssMiB) && near(pssMiB, TUNED.pssMiB) }]
   })
 }
 
@@ -296,7 +291,7 @@ export function renderIdleDaemons(r: IdleDaemonsResult): string {
       }),
       ...devices.map((d) => {
         const s = at(d)
-        return s?.memory == null ? '-' : mib(s.memory.pss).toFixed(1) + (s.launcher === null ? '' : ` + ${mib(s.launcher.pss).toFixed(1)}`)
+        return s?.memory == null ? '-' : mib(s.memory.pss).toFixed(1)
       }),
       ...devices.map((d) => {
         const s = at(d)
@@ -307,11 +302,11 @@ export function renderIdleDaemons(r: IdleDaemonsResult): string {
   const head = ['min', ...devices.map((d) => `${d} RSS`), ...devices.map((d) => `${d} anon`), ...devices.map((d) => `${d} Pss`), ...devices.map((d) => `${d} disk (wal)`)]
   const out = [
     `real daemons idle: 3 daemons at leaseMs ${r.leaseMs}, ${r.minutes} min, a reading every ${r.everyS} s, ${r.asReadme ? 'started as README says (`autolease start`: the command gives the allocator variables)' : 'node and the CLI, the allocator variables given'} ` +
-      '(MiB; RSS = VmRSS of the process doing the work, anon = its anonymous part, the rest is file-backed: node and native libraries, shared between daemons; Pss from smaps_rollup, + the first process\'s when there are two)',
+      '(MiB; RSS = VmRSS, anon = its anonymous part, the rest is file-backed: node and native libraries, shared between daemons; Pss and USS from smaps_rollup)',
     table(head, rows, ['r']),
     ...r.perDaemon.map(
       (m) =>
-        `  ${m.device}, minutes ${m.from}-${m.to} mean: RSS ${m.rssMiB.toFixed(1)} MiB, Pss ${m.pssMiB.toFixed(1)} MiB, USS ${m.ussMiB.toFixed(1)} MiB${m.launcherPssMiB === null ? '' : ` (+ ${m.launcherPssMiB.toFixed(1)} the first process)`}: ` +
+        `  ${m.device}, minutes ${m.from}-${m.to} mean: RSS ${m.rssMiB.toFixed(1)} MiB, Pss ${m.pssMiB.toFixed(1)} MiB, USS ${m.ussMiB.toFixed(1)} MiB: ` +
         `${m.withinTuned ? 'within' : 'NOT within'} ${TUNED.within * 100} % of the tuned ${TUNED.rssMiB} / ${TUNED.pssMiB} MiB`
     ),
     `  RSS growth over the second half (MiB/min, least squares): ${devices.map((d) => `${d} ${r.rssSlopeMiBPerMin[d]?.toFixed(2) ?? '-'}`).join(', ')}; elected/demoted lines during the run: ${r.roleLines}`
