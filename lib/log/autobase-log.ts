@@ -44,7 +44,8 @@ import b4a from 'b4a'
 import type { OrderDivergence } from './order-check.js'
 import { APPLY_VERSION, type Fold, type View } from './apply.js'
 import { encodeOp, type Op } from './ops.js'
-import { APPLIED_KEY, APPLY_VERSION_KEY, CAPABILITY_PREFIX, REJECTED_PREFIX, WRITER_PREFIX, prefixEnd, type CapabilityEntry, type WriterEntry } from './view-layout.js'
+import { APPLIED_KEY, APPLY_VERSION_KEY, CAPABILITY_PREFIX, REJECTED_PREFIX, WRITER_PREFIX, prefixEnd, writerKey, type CapabilityEntry, type WriterEntry } from './view-layout.js'
+import { genAuthorKey, genKeyKey } from './generation-layout.js'
 import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 import { ReplicationWatchdog } from './replication-watchdog.js'
@@ -57,6 +58,10 @@ import { viewBlocksHash, viewHash } from './view-hash.js'
 import { WriterActivity, activating, confirmedIndexers, neededForActivation } from './indexers.js'
 
 export type { ReadMode, StallDiagnosis }
+
+/** How long an append waits for a writer its tip lists to be writable again (autobase re-applying an unconfirmed add-writer). */
+const WRITABLE_WAIT_MS = 10_000
+const WRITABLE_POLL_MS = 50
 
 export interface AutobaseLogOptions {
   /** The group's key; omit to create a new group with this device as founder. */
@@ -295,10 +300,49 @@ export class AutobaseLog extends ReadyResource {
     return this.store
   }
 
+  /**
+   * Returns once autobase lets this device append, or throws NOT_WRITABLE.
+   * A writer whose add-writer is only in its tip (a device that just
+   * joined, its own confirmed view not there yet) is unwritable for a
+   * moment each time autobase re-applies that tip (its writer reads as
+   * removed until the add-writer is applied again): an append then waits,
+   * up to WRITABLE_WAIT_MS. A device its tip does not list as a writer
+   * fails at once.
+   */
+  private async writableNow(): Promise<void> {
+    if (this.base.writable) return
+    // Bounded by the number of polls, not by this.clock: a test's clock need not move.
+    for (let polls = 0; polls < WRITABLE_WAIT_MS / WRITABLE_POLL_MS && this.closing === null && (await this.listedAsWriter()); polls++) {
+      if (this.base.writable) return
+      await new Promise((resolve) => setTimeout(resolve, WRITABLE_POLL_MS))
+    }
+    if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
+    if (this.base.writable) return
+    throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
+  }
+
+  /**
+   * This device is a writer, not removed, in its own tip view, by the key it
+   * writes with here: its identity's writer key in this generation (the one
+   * a genesis registered, else the identity itself). A device following a
+   * generation without writing (its storage set aside) opens it with
+   * another key, and is not.
+   */
+  private async listedAsWriter(): Promise<boolean> {
+    try {
+      const identity = (await this.value<string>(genAuthorKey(this.self), 'tip')) ?? this.self
+      const me = await this.value<WriterEntry>(writerKey(identity), 'tip')
+      const key = (await this.value<string>(genKeyKey(identity), 'tip')) ?? identity
+      return me !== null && !me.removed && key === this.self
+    } catch {
+      return false
+    }
+  }
+
   /** Append an op; resolves with its id (writer key : length) once it is in the local log and applied at the tip. */
   async append(op: Op): Promise<string> {
     if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
-    if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
+    await this.writableNow()
     const length = (await this.base.append(encodeOp(op))) as number
     return `${this.self}:${length}`
   }
@@ -313,7 +357,7 @@ export class AutobaseLog extends ReadyResource {
   async appendBatch(ops: readonly Op[]): Promise<string[]> {
     if (ops.length === 0) return []
     if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
-    if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
+    await this.writableNow()
     const length = (await this.base.append(ops.map(encodeOp))) as number
     return ops.map((_, i) => `${this.self}:${length - ops.length + 1 + i}`)
   }
@@ -326,7 +370,7 @@ export class AutobaseLog extends ReadyResource {
   async appendValues(values: readonly Uint8Array[]): Promise<string[]> {
     if (values.length === 0) return []
     if (this.closing !== null) throw new AutoleaseError('CLOSED', 'intent log is closed')
-    if (!this.base.writable) throw new AutoleaseError('NOT_WRITABLE', 'this device is not a writer of the group')
+    await this.writableNow()
     const length = (await this.base.append([...values])) as number
     return values.map((_, i) => `${this.self}:${length - values.length + 1 + i}`)
   }

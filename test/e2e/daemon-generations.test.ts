@@ -97,7 +97,10 @@ test('rotation under load: holder killed mid-switch, a device stopped across a r
     await load
   })
 
-  let last = await waitStatuses(dirs, (s) => s.every((x) => gen(x) >= 1) && s.filter((x) => x?.role === 'holder').length === 1, 120_000, 'every device in generation 1, one holder')
+  // Every device an active indexer too: a sealer killed while the third device is still pending in the sealed
+  // generation leaves one active indexer of two, which stalls it until the sealer returns (docs/not-built.md, the
+  // indexers' activation one at a time), and the test restarts the sealer only once the others moved on.
+  let last = await waitStatuses(dirs, (s) => s.every((x) => gen(x) >= 1 && x?.indexer === true) && s.filter((x) => x?.role === 'holder').length === 1, 120_000, 'every device in generation 1 and an active indexer, one holder')
   t.comment(`generation 1 everywhere; bytes ${last.map((s) => s?.disk.bytes).join(', ')}`)
 
   // 1. A seal's founder is SIGKILLed right after it sealed: the holder, as a rule (its turn comes first), but holding
