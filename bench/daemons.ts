@@ -45,7 +45,7 @@ import { ALLOCATOR_ENV, NO_REEXEC_ENV } from '../lib/cli/allocator-env.js'
 import { call } from '../lib/daemon/control-client.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
 import type { DaemonStatus } from '../lib/daemon/daemon-status.js'
-import { Owned, cpuMs, rssBytes } from './procs.js'
+import { Owned, cpuMs, rssBytes, wakeups } from './procs.js'
 import { dirBytes, jitter, now, sleep } from './util.js'
 
 const BIN = fileURLToPath(new URL('../bin/autolease.js', import.meta.url))
@@ -156,8 +156,8 @@ export interface FlapWindow {
   /** Max renewPendingMs / confirmLatencyMs over the demoted lines (null: none). */
   maxRenewPendingMs: number | null
   maxConfirmLatencyMs: number | null
-  /** Per daemon: CPU % of one core over the window, RSS at the end (MiB), storage growth (MiB/h, extrapolated). */
-  daemons: Array<{ device: string; cpuPct: number | null; rssMiB: number | null; storageMiBPerHour: number | null }>
+  /** Per daemon: CPU % of one core over the window, wakeups per second (procs.ts wakeups), RSS at the end (MiB), storage growth (MiB/h, extrapolated). */
+  daemons: Array<{ device: string; cpuPct: number | null; wakeupsPerS?: number | null; rssMiB: number | null; storageMiBPerHour: number | null }>
   /** CPU % of the busy loop over the window (about 100 when it kept a core busy). */
   busyCpuPct: number | null
 }
@@ -766,12 +766,14 @@ async function flapWindow(g: Group, busy: boolean, windowMs: number, owned: Owne
   const hogCpu0 = cpuMs(hog?.pid)
   const mark = g.roles.length
   const cpu0 = g.devices.map((d) => cpuMs(d.pid))
+  const woke0 = g.devices.map((d) => wakeups(d.pid))
   const disk0 = await Promise.all(g.devices.map((d) => dirBytes(d.dir)))
   const t0 = now()
   await sleep(windowMs)
   const elapsed = now() - t0
   const hogCpu1 = cpuMs(hog?.pid)
   const cpu1 = g.devices.map((d) => cpuMs(d.pid))
+  const woke1 = g.devices.map((d) => wakeups(d.pid))
   const disk1 = await Promise.all(g.devices.map((d) => dirBytes(d.dir)))
   if (hog !== null) {
     hog.kill('SIGKILL')
@@ -803,6 +805,7 @@ async function flapWindow(g: Group, busy: boolean, windowMs: number, owned: Owne
       return {
         device: d.name,
         cpuPct: a === null || a === undefined || b === null || b === undefined ? null : (100 * (b - a)) / elapsed,
+        wakeupsPerS: woke0[i] == null || woke1[i] == null ? null : ((woke1[i]! - woke0[i]!) * 1000) / elapsed,
         rssMiB: rss === null ? null : rss / 1048576,
         storageMiBPerHour: ((grew / 1048576) * 3_600_000) / elapsed
       }
@@ -859,7 +862,7 @@ async function measureLease(group: Group, run: LeaseRun, opts: DaemonsOptions, o
       opts.log(`  lease ${group.leaseMs}: ${busy ? 'busy' : 'idle'} window of ${opts.flapMs / 1000} s${busy ? " with one core kept busy (node -e 'for(;;){}')" : ''}`)
       const f = await flapWindow(group, busy, opts.flapMs, owned)
       run.flaps.push(f)
-      opts.log(`    ${f.elected} elected, ${f.demoted} demoted ${JSON.stringify(f.demotedByReason)}; daemon CPU ${f.daemons.map((d) => (d.cpuPct ?? 0).toFixed(0)).join('/')} %`)
+      opts.log(`    ${f.elected} elected, ${f.demoted} demoted ${JSON.stringify(f.demotedByReason)}; daemon CPU ${f.daemons.map((d) => (d.cpuPct ?? 0).toFixed(0)).join('/')} %, wakeups/s ${f.daemons.map((d) => (d.wakeupsPerS ?? 0).toFixed(1)).join('/')}`)
     }
   }
   if (!want.trials) return

@@ -748,7 +748,7 @@ function print(report: Report, opts: Options): void {
     out.push('real daemons, idle windows: role changes and what the daemons said at each demotion')
     out.push(
       table(
-        ['lease', 'load', 'window s', 'elected', 'demoted', 'by reason', 'max renewPendingMs', 'max confirmLatencyMs', 'CPU % per daemon', 'RSS MiB', 'storage MiB/h', 'busy loop CPU %'],
+        ['lease', 'load', 'window s', 'elected', 'demoted', 'by reason', 'max renewPendingMs', 'max confirmLatencyMs', 'CPU % per daemon', 'wakeups/s per daemon', 'RSS MiB', 'storage MiB/h', 'busy loop CPU %'],
         flaps.map((f) => [
           `${f.leaseMs / 1000} s`,
           f.busy ? 'one core busy' : 'alone',
@@ -759,6 +759,7 @@ function print(report: Report, opts: Options): void {
           fmt(f.maxRenewPendingMs),
           fmt(f.maxConfirmLatencyMs),
           f.daemons.map((d) => fmt(d.cpuPct, 1)).join(' / '),
+          f.daemons.map((d) => fmt(d.wakeupsPerS ?? null, 1)).join(' / '),
           f.daemons.map((d) => fmt(d.rssMiB, 0)).join(' / '),
           f.daemons.map((d) => fmt(d.storageMiBPerHour, 1)).join(' / '),
           fmt(f.busyCpuPct, 0)

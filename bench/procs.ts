@@ -7,7 +7,7 @@
  * Only processes started here are ever signalled, each by its own pid.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
+import { readFileSync, readdirSync, rmSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -137,6 +137,31 @@ export class Owned {
 
   get live(): number {
     return [...this.procs].filter((p) => p.exitCode === null && p.signalCode === null).length
+  }
+}
+
+/**
+ * How often a process has woken so far: the voluntary context switches of
+ * all its threads (each is a thread that blocked, in epoll, a futex or a
+ * sleep, and was woken again), from /proc; null when it is gone. What a
+ * laptop's power manager counts as wakeups, whichever thread (the event
+ * loop, libuv's pool, V8's helpers, RocksDB's) woke.
+ */
+export function wakeups(pid: number | undefined): number | null {
+  if (pid === undefined) return null
+  try {
+    let total = 0
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const m = /^voluntary_ctxt_switches:\s+(\d+)/m.exec(readProc(`/proc/${pid}/task/${task}/status`))
+        if (m) total += Number(m[1])
+      } catch {
+        // a thread that ended meanwhile
+      }
+    }
+    return total
+  } catch {
+    return null
   }
 }
 
