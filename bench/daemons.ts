@@ -37,6 +37,7 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
+import { mkdirSync, readFileSync } from 'node:fs'
 import { symlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -57,6 +58,8 @@ const LAUNCHER = fileURLToPath(new URL('../../bin/autolease', import.meta.url))
  * daemons mid-run; under another name they are out of reach of such patterns. Same file, same code.
  */
 let cli = BIN
+/** Counts each daemon's timer wakeups (probes/timer-wakeups.ts), loaded with --import into every daemon the bench starts. */
+const TIMER_PROBE = fileURLToPath(new URL('./probes/timer-wakeups.js', import.meta.url))
 const NAMES = ['A', 'B', 'C', 'D', 'E', 'F', 'G', 'H', 'I']
 
 // ---------------------------------------------------------------------------
@@ -156,8 +159,8 @@ export interface FlapWindow {
   /** Max renewPendingMs / confirmLatencyMs over the demoted lines (null: none). */
   maxRenewPendingMs: number | null
   maxConfirmLatencyMs: number | null
-  /** Per daemon: CPU % of one core over the window, wakeups per second (procs.ts wakeups), RSS at the end (MiB), storage growth (MiB/h, extrapolated). */
-  daemons: Array<{ device: string; cpuPct: number | null; wakeupsPerS?: number | null; rssMiB: number | null; storageMiBPerHour: number | null }>
+  /** Per daemon: CPU % of one core over the window, thread wakeups per second (procs.ts wakeups) and timer wakeups (the probe), RSS at the end (MiB), storage growth (MiB/h, extrapolated). */
+  daemons: Array<{ device: string; cpuPct: number | null; wakeupsPerS?: number | null; timerWakeupsPerS?: number | null; rssMiB: number | null; storageMiBPerHour: number | null }>
   /** CPU % of the busy loop over the window (about 100 when it kept a core busy). */
   busyCpuPct: number | null
 }
@@ -216,13 +219,26 @@ export interface DaemonsOptions {
  * signalled is the daemon's); AUTOLEASE_NO_REEXEC=1 measures glibc's
  * defaults, also in one process.
  */
-function daemonEnv(asReadme: boolean): NodeJS.ProcessEnv {
+function daemonEnv(asReadme: boolean, probeDir: string): NodeJS.ProcessEnv {
+  // The timer probe: a callback wrapper per timer, nothing else (its own writer runs once a second).
+  const probe = { AUTOLEASE_TIMER_PROBE_DIR: probeDir, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${TIMER_PROBE}`.trim() }
   if (asReadme) {
-    const env = { ...process.env }
+    const env: NodeJS.ProcessEnv = { ...process.env, ...probe }
     for (const k of [...Object.keys(ALLOCATOR_ENV), NO_REEXEC_ENV]) delete env[k]
     return env
   }
-  return process.env[NO_REEXEC_ENV] === '1' ? process.env : { ...ALLOCATOR_ENV, ...process.env }
+  return process.env[NO_REEXEC_ENV] === '1' ? { ...process.env, ...probe } : { ...ALLOCATOR_ENV, ...process.env, ...probe }
+}
+
+/** Timer wakeups of a daemon so far, as its probe last wrote them (at most a second old); null without one. */
+function timerWakeups(probeDir: string, pid: number | undefined): number | null {
+  if (pid === undefined) return null
+  try {
+    const fired = (JSON.parse(readFileSync(join(probeDir, `${pid}.json`), 'utf8')) as { fired?: unknown }).fired
+    return typeof fired === 'number' ? fired : null
+  } catch {
+    return null
+  }
 }
 
 /** What a daemon's `status` answers (lib/daemon/daemon.ts). */
@@ -293,7 +309,7 @@ export class Daemon {
       '--lease-ms',
       String(g.leaseMs),
       ...this.extraArgs
-    ], { env: daemonEnv(g.asReadme) })
+    ], { env: daemonEnv(g.asReadme, g.probeDir) })
     this.proc = proc
     this.exitInfo = null
     this.exited = new Promise<void>((resolve) => {
@@ -379,7 +395,12 @@ export class Group {
     size: number
   ) {
     this.devices = NAMES.slice(0, size).map((n) => new Daemon(n, join(root, n), this))
+    this.probeDir = join(root, 'timer-probe')
+    mkdirSync(this.probeDir, { recursive: true })
   }
+
+  /** Where the daemons' timer probes write their counts. */
+  readonly probeDir: string
 
   push(line: RoleLine): void {
     this.roles.push(line)
@@ -767,6 +788,7 @@ async function flapWindow(g: Group, busy: boolean, windowMs: number, owned: Owne
   const mark = g.roles.length
   const cpu0 = g.devices.map((d) => cpuMs(d.pid))
   const woke0 = g.devices.map((d) => wakeups(d.pid))
+  const timers0 = g.devices.map((d) => timerWakeups(g.probeDir, d.pid))
   const disk0 = await Promise.all(g.devices.map((d) => dirBytes(d.dir)))
   const t0 = now()
   await sleep(windowMs)
@@ -774,6 +796,7 @@ async function flapWindow(g: Group, busy: boolean, windowMs: number, owned: Owne
   const hogCpu1 = cpuMs(hog?.pid)
   const cpu1 = g.devices.map((d) => cpuMs(d.pid))
   const woke1 = g.devices.map((d) => wakeups(d.pid))
+  const timers1 = g.devices.map((d) => timerWakeups(g.probeDir, d.pid))
   const disk1 = await Promise.all(g.devices.map((d) => dirBytes(d.dir)))
   if (hog !== null) {
     hog.kill('SIGKILL')
@@ -806,6 +829,7 @@ async function flapWindow(g: Group, busy: boolean, windowMs: number, owned: Owne
         device: d.name,
         cpuPct: a === null || a === undefined || b === null || b === undefined ? null : (100 * (b - a)) / elapsed,
         wakeupsPerS: woke0[i] == null || woke1[i] == null ? null : ((woke1[i]! - woke0[i]!) * 1000) / elapsed,
+        timerWakeupsPerS: timers0[i] == null || timers1[i] == null ? null : ((timers1[i]! - timers0[i]!) * 1000) / elapsed,
         rssMiB: rss === null ? null : rss / 1048576,
         storageMiBPerHour: ((grew / 1048576) * 3_600_000) / elapsed
       }
@@ -862,7 +886,7 @@ async function measureLease(group: Group, run: LeaseRun, opts: DaemonsOptions, o
       opts.log(`  lease ${group.leaseMs}: ${busy ? 'busy' : 'idle'} window of ${opts.flapMs / 1000} s${busy ? " with one core kept busy (node -e 'for(;;){}')" : ''}`)
       const f = await flapWindow(group, busy, opts.flapMs, owned)
       run.flaps.push(f)
-      opts.log(`    ${f.elected} elected, ${f.demoted} demoted ${JSON.stringify(f.demotedByReason)}; daemon CPU ${f.daemons.map((d) => (d.cpuPct ?? 0).toFixed(0)).join('/')} %, wakeups/s ${f.daemons.map((d) => (d.wakeupsPerS ?? 0).toFixed(1)).join('/')}`)
+      opts.log(`    ${f.elected} elected, ${f.demoted} demoted ${JSON.stringify(f.demotedByReason)}; daemon CPU ${f.daemons.map((d) => (d.cpuPct ?? 0).toFixed(0)).join('/')} %, thread wakeups/s ${f.daemons.map((d) => (d.wakeupsPerS ?? 0).toFixed(1)).join('/')}, timer wakeups/s ${f.daemons.map((d) => (d.timerWakeupsPerS ?? 0).toFixed(1)).join('/')}`)
     }
   }
   if (!want.trials) return

@@ -322,7 +322,7 @@ async function main(): Promise<void> {
           'real daemons: SIGTERM to the holder daemon (it releases naming a successor, waits for the release to be confirmed, exits) -> the successor\'s elected line; the stopped daemon is restarted likewise',
         claim:
           "real daemons: lease.acquire (ttlMs null) over the control socket, rotating over the devices, then lease.release: the daemon's confirmLatencyMs (append -> confirmed at the appender), the call round trip, and call -> every other device's lease.show (polled every 5 ms from the appender's reply on) showing the new token; the target is judged on that @all figure; watchdog nudges from status forcedAcks when the daemon reports it",
-        flap: "real daemons: an idle group for the window, alone and with `node -e 'for(;;){}'` keeping one core busy: every elected/demoted line, with the demoted lines' reason, renewPendingMs and confirmLatencyMs",
+        flap: "real daemons: an idle group for the window, alone and with `node -e 'for(;;){}'` keeping one core busy: every elected/demoted line, with the demoted lines' reason, renewPendingMs and confirmLatencyMs; per daemon its CPU (/proc stat), its timer wakeups (setTimeout/setInterval callbacks run, counted by bench/probes/timer-wakeups.ts, which every bench daemon loads with --import) and its thread wakeups (voluntary context switches of all its threads)",
         etcd: 'bench/etcd.ts: 3 etcd members, 3 `etcdctl lock --ttl` contenders; signal to the holder -> the successor\'s "holding" line on its stdout',
         latency:
           'in-process: manual ops on a 3-device group without electors (elect:false): clock starts just before append(), stops at the end of the first tip/confirmed read (polled every 2 ms) that shows the op id; each op only after the previous was confirmed everywhere. Elector renews: same, on the idle group (elector-driven, tapped append).',
@@ -748,7 +748,7 @@ function print(report: Report, opts: Options): void {
     out.push('real daemons, idle windows: role changes and what the daemons said at each demotion')
     out.push(
       table(
-        ['lease', 'load', 'window s', 'elected', 'demoted', 'by reason', 'max renewPendingMs', 'max confirmLatencyMs', 'CPU % per daemon', 'wakeups/s per daemon', 'RSS MiB', 'storage MiB/h', 'busy loop CPU %'],
+        ['lease', 'load', 'window s', 'elected', 'demoted', 'by reason', 'max renewPendingMs', 'max confirmLatencyMs', 'CPU % per daemon', 'thread wakeups/s', 'timer wakeups/s', 'RSS MiB', 'storage MiB/h', 'busy loop CPU %'],
         flaps.map((f) => [
           `${f.leaseMs / 1000} s`,
           f.busy ? 'one core busy' : 'alone',
@@ -760,6 +760,7 @@ function print(report: Report, opts: Options): void {
           fmt(f.maxConfirmLatencyMs),
           f.daemons.map((d) => fmt(d.cpuPct, 1)).join(' / '),
           f.daemons.map((d) => fmt(d.wakeupsPerS ?? null, 1)).join(' / '),
+          f.daemons.map((d) => fmt(d.timerWakeupsPerS ?? null, 1)).join(' / '),
           f.daemons.map((d) => fmt(d.rssMiB, 0)).join(' / '),
           f.daemons.map((d) => fmt(d.storageMiBPerHour, 1)).join(' / '),
           fmt(f.busyCpuPct, 0)
