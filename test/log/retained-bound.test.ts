@@ -32,15 +32,21 @@ test(`${AWAY} devices away until generation ${SWITCHES}: every generation kept, 
     away.push(d)
     await founder.log.append({ type: 'add-writer', key: log.self, indexer: false })
   }
+  let since = Date.now()
   await waitFor(() => away.every((d) => d.log.writable), 90_000, 'the writers added')
+  t.comment(`the ${AWAY} writers added in ${Date.now() - since} ms`)
+  since = Date.now()
+  // As long as the adding may take: thirteen autobases in one process on two busy cores confirm slowly
+  // (30 s was too short beside two busy loops and the suite, 1 run in 2).
   await waitFor(
     async () => {
       for (const d of away) if ((await founder.log.value(`genkey/${d.log.self}`, 'confirmed')) === null) return false
       return true
     },
-    30_000,
+    90_000,
     'every writer registered its next keys'
   )
+  t.comment(`their next keys confirmed in ${Date.now() - since} ms`)
   for (const d of away) await cluster.kill(d.index)
   // The generations each indexer left (an abandoned attempt skips a number).
   const left = new Map<number, number[]>(indexers.map((d) => [d.index, []]))
