@@ -128,7 +128,7 @@ export function measureMemory(devices: number, leaseMs: number, settleMs: number
 export type StorageBytes = DirUsage
 export const storageBytes = dirBytes
 
-interface ProcMemory {
+export interface ProcMemory {
   rss: number
   rssAnon: number
   rssFile: number
@@ -138,7 +138,7 @@ interface ProcMemory {
   uss: number
 }
 
-function procMemory(pid: number | undefined): ProcMemory | null {
+export function procMemory(pid: number | undefined): ProcMemory | null {
   if (pid === undefined) return null
   try {
     const kb = (text: string, field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024

@@ -12,7 +12,8 @@
  */
 import { appendFileSync, readdirSync, readFileSync, realpathSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { procKb } from './proc-kb.js'
+import { procMemory } from '../memory.js'
+import { mib } from '../util.js'
 
 interface Sample {
   minute: number
@@ -22,8 +23,6 @@ interface Sample {
   pssMiB: number
   ussMiB: number
 }
-
-const MiB = 1024 * 1024
 
 /** The daemons running now: `start` processes whose script is the CLI (autolease.js, or a bench's symlink to it). */
 function daemons(): Array<{ pid: number; checkout: string }> {
@@ -44,11 +43,10 @@ function daemons(): Array<{ pid: number; checkout: string }> {
 }
 
 function read(minute: number): Sample[] {
+  // The same readings as the idle-daemons row (memory.ts procMemory).
   return daemons().flatMap(({ pid, checkout }) => {
-    const status = procKb(`/proc/${pid}/status`)
-    const rollup = procKb(`/proc/${pid}/smaps_rollup`)
-    if (status.VmRSS === undefined || rollup.Pss === undefined) return []
-    return [{ minute, pid, checkout, rssMiB: status.VmRSS / MiB, pssMiB: rollup.Pss / MiB, ussMiB: ((rollup.Private_Clean ?? 0) + (rollup.Private_Dirty ?? 0)) / MiB }]
+    const m = procMemory(pid)
+    return m === null ? [] : [{ minute, pid, checkout, rssMiB: mib(m.rss), pssMiB: mib(m.pss), ussMiB: mib(m.uss) }]
   })
 }
 
@@ -64,7 +62,10 @@ for (let m = 0; m <= minutes; m++) {
   if (m < minutes) await new Promise((resolve) => setTimeout(resolve, 60_000))
 }
 const byDaemon = new Map<string, Sample[]>()
-for (const s of samples.filter((x) => x.minute >= 10 - 0.01 && x.minute <= 20 + 0.01)) byDaemon.set(`${s.checkout} ${s.pid}`, [...(byDaemon.get(`${s.checkout} ${s.pid}`) ?? []), s])
+for (const s of samples.filter((x) => x.minute >= 10 - 0.01 && x.minute <= 20 + 0.01)) {
+  const key = `${s.checkout} ${s.pid}`
+  byDaemon.set(key, [...(byDaemon.get(key) ?? []), s])
+}
 const mean = (xs: Sample[], f: (s: Sample) => number): string => (xs.reduce((a, s) => a + f(s), 0) / xs.length).toFixed(1)
 for (const [daemon, xs] of [...byDaemon].sort()) {
   process.stdout.write(`${daemon}: minutes 10-20 (${xs.length} readings) RSS ${mean(xs, (s) => s.rssMiB)} MiB, Pss ${mean(xs, (s) => s.pssMiB)}, USS ${mean(xs, (s) => s.ussMiB)}\n`)
