@@ -367,10 +367,14 @@ function decide(config: RepoConfig, entry: QueueEntry, status: 'evaluating' | 'g
   return { type: 'queue-decide' as const, tenant: config.tenant, repo: config.repo, pr: entry.prNumber, sha: entry.prSha, status, reason }
 }
 
+/** The labels a forge-sync carries: a label the codec cannot hold is left out (it cannot be the queue label: that one passed the codec in repo-add). */
+export function syncLabels(pull: PullRequest | null): string[] {
+  return (pull?.labels ?? []).filter((l) => isLabel(l)).slice(0, 100)
+}
+
 /**
  * A forge-sync op from what the forge says (null: the PR is gone, recorded
- * as closed at `fallbackSha`). A label the codec cannot hold is left out:
- * it cannot be the queue label (that one passed the codec in repo-add).
+ * as closed at `fallbackSha`).
  */
 export function syncOp(config: RepoConfig, pr: number, pull: PullRequest | null, fallbackSha: string, checks: CheckFact[] | null) {
   return {
@@ -381,7 +385,7 @@ export function syncOp(config: RepoConfig, pr: number, pull: PullRequest | null,
     sha: pull?.headSha ?? fallbackSha,
     state: pull === null ? ('closed' as const) : pull.merged ? ('merged' as const) : pull.state,
     draft: pull?.draft ?? false,
-    labels: (pull?.labels ?? []).filter((l) => isLabel(l)).slice(0, 100),
+    labels: syncLabels(pull),
     autoMerge: pull?.autoMerge ?? false,
     checks: checks === null ? null : checks.slice(0, 100)
   }

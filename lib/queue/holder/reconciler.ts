@@ -11,6 +11,12 @@
  *   apply version). A resync that skipped drafts before looking at the
  *   queue kept a PR converted to draft, its `converted_to_draft` webhook
  *   lost, in the queue for good.
+ * - A queued PR whose labels in the view (apply version 6; below it, its
+ *   priority from labels, version 5) are not what the forge lists is
+ *   synced: each pull_request snapshot sets them and the last applied
+ *   wins, so a lost `labeled` delivery, or one applied after a newer
+ *   reading (a resync read between a label and its delivery), would leave
+ *   a hotfix at normal priority until the PR's next event.
  * - Every entry the forge no longer lists (closed, merged, unlabelled)
  *   leaves, bounced ones included: a bounced PR's label was removed, so it
  *   is not listed and is not re-queued. Under auto-merge a bounced PR
@@ -56,8 +62,9 @@
 import { SIGNER_LEASE } from '../../lease/lease-ops.js'
 import type { PullRequest } from '../forge/forge.js'
 import type { QueueEntry, RepoConfig } from '../model/queue-layout.js'
-import type { GateResult } from '../model/queue-state.js'
-import { syncOp } from './evaluation.js'
+import { priorityOfLabels, type GateResult } from '../model/queue-state.js'
+import { rules, type ApplyRules } from '../model/apply-rules.js'
+import { syncLabels, syncOp } from './evaluation.js'
 import { gateFacts, gateOf } from '../model/gate.js'
 import type { Tenure } from './tenure.js'
 
@@ -99,6 +106,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
   tenureSeen.set(`${tenant}/${repo}`, seen)
   let gateReads = 0
   let gateSkips = 0
+  const r = rules(await t.log.groupApplyVersion('tip'))
 
   for (const c of candidates) {
     listed.add(c.number)
@@ -114,7 +122,8 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
     if (entry !== undefined && entry.status === 'bounced' && entry.prSha === c.headSha) continue
     if (entry === undefined && dequeued.has(c.number)) continue
     const last = before.get(c.number)
-    if (entry !== undefined && last !== undefined && settled(entry, c, last)) {
+    const drifted = entry !== undefined && labelsDrifted(entry, c, r)
+    if (entry !== undefined && last !== undefined && !drifted && settled(entry, c, last)) {
       seen.set(c.number, last)
       gateSkips++
       continue
@@ -127,6 +136,7 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
     if (entry === undefined) what = `#${c.number} joined (missed webhook)`
     else if (entry.prSha !== c.headSha) what = `#${c.number} head moved to ${c.headSha.slice(0, 12)}`
     else if (entry.gateResult !== gate && !(entry.gateResult === null && gate === 'pending')) what = `#${c.number} gate re-read: ${gate}`
+    else if (drifted) what = `#${c.number} labels re-read: ${syncLabels(c).join(', ') || 'none'}`
     if (what === null || busy(c.number)) continue
     await t.append(syncOp(config, c.number, c, c.headSha, facts))
     fixed.push(what)
@@ -155,6 +165,22 @@ export async function reconcileRepo(t: Tenure, config: RepoConfig, busy: (pr: nu
   await t.append({ type: 'reconcile-result', tenant, repo, request, fixed: summary.fixed, staleLeases, queueLength: summary.queueLength, eventCount: summary.eventCount })
   t.logger.info({ tenant, repo, epoch: t.epoch, fixed: summary.fixed, staleLeases, queueLength: summary.queueLength, gateReads, gateSkips, request }, 'reconciled')
   return summary
+}
+
+/**
+ * The entry's labels (rule entryLabels) or, below it, its priority from
+ * labels (rule priorities) are not what the forge lists now: a
+ * pull_request delivery lost, or applied after a newer reading of the PR
+ * (each snapshot sets them, the last applied wins). The resync's own
+ * snapshot is the forge's word at its read; false where the group's rules
+ * keep neither, so an unchanged PR never costs an op (labels compare as a
+ * set: a list and a payload may order them differently).
+ */
+function labelsDrifted(entry: QueueEntry, c: PullRequest, r: ApplyRules): boolean {
+  const listed = syncLabels(c)
+  if (r.entryLabels) return entry.labels === undefined || [...entry.labels].sort().join('\n') !== [...listed].sort().join('\n')
+  if (r.priorities) return entry.priorityBy !== 'command' && (entry.priority ?? 'normal') !== priorityOfLabels(listed)
+  return false
 }
 
 /**

@@ -27,6 +27,9 @@ test('no up-to-date rule, three PRs ready at once: they merge in queue order, th
   const first = g.fake.createPull(REPO, { headSha: sha('n1'), labels: [LABEL] }).number
   const second = g.fake.createPull(REPO, { headSha: sha('n2'), labels: [LABEL] }).number
   const hotfix = g.fake.createPull(REPO, { headSha: sha('hf'), labels: [LABEL, 'hotfix'] }).number
+  // Every delivery answered (applied): the PR's labels arrive one at a time (opened, then each label), and the
+  // tenure's first resync may have read it whole before they do; the order is the labels' once they are in.
+  await g.fake.settled()
   // No check yet: each waits (no check started), in line.
   await waitFor(async () => (await g.queue()).filter((e) => e.wait?.reason === 'no-checks').length === 3, 20_000, 'all three queued, waiting for checks')
   t.alike(
@@ -58,6 +61,7 @@ test('up to date required, three PRs behind their base whose checks pass at once
   const first = g.fake.createPull(REPO, { headSha: sha('u1'), labels: [LABEL] }).number
   const second = g.fake.createPull(REPO, { headSha: sha('u2'), labels: [LABEL] }).number
   const hotfix = g.fake.createPull(REPO, { headSha: sha('uh'), labels: [LABEL, 'hotfix'] }).number
+  await g.fake.settled()
   await waitFor(async () => (await g.queue()).filter((e) => e.wait?.reason === 'no-checks').length === 3, 20_000, 'all three queued, waiting for checks')
   // The base moves (a PR merged by a person): every queued PR is behind it now.
   const other = g.fake.createPull(REPO, { headSha: sha('other') }).number

@@ -1,7 +1,8 @@
 /**
  * The holder's worker on three in-process devices, a real fake forge (HTTP)
  * and real webhook intake: merges, bounces, the 405 and 409 answers, missed
- * webhooks repaired by reconciliation (a PR converted to draft included),
+ * webhooks repaired by reconciliation (a PR converted to draft and a lost
+ * priority label included),
  * forge errors that lose nothing, and
  * per-PR serialization with unrelated PRs in parallel.
  */
@@ -159,6 +160,31 @@ test('a queued PR converted to draft while its webhook is lost leaves the queue 
   t.is(g.fake.comments(REPO, pr).length, 0, 'no comment: a draft is not a bounce')
   t.ok(g.fake.pull(REPO, pr).labels.includes(LABEL), 'its label kept (ready for review re-queues it)')
   t.is(merges(g, pr).length, 0, 'never merged')
+})
+
+// A lost `labeled` delivery, or one applied after a newer reading of the PR (the tenure's resync read it
+// whole, then its older deliveries arrived), left the entry's labels and priority as that snapshot said.
+test('a priority label whose webhook is lost is taken at the next resync: the entry\'s labels and priority follow the forge', { timeout: 90_000 }, async (t) => {
+  const g = await queueGroup(t)
+  const h = await g.holder()
+  const pr = await pendingSilently(g, h, sha('relabelled'))
+  const before = (await g.queue()).find((e) => e.prNumber === pr)!
+  t.is(before.priority ?? 'normal', 'normal', 'queued at normal priority')
+  g.fake.label(REPO, pr, 'hotfix')
+  await g.fake.settled()
+  t.ok(g.fake.deliveries().some((d) => d.suppressed && d.action === 'labeled'), 'the labeled delivery was lost')
+
+  const result = await reconcileNow(g, h)
+  t.alike(result.fixed, [`#${pr} labels re-read: ${LABEL}, hotfix`], 'the resync says so')
+  await waitFor(async () => (await g.queue(1)).find((e) => e.prNumber === pr)?.priority === 'hotfix', 10_000, 'hotfix priority on another device')
+  const after = (await g.queue(1)).find((e) => e.prNumber === pr)!
+  t.alike([...(after.labels ?? [])].sort(), [LABEL, 'hotfix'].sort(), 'the entry keeps the labels the forge lists')
+  t.is(after.prSha, before.prSha, 'at the same head')
+  t.ok((await audit(g)).some((a) => a.action === 'priority' && a.prNumber === pr && a.detail === 'hotfix (label)'), 'the new priority audited')
+
+  // Nothing drifted since: the next resync appends nothing for it.
+  const again = await reconcileNow(g, h)
+  t.alike(again.fixed, [], 'the next resync finds nothing to fix')
 })
 
 // Issue 17.10: a gate the resync re-read (its check webhook lost) reached the view, but the worker left
