@@ -55,6 +55,12 @@
  *   invite (its add-writer already there) is answered again, nothing
  *   appended.
  *
+ * - A device listens for pairing requests (blind-pairing's member, which
+ *   looks the group's pairing topic up on the DHT every `pollMs`) only
+ *   while an invite it made is unexpired (a revoked or voided one is still
+ *   answered: refused, not left to time out) or a request is being
+ *   answered: an idle daemon made a DHT lookup a second for nothing.
+ *
  * Not guaranteed: blind-pairing encrypts a request and its answer under
  * keys derived from the invite (and the request's session, sent in the
  * clear): whoever holds the invite text and sees the joiner's request while
@@ -162,6 +168,12 @@ export class PairingHost extends ReadyResource {
   private removedSeen: Set<string> | null = null
   private noticing: Promise<void> | null = null
   private renotice = false
+  /** Member changes, one at a time (adding and closing are async). */
+  private membership: Promise<void> = Promise.resolve()
+  /** Requests being answered now: the member stays while any is. */
+  private answering = 0
+  /** Tends the member when the last open invite expires. */
+  private expiryTimer: NodeJS.Timeout | null = null
 
   constructor(log: IntentLog, swarm: Hyperswarm, opts: { pollMs?: number; wall?: () => number } = {}) {
     super()
@@ -172,13 +184,63 @@ export class PairingHost extends ReadyResource {
 
   override async _open(): Promise<void> {
     this.removedSeen = await this.removedKeys()
-    this.member = this.pairing.addMember({ discoveryKey: this.log.discoveryKey, onadd: (req) => this.handle(req) })
-    await this.member.ready()
   }
 
   override async _close(): Promise<void> {
+    if (this.expiryTimer !== null) clearTimeout(this.expiryTimer)
+    await this.membership
     if (this.member) await this.member.close()
+    this.member = null
     await this.pairing.close()
+  }
+
+  /** Listening for pairing requests now (module header: only while an invite is unexpired). */
+  get listening(): boolean {
+    return this.member !== null
+  }
+
+  /**
+   * The member on while an invite is unexpired (or a request is being
+   * answered), off otherwise; then a check again when the last one
+   * expires. Resolves once the member is as that says.
+   */
+  private tend(): Promise<void> {
+    this.membership = this.membership.then(async () => {
+      if (this.expiryTimer !== null) clearTimeout(this.expiryTimer)
+      this.expiryTimer = null
+      if (this.closing !== null) return
+      this.prune()
+      const live = [...this.invites.values()]
+      if (live.length > 0 || this.answering > 0) {
+        if (this.member === null) {
+          const member = this.pairing.addMember({ discoveryKey: this.log.discoveryKey, onadd: (req) => this.request(req) })
+          this.member = member
+          await member.ready()
+        }
+        if (live.length > 0) {
+          // setTimeout's longest delay is ~24.8 days; an invite may last 366: check again at most daily.
+          const last = Math.max(...live.map((o) => o.expiresAt))
+          this.expiryTimer = setTimeout(() => void this.tend(), Math.min(Math.max(0, last - this.wall()) + 1, 24 * 3600 * 1000))
+          this.expiryTimer.unref()
+        }
+      } else if (this.member !== null) {
+        const member = this.member
+        this.member = null
+        await member.close()
+      }
+    })
+    return this.membership
+  }
+
+  /** A request through the member: it stays on until this one is answered. */
+  private async request(req: PairingRequest): Promise<void> {
+    this.answering++
+    try {
+      await this.handle(req)
+    } finally {
+      this.answering--
+      void this.tend()
+    }
   }
 
   /**
@@ -310,7 +372,12 @@ export class PairingHost extends ReadyResource {
     }
     if (!INVITE_ROLES.includes(role)) throw new AutoleaseError('INVALID_ARGUMENT', `invite role must be writer or indexer, got ${JSON.stringify(role)}`)
     if (!this.log.isIndexer) throw new AutoleaseError('NOT_WRITABLE', 'only an indexer can invite a device (this device is not an indexer)')
-    return this.noticeRemovals().then(() => this.mint(ttlMs, role))
+    return this.noticeRemovals().then(async () => {
+      const info = this.mint(ttlMs, role)
+      // Listening before the invite is handed out: its first request is heard.
+      await this.tend()
+      return info
+    })
   }
 
   private mint(ttlMs: number, role: InviteRole): InviteInfo {

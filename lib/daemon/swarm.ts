@@ -129,6 +129,8 @@ export class Swarm extends ReadyResource {
       conn.setKeepAlive(Math.max(MIN_KEEPALIVE_MS, Math.floor(timeoutMs / 4)))
       conn.setTimeout(timeoutMs)
       this.replicator.replicate(conn)
+      // A peer gone: looked for again (rediscover) until every known one is back.
+      conn.on('close', () => this.watchMissing())
     })
   }
 
@@ -144,10 +146,14 @@ export class Swarm extends ReadyResource {
   override async _open(): Promise<void> {
     this.discovery = this.swarm.join(this.replicator.discoveryKey, { server: true, client: true })
     await this.discovery.flushed()
-    if (this.rediscoverMs > 0) {
-      this.rediscoverTimer = setInterval(() => this.rediscover(Date.now()), this.rediscoverMs / 2)
-      this.rediscoverTimer.unref()
-    }
+    this.watchMissing()
+  }
+
+  /** The rediscovery check every rediscoverMs / 2 while a known peer is missing (or none is connected); no timer otherwise. */
+  private watchMissing(): void {
+    if (this.rediscoverMs <= 0 || this.rediscoverTimer !== null || this.discovery === null || this.closing !== null) return
+    this.rediscoverTimer = setInterval(() => this.rediscover(Date.now()), this.rediscoverMs / 2)
+    this.rediscoverTimer.unref()
   }
 
   /**
@@ -172,6 +178,9 @@ export class Swarm extends ReadyResource {
     const missing = connected.size === 0 || [...this.known].some((k) => !connected.has(k))
     if (!missing) {
       this.missingSince = null
+      // Everyone known is here: nothing to check until a connection closes.
+      if (this.rediscoverTimer !== null) clearInterval(this.rediscoverTimer)
+      this.rediscoverTimer = null
       return
     }
     this.missingSince ??= now

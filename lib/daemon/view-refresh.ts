@@ -32,6 +32,7 @@ export class ViewRefresh {
   private running: Promise<void> | null = null
   private dirty = false
   private timer: NodeJS.Timeout | null = null
+  private immediate: NodeJS.Immediate | null = null
   private lastAt = -Infinity
   private lastStamp: string | null = null
   private stopped = false
@@ -53,7 +54,9 @@ export class ViewRefresh {
     this.stopped = true
     this.log.off('update', this.onupdate)
     if (this.timer !== null) clearTimeout(this.timer)
+    if (this.immediate !== null) clearImmediate(this.immediate)
     this.timer = null
+    this.immediate = null
     if (this.running !== null) await this.running.catch(() => {})
   }
 
@@ -86,16 +89,18 @@ export class ViewRefresh {
       this.dirty = true
       return
     }
-    if (this.timer !== null) return
-    this.timer = setTimeout(
-      () => {
-        this.timer = null
-        if (this.stopped || this.running !== null || this.log.viewStamp() === this.lastStamp) return
-        this.now().catch((err: unknown) => {
-          if (!this.stopped) this.opts.failed(err instanceof Error ? err : new Error(String(err)))
-        })
-      },
-      Math.max(0, this.lastAt + this.opts.everyMs - this.opts.clock.now())
-    )
+    if (this.timer !== null || this.immediate !== null) return
+    const run = (): void => {
+      this.timer = null
+      this.immediate = null
+      if (this.stopped || this.running !== null || this.log.viewStamp() === this.lastStamp) return
+      this.now().catch((err: unknown) => {
+        if (!this.stopped) this.opts.failed(err instanceof Error ? err : new Error(String(err)))
+      })
+    }
+    const wait = this.lastAt + this.opts.everyMs - this.opts.clock.now()
+    // Due now (the common case: updates further apart than everyMs): in this turn of the loop, no timer armed.
+    if (wait <= 0) this.immediate = setImmediate(run)
+    else this.timer = setTimeout(run, wait)
   }
 }

@@ -243,6 +243,34 @@ test('invite list shows the open invites; invite revoke voids one, used or not, 
   }
 })
 
+test('the pairing topic is listened to only while an invite is unexpired: not idle, not after the last expiry; a revoked one is still refused', async (t) => {
+  const { host } = await founder(t)
+  t.absent(host.listening, 'no invite: not listening (no DHT lookup a second for nothing)')
+  const a = await host.createInvite({ role: 'writer', ttlMs: 1_000 })
+  t.ok(host.listening, 'an invite made: listening before its text is handed out')
+  await host.revoke(a.id)
+  t.ok(host.listening, 'revoked: still listening until its expiry, so its holder is told "rejected", not left to time out')
+  const late = request(a.invite, { indexer: false })
+  await host.handle(late)
+  t.alike([late.confirmed.length, late.denied], [0, [1]], 'and refused')
+  const since = Date.now()
+  await waitUntil(() => !host.listening, 10_000)
+  t.absent(host.listening, `expired: not listening (${Date.now() - since} ms later; it expired at +${a.expiresAt - since} ms)`)
+  t.ok(Date.now() >= a.expiresAt, 'not before its expiry')
+
+  const b = await host.createInvite({ role: 'writer', ttlMs: 1_000 })
+  const c = await host.createInvite({ role: 'writer', ttlMs: 60_000 })
+  t.ok(host.listening, 'listening again for new invites')
+  await waitUntil(() => Date.now() > b.expiresAt + 300, 10_000)
+  t.ok(host.listening, 'the first expired, the second not: still listening')
+  t.alike((await host.list()).map((i) => i.id), [c.id], 'the second is the one open')
+})
+
+async function waitUntil(ok: () => boolean, ms: number): Promise<void> {
+  const until = Date.now() + ms
+  while (!ok() && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
+}
+
 test('a removal voids every open invite: at once through remove-device, and when a removal by another device reaches this one', async (t) => {
   const { log, host } = await founder(t)
   const server = new ControlServer(join(await tmp(t), 'c.sock'))
