@@ -149,10 +149,28 @@ export class Swarm extends ReadyResource {
     this.watchMissing()
   }
 
-  /** The rediscovery check every rediscoverMs / 2 while a known peer is missing (or none is connected); no timer otherwise. */
+  /**
+   * A rediscovery check soon (rediscoverMs / 2): at the open and whenever a
+   * connection closes. The check arms the next one for when a lookup is due
+   * while a known peer is missing (or none is connected), and none once
+   * every known peer is back.
+   */
   private watchMissing(): void {
-    if (this.rediscoverMs <= 0 || this.rediscoverTimer !== null || this.discovery === null || this.closing !== null) return
-    this.rediscoverTimer = setInterval(() => this.rediscover(Date.now()), this.rediscoverMs / 2)
+    if (this.rediscoverMs <= 0 || this.discovery === null || this.closing !== null) return
+    this.armRediscover(this.rediscoverMs / 2)
+  }
+
+  /** A rediscovery check is armed (a known peer missing, or one just lost): none while everyone known is connected. */
+  get rediscovering(): boolean {
+    return this.rediscoverTimer !== null
+  }
+
+  private armRediscover(ms: number): void {
+    if (this.rediscoverTimer !== null) clearTimeout(this.rediscoverTimer)
+    this.rediscoverTimer = setTimeout(() => {
+      this.rediscoverTimer = null
+      this.rediscover(Date.now())
+    }, ms)
     this.rediscoverTimer.unref()
   }
 
@@ -177,22 +195,24 @@ export class Swarm extends ReadyResource {
     // Alone counts too: a first lookup can end before a peer announced, and nothing dials again until the refresh.
     const missing = connected.size === 0 || [...this.known].some((k) => !connected.has(k))
     if (!missing) {
-      this.missingSince = null
       // Everyone known is here: nothing to check until a connection closes.
-      if (this.rediscoverTimer !== null) clearInterval(this.rediscoverTimer)
-      this.rediscoverTimer = null
+      this.missingSince = null
       return
     }
     this.missingSince ??= now
     const every = now - this.missingSince >= REDISCOVER_SLOW_AFTER_MS ? REDISCOVER_SLOW_MS : this.rediscoverMs
-    if (now - this.missingSince < this.rediscoverMs || now - this.lastLookup < every) return
-    this.lastLookup = now
-    this.rediscoveries++
-    this.discovery.refresh().catch(() => {})
+    if (now - this.missingSince >= this.rediscoverMs && now - this.lastLookup >= every) {
+      this.lastLookup = now
+      this.rediscoveries++
+      this.discovery.refresh().catch(() => {})
+    }
+    // The next check when the next lookup is due (a peer back by then stops the checks): a device gone for good costs a wakeup a minute.
+    const due = Math.max(this.missingSince + this.rediscoverMs, this.lastLookup + every)
+    this.armRediscover(Math.max(this.rediscoverMs / 2, due - now))
   }
 
   override async _close(): Promise<void> {
-    if (this.rediscoverTimer !== null) clearInterval(this.rediscoverTimer)
+    if (this.rediscoverTimer !== null) clearTimeout(this.rediscoverTimer)
     await this.swarm.destroy()
     if (this.dht) await this.dht.destroy()
   }

@@ -56,6 +56,10 @@ test('two peers whose dial attempts ran out are connected again by a lookup of t
   const made = a.rediscoveries + b.rediscoveries
   await new Promise((resolve) => setTimeout(resolve, 1_500))
   t.is(a.rediscoveries + b.rediscoveries, made, 'and none once every known peer is connected')
+  t.ok(!a.rediscovering && !b.rediscovering, 'nor any check armed: an idle swarm wakes for none')
+  for (const c of a.swarm.connections) c.destroy()
+  await waitFor(() => a.rediscovering, 5_000, 'a check armed').catch(() => {})
+  t.ok(a.rediscovering, 'a connection closed: a check armed')
 })
 
 test('without rediscovery they stay apart (what the daemon did before)', { timeout: 60_000 }, async (t) => {
