@@ -50,7 +50,7 @@ import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 import { ReplicationWatchdog } from './replication-watchdog.js'
 import { AckPolicy, type AckHold } from './ack-policy.js'
-import { ConfirmationWatchdog, diagnose, type StallDiagnosis } from './confirmation-watchdog.js'
+import { ConfirmationWatchdog, FORCE_ACK_MS, diagnose, type StallDiagnosis } from './confirmation-watchdog.js'
 import { ConfirmedLength } from './confirmed-length.js'
 import { OrderRepair, orderDivergedError } from './order-repair.js'
 import { READ_OPTS, RETRYABLE, ViewSnapshots, get, range, type ReadMode } from './view-snapshots.js'
@@ -132,6 +132,7 @@ export class AutobaseLog extends ReadyResource {
   readonly replication: ReplicationWatchdog
   private readonly acks: AckPolicy
   private readonly watchdog: ConfirmationWatchdog
+  private stallTimer: NodeJS.Timeout | null = null
   private readonly order: OrderRepair
   private readonly confirmed: ConfirmedLength
   private readonly snapshots: ViewSnapshots
@@ -217,11 +218,12 @@ export class AutobaseLog extends ReadyResource {
       await this.base.close()
       throw versionAhead(version)
     }
-    this.watchdog.start()
+    this.stallTimer = setInterval(() => this.watchdog.check(), FORCE_ACK_MS / 2)
+    this.stallTimer.unref()
   }
 
   override async _close(): Promise<void> {
-    this.watchdog.stop()
+    if (this.stallTimer) clearInterval(this.stallTimer)
     this.snapshots.drop('tip')
     this.snapshots.drop('confirmed')
     await this.base.close()
@@ -566,7 +568,6 @@ export class AutobaseLog extends ReadyResource {
     // confirmed length is one system block, read once per indexed length.
     // Acks go on while this device's order is being repaired: they carry no order, only what it has seen.
     this.realPending = viewLength > (await this.confirmed.read())
-    this.watchdog.wake()
     if (this.realPending && this.closing === null && this.base.ackable) await this.acks.ackHeads(viewLength, heads)
     await this.order.verify()
     if (viewLength !== this.lastViewLength && this.closing === null) {

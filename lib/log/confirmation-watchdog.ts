@@ -21,13 +21,6 @@
  * just skipped.
  *
  * A stall is reported ('stalled', with a diagnosis) once per doubling.
- *
- * Cadence: a check every FORCE_ACK_MS / 2 while there is anything to
- * watch (a real op unconfirmed, a core lagging, a forced ack in flight),
- * else every IDLE_CHECK_MS; an update that leaves a real op unconfirmed
- * wakes it at once (`wake`). An idle group has nothing here to do: its
- * 125 ms interval was half the timer wakeups of an idle daemon (8 of 16
- * a second).
  */
 import type Autobase from 'autobase'
 import b4a from 'b4a'
@@ -67,8 +60,6 @@ const STALL_REPORT_MS = 2_000
 export const FORCE_ACK_MS = 250
 /** The next indexer's turn to force an ack comes this much later (see check). */
 const NUDGE_STEP_MS = 100
-/** With nothing to watch, a check this often: a core that starts lagging with no real op of ours pending is seen within it. */
-export const IDLE_CHECK_MS = 1_000
 
 export class ConfirmationWatchdog {
   private readonly stallCheckMs: number
@@ -78,10 +69,6 @@ export class ConfirmationWatchdog {
   private nudging = false
   /** Forced acks appended by the watchdog (the bench reports them). */
   forcedAcks = 0
-  private timer: NodeJS.Timeout | null = null
-  /** The armed check is the fast one. */
-  private fast = false
-  private stopped = false
 
   constructor(
     private readonly host: WatchdogHost,
@@ -90,50 +77,7 @@ export class ConfirmationWatchdog {
     this.stallCheckMs = Math.max(250, ackIntervalMs)
   }
 
-  /** Checks from now on, at the cadence the state asks for. */
-  start(): void {
-    this.stopped = false
-    this.arm()
-  }
-
-  stop(): void {
-    this.stopped = true
-    if (this.timer !== null) clearTimeout(this.timer)
-    this.timer = null
-  }
-
-  /** After an update: a real op unconfirmed is watched from now on, not from the next idle check. */
-  wake(): void {
-    if (this.stopped || this.fast || !this.busy()) return
-    if (this.timer !== null) clearTimeout(this.timer)
-    this.arm()
-  }
-
-  /** The delay of the check armed now (null: stopped). */
-  get armedMs(): number | null {
-    return this.timer === null ? null : this.fast ? FORCE_ACK_MS / 2 : IDLE_CHECK_MS
-  }
-
-  /** Anything to watch: a real op unconfirmed, a core short of what it needs, a forced ack in flight. */
-  private busy(): boolean {
-    return this.host.realPending() || this.host.replication.laggingCores > 0 || this.nudging
-  }
-
-  private arm(): void {
-    if (this.stopped || this.host.closed()) return
-    this.fast = this.busy()
-    this.timer = setTimeout(
-      () => {
-        this.timer = null
-        this.check()
-        this.arm()
-      },
-      this.fast ? FORCE_ACK_MS / 2 : IDLE_CHECK_MS
-    )
-    this.timer.unref()
-  }
-
-  /** One check (every FORCE_ACK_MS / 2 while busy, IDLE_CHECK_MS otherwise). */
+  /** One check (every FORCE_ACK_MS / 2). */
   check(): void {
     const { base, clock } = this.host
     if (!this.host.closed()) this.host.replication.check(base.activeWriters)

@@ -117,11 +117,6 @@ export class ReplicationWatchdog {
     this.pokeMs = opts.pokeMs ?? 500
   }
 
-  /** Cores seen stuck at the last check (their lag being timed). */
-  get laggingCores(): number {
-    return this.lagging.size
-  }
-
   /** Look at every writer's core once (call it on a timer). */
   check(writers: Iterable<WatchedWriter>): void {
     const now = this.clock.now()
