@@ -58,8 +58,37 @@ export interface WatchdogHost {
 const STALL_REPORT_MS = 2_000
 /** A real op unconfirmed this long with no indexing progress gets a forced ack (from the first indexer in turn). */
 export const FORCE_ACK_MS = 250
-/** The next indexer's turn to force an ack comes this much later (see check). */
+/** The first round's turns (one per indexer, by rank) come this far apart (see nudgeAt). */
 const NUDGE_STEP_MS = 100
+/** The gap between turns doubles each round, this many times at most (to 16 times the first: see nudgeAt). */
+const TURN_GAP_DOUBLINGS = 4
+
+/**
+ * When, in ms after a stall began, this indexer forces its ack number
+ * `nudges` (0 for the first). The indexers take turns by rank, one ack per
+ * turn: turn i is rank i mod `of`'s. The first round's turns are
+ * NUDGE_STEP_MS apart, and each round's twice as far apart as the last's,
+ * up to 2^TURN_GAP_DOUBLINGS times.
+ *
+ * Invariant: forced acks slow down until each sees the one before. An ack
+ * appended before the others' last acks arrived is concurrent with them
+ * and voids them (ack-policy.ts); at a fixed pace faster than the indexers
+ * replicate and apply each other's nodes, every round voided the last and
+ * nothing was confirmed for good (measured: three indexers on two busy
+ * cores, a forced ack every 100 ms between them, the indexed length not
+ * moving for 100 s). The first round comes as before (250, 350, 450 ms
+ * with three indexers), and rank 0's turns stay at 250, 550, 1150, 2350,
+ * 4750 ms, then every 4.8 s.
+ */
+export function nudgeAt(nudges: number, turn: { rank: number; of: number }): number {
+  const i = turn.rank + nudges * turn.of
+  const round = Math.floor(i / turn.of)
+  // The turns before i: every turn of each earlier round, then this round's earlier ones, in first gaps.
+  const doubled = Math.min(round, TURN_GAP_DOUBLINGS + 1)
+  const earlierRounds = turn.of * (2 ** doubled - 1 + (round - doubled) * 2 ** TURN_GAP_DOUBLINGS)
+  const thisRound = (i - round * turn.of) * 2 ** Math.min(round, TURN_GAP_DOUBLINGS)
+  return FORCE_ACK_MS + (earlierRounds + thisRound) * NUDGE_STEP_MS
+}
 
 export class ConfirmationWatchdog {
   private readonly stallCheckMs: number
@@ -107,7 +136,7 @@ export class ConfirmationWatchdog {
     if (this.nudging || this.host.closed() || !base.ackable) return
     const turn = nudgeTurn(this.host.self(), indexerKeys(base))
     if (turn === null) return
-    if (now - this.stalled.since < FORCE_ACK_MS + (this.stalled.nudges * turn.of + turn.rank) * NUDGE_STEP_MS) return
+    if (now - this.stalled.since < nudgeAt(this.stalled.nudges, turn)) return
     this.nudging = true
     this.stalled.nudges++
     this.forcedAcks++

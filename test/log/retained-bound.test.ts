@@ -7,8 +7,9 @@
  */
 import test from 'brittle'
 import tmp from 'test-tmp'
-import { Cluster, waitFor, type Device } from '../helpers/cluster.js'
+import { Cluster, sleep, waitFor, type Device } from '../helpers/cluster.js'
 import type { Op } from '../../lib/log/ops.js'
+import { diagnose } from '../../lib/log/confirmation-watchdog.js'
 
 const ROTATION = { ops: 40, checkMs: 100, staggerMs: 100, foundTimeoutMs: 20_000 }
 const AWAY = 10
@@ -36,16 +37,28 @@ test(`${AWAY} devices away until generation ${SWITCHES}: every generation kept, 
   await waitFor(() => away.every((d) => d.log.writable), 90_000, 'the writers added')
   t.comment(`the ${AWAY} writers added in ${Date.now() - since} ms`)
   since = Date.now()
-  // As long as the adding may take: thirteen autobases in one process on two busy cores confirm slowly
-  // (30 s was too short beside two busy loops and the suite, 1 run in 2).
-  await waitFor(
-    async () => {
-      for (const d of away) if ((await founder.log.value(`genkey/${d.log.self}`, 'confirmed')) === null) return false
-      return true
-    },
-    90_000,
-    'every writer registered its next keys'
-  )
+  // Thirteen autobases in one process on two busy cores confirm slowly; forced acks at a fixed pace once
+  // kept the three indexers' acks crossing and nothing confirmed for 100 s (confirmation-watchdog.ts nudgeAt).
+  // Polled every 250 ms (ten reads each): a tight poll of the founder's view takes the CPU the confirming needs.
+  // Each writer's registration is timed where it lands (its own log, then confirmed at the founder), so a
+  // timeout says which step stalled.
+  const landed = away.map(() => ({ own: -1, confirmed: -1 }))
+  const registered = async (): Promise<boolean> => {
+    const at = Date.now() - since
+    for (const [i, d] of away.entries()) {
+      const l = landed[i]!
+      if (l.own < 0 && (await d.log.value(`genkey/${d.log.self}`, 'tip')) !== null) l.own = at
+      if (l.confirmed < 0 && (await founder.log.value(`genkey/${d.log.self}`, 'confirmed')) !== null) l.confirmed = at
+    }
+    return landed.every((l) => l.confirmed >= 0)
+  }
+  try {
+    await waitFor(async () => (await registered()) || (await sleep(250), false), 120_000, 'every writer registered its next keys')
+  } finally {
+    t.comment(`next keys landed (ms since added; -1 never): ${landed.map((l, i) => `#${away[i]!.index} own ${l.own} confirmed ${l.confirmed}`).join('; ')}`)
+    t.comment(`acks forced by the indexers: ${indexers.map((d) => d.log.forcedAcks).join('/')}, by the ack rule: ${indexers.map((d) => d.log.ruleAcks).join('/')}`)
+    if (landed.some((l) => l.confirmed < 0)) for (const d of indexers) t.comment(`indexer ${d.index}: ${JSON.stringify(diagnose(d.log.base))}`)
+  }
   t.comment(`their next keys confirmed in ${Date.now() - since} ms`)
   for (const d of away) await cluster.kill(d.index)
   // The generations each indexer left (an abandoned attempt skips a number).
@@ -83,12 +96,24 @@ test(`${AWAY} devices away until generation ${SWITCHES}: every generation kept, 
 
   // One comes back: the generation it was in is closed everywhere, and served on demand.
   const back = await cluster.restart(away[0]!.index, false)
-  back.log.on('warning', () => {})
+  // Its way through, timed, and what it warned of (distinct messages, counted): a timeout says where it stood.
+  const steps: string[] = []
+  const warned = new Map<string, number>()
+  back.log.on('generation', (e: { generation: number; from: number }) => steps.push(`${e.from}->${e.generation} at ${Date.now() - since} ms`))
+  back.log.on('warning', (err: Error) => warned.set(String(err?.message).slice(0, 200), (warned.get(String(err?.message).slice(0, 200)) ?? 0) + 1))
   const target = founder.log.generation
   since = Date.now()
-  await waitFor(() => back.log.generation >= target, 180_000, `the returning device in generation ${target}`)
+  try {
+    await waitFor(() => back.log.generation >= target, 180_000, `the returning device in generation ${target}`)
+  } finally {
+    t.comment(`the returning device's switches: ${steps.join(', ') || 'none'}; now in ${back.log.generation}`)
+    t.comment(`its generation: ${JSON.stringify(await back.log.generationInfo().catch((err: Error) => err.message))}`)
+    for (const [m, n] of warned) t.comment(`it warned ${n}x: ${m}`)
+    t.comment(`the founder's generation: ${JSON.stringify(await founder.log.generationInfo().catch((err: Error) => err.message))}`)
+  }
   t.pass(`the device away came back through ${target} generations in ${Date.now() - since} ms`)
   await new Promise((resolve) => setTimeout(resolve, 500))
   clearInterval(sample)
   t.ok(maxOpen <= 2, `and still never more than 2 open (at most ${maxOpen} seen)`)
 })
+
