@@ -100,7 +100,10 @@ test(`${AWAY} devices away until generation ${SWITCHES}: every generation kept, 
   const steps: string[] = []
   const warned = new Map<string, number>()
   back.log.on('generation', (e: { generation: number; from: number }) => steps.push(`${e.from}->${e.generation} at ${Date.now() - since} ms`))
-  back.log.on('warning', (err: Error) => warned.set(String(err?.message).slice(0, 200), (warned.get(String(err?.message).slice(0, 200)) ?? 0) + 1))
+  back.log.on('warning', (err: Error) => {
+    const m = String(err?.message).slice(0, 200)
+    warned.set(m, (warned.get(m) ?? 0) + 1)
+  })
   const target = founder.log.generation
   since = Date.now()
   try {
@@ -116,4 +119,3 @@ test(`${AWAY} devices away until generation ${SWITCHES}: every generation kept, 
   clearInterval(sample)
   t.ok(maxOpen <= 2, `and still never more than 2 open (at most ${maxOpen} seen)`)
 })
-
