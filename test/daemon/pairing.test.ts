@@ -22,7 +22,7 @@ import { registerRoutes, type RouteContext } from '../../lib/daemon/control-rout
 import { call, RemoteError } from '../../lib/daemon/control-client.js'
 import { isAutoleaseError } from '../../lib/errors.js'
 import { thrown } from '../helpers/props.js'
-import { waitFor } from '../helpers/cluster.js'
+import { sleep, waitFor } from '../helpers/cluster.js'
 
 /**
  * Enough of a swarm for BlindPairing to open a member and close it: a topic
@@ -262,7 +262,7 @@ test('the pairing topic is listened to only while an invite is unexpired: not id
   const b = await host.createInvite({ role: 'writer', ttlMs: 1_000 })
   const c = await host.createInvite({ role: 'writer', ttlMs: 60_000 })
   t.ok(host.listening, 'listening again for new invites')
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, b.expiresAt + 300 - Date.now())))
+  await sleep(Math.max(0, b.expiresAt + 300 - Date.now()))
   t.ok(host.listening, 'the first expired, the second not: still listening')
   t.alike((await host.list()).map((i) => i.id), [c.id], 'the second is the one open')
 })

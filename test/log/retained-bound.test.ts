@@ -80,12 +80,12 @@ test(`${AWAY} devices away until generation ${SWITCHES}: every generation kept, 
   for (let k = 0; founder.log.generation < SWITCHES && k < 400; k++) {
     const ops: Op[] = Array.from({ length: 10 }, (_, j) => ({ type: 'acquire', name: `acme/fill#${k}-${j}`, owner: 'alice', ttlMs: 60_000, ts: Date.now() }))
     await founder.log.appendBatch(ops).catch(() => {})
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await sleep(100)
   }
   t.comment(`${SWITCHES} switches filled in ${Date.now() - since} ms`)
   await waitFor(() => indexers.every((d) => d.log.generation >= SWITCHES), 120_000, `every indexer in generation ${SWITCHES}`)
   // Let the managers tend what they keep.
-  await new Promise((resolve) => setTimeout(resolve, 1_500))
+  await sleep(1_500)
   for (const d of indexers) {
     const info = await d.log.generationInfo()
     t.comment(`device ${d.index}: generation ${info.number}, kept ${JSON.stringify(info.retained)}, open ${JSON.stringify(info.retainedOpen)}`)
@@ -115,7 +115,7 @@ test(`${AWAY} devices away until generation ${SWITCHES}: every generation kept, 
     t.comment(`the founder's generation: ${JSON.stringify(await founder.log.generationInfo().catch((err: Error) => err.message))}`)
   }
   t.pass(`the device away came back through ${target} generations in ${Date.now() - since} ms`)
-  await new Promise((resolve) => setTimeout(resolve, 500))
+  await sleep(500)
   clearInterval(sample)
   t.ok(maxOpen <= 2, `and still never more than 2 open (at most ${maxOpen} seen)`)
 })
