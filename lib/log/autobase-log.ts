@@ -199,8 +199,8 @@ export class AutobaseLog extends ReadyResource {
       warning: (err) => this.emit('warning', err)
     })
     this.base.on('update', () => this.onupdate())
-    // A reorder rewrites the tip under the same length: a cached tip snapshot is void.
-    this.base.view.core.on('truncate', () => this.snapshots.drop('tip'))
+    // A reorder rewrites the tip under the same length: a cached tip snapshot, and every node snapshots share, is void.
+    this.base.view.core.on('truncate', () => this.snapshots.truncated())
     // Without a listener an error inside autobase (a bug in apply) would
     // crash the process from a background promise; surface it instead.
     this.base.on('error', (err: Error) => this.emit('error', err))
@@ -584,8 +584,7 @@ export class AutobaseLog extends ReadyResource {
   /** The confirmed length and snapshot were read from an order that was not the quorum's: read them again. */
   private forgetConfirmed(): void {
     this.confirmed.forget()
-    this.snapshots.drop('confirmed')
-    this.snapshots.drop('tip')
+    this.snapshots.forget()
   }
 }
 

@@ -14,6 +14,17 @@
  * TypeError from a half-rewritten node, and is retried with backoff. The
  * confirmed prefix is never rewritten, so only its storage codes retry.
  * Reads never wait on the network (`wait: false`).
+ *
+ * Every snapshot reads its B-tree nodes through one node cache shared by
+ * the snapshots of both modes (hyperbee caches per instance, and each
+ * checkout is a new instance: without it every new view length read the
+ * same interior nodes from storage again, most of an idle daemon's view
+ * reads). Invariant: a node is shared only while the view's blocks below
+ * the snapshot's length cannot change. They change only by a truncation
+ * (a reorder, an order repair), so a truncation or a forgotten confirmed
+ * point starts a new cache, and a snapshot opened before it neither reads
+ * nor fills the new one (a read of a half-rewritten node must not reach a
+ * later snapshot).
  */
 import type Autobase from 'autobase'
 import { AutoleaseError } from '../errors.js'
@@ -30,6 +41,8 @@ export const READ_OPTS = { wait: false }
 interface Snapshot {
   length: number
   bee: View
+  /** Resolves once the snapshot reads through the shared node cache (or its own, see shareNodes). */
+  opened: Promise<void>
   refs: number
   dropped: boolean
   /** Single-key answers read from this snapshot (readOnce). */
@@ -39,6 +52,22 @@ interface Snapshot {
 /** Past this many remembered keys a snapshot's memo starts over (a snapshot usually lives for one update). */
 const MEMO_KEYS = 256
 
+/** The part of hyperbee's per-instance key and node caches (its internal Cache) that a snapshot uses. */
+interface NodeCache {
+  get(seq: number): unknown
+  set(seq: number, value: unknown): void
+}
+
+/** Hyperbee internals (2.x): a tree's caches, set when it opens. */
+interface BeeCaches {
+  _keyCache?: unknown
+  _nodeCache?: unknown
+}
+
+function isNodeCache(c: unknown): c is NodeCache {
+  return typeof c === 'object' && c !== null && typeof (c as NodeCache).get === 'function' && typeof (c as NodeCache).set === 'function'
+}
+
 const EMPTY_VIEW = {
   get: async () => null,
   createReadStream: () => (async function* () {})()
@@ -46,6 +75,12 @@ const EMPTY_VIEW = {
 
 export class ViewSnapshots {
   private readonly snaps: Record<ReadMode, Snapshot | null> = { tip: null, confirmed: null }
+  /** Bumped at each truncation and forgotten confirmed point: a snapshot opened before shares nothing after. */
+  private epoch = 0
+  /** The node caches snapshots share in this epoch (the first snapshot's own, adopted). */
+  private shared: { epoch: number; keys: NodeCache; nodes: NodeCache } | null = null
+  /** Snapshots opened so far, and how many of them read through the shared cache (tests read them). */
+  readonly stats = { opened: 0, sharing: 0 }
 
   /**
    * `confirmedLength`: the view length of the confirmed prefix (it throws
@@ -88,11 +123,17 @@ export class ViewSnapshots {
     let snap = this.snaps[mode]
     if (snap === null || snap.length !== length) {
       this.drop(mode)
-      snap = { length, bee: view.checkout(length), refs: 0, dropped: false, memo: new Map() }
-      this.snaps[mode] = snap
+      const bee = view.checkout(length)
+      const made: Snapshot = { length, bee, opened: this.shareNodes(bee, length), refs: 0, dropped: false, memo: new Map() }
+      // A snapshot that failed to open is not kept: the retry opens a new one.
+      made.opened.catch(() => {
+        if (this.snaps[mode] === made) this.drop(mode)
+      })
+      snap = this.snaps[mode] = made
     }
     snap.refs++
     try {
+      await snap.opened
       if (key === undefined) return await fn(snap.bee)
       const memo = snap.memo
       let answer = memo.get(key) as Promise<T> | undefined
@@ -110,6 +151,52 @@ export class ViewSnapshots {
       snap.refs--
       if (snap.dropped && snap.refs === 0) void snap.bee.close().catch(() => {})
     }
+  }
+
+  /** The view was truncated (a reorder rewrites its tip): the tip snapshot and every shared node are void. */
+  truncated(): void {
+    this.epoch++
+    this.shared = null
+    this.drop('tip')
+  }
+
+  /** The confirmed point was read from an order that was not the quorum's: nothing read so far is shared on. */
+  forget(): void {
+    this.epoch++
+    this.shared = null
+    this.drop('confirmed')
+    this.drop('tip')
+  }
+
+  /**
+   * Once `bee` is open, its key and node caches become views of the
+   * epoch's shared ones (see the header): reads and fills only while the
+   * epoch lasts, fills only below the snapshot's length. If hyperbee's
+   * internals are not what this expects, the snapshot keeps its own caches
+   * (slower, never wrong).
+   */
+  private async shareNodes(bee: View, length: number): Promise<void> {
+    const epoch = this.epoch
+    await bee.ready()
+    this.stats.opened++
+    const own = bee as unknown as BeeCaches
+    if (!isNodeCache(own._keyCache) || !isNodeCache(own._nodeCache) || epoch !== this.epoch) return
+    if (this.shared === null) this.shared = { epoch, keys: own._keyCache, nodes: own._nodeCache }
+    const live = (): boolean => this.epoch === epoch
+    // Past its epoch a snapshot still caches what it reads, for itself (a confirmed snapshot outlives a reorder of the tip).
+    const through = (cache: NodeCache): NodeCache => {
+      const mine = new Map<number, unknown>()
+      return {
+        get: (seq) => (live() ? cache.get(seq) : (mine.get(seq) ?? null)),
+        set: (seq, value) => {
+          if (live() && seq < length) cache.set(seq, value)
+          else if (!live()) mine.set(seq, value)
+        }
+      }
+    }
+    own._keyCache = through(this.shared.keys)
+    own._nodeCache = through(this.shared.nodes)
+    this.stats.sharing++
   }
 
   /** Retire the cached snapshot of `mode`: closed now, or by its last reader. */

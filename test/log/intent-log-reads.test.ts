@@ -6,6 +6,7 @@
  * again, never remembered.
  */
 import test from 'brittle'
+import b4a from 'b4a'
 import { Cluster, type Device } from '../helpers/cluster.js'
 import type { View } from '../../lib/log/apply.js'
 import { leaseKey } from '../../lib/lease/lease-layout.js'
@@ -66,3 +67,36 @@ test('single-key reads: once per snapshot, fresh after a new op, private copies,
   // Keys do not share answers: the applied count and the lease differ.
   t.ok((await d.log.applied('tip')) >= 4, 'applied() counts the ops, not a remembered lease')
 })
+
+test('snapshots share B-tree nodes: a new view length reads only what changed', { timeout: 60_000 }, async (t) => {
+  const cluster = await Cluster.create(t, { size: 1, elect: false })
+  const d = cluster.devices[0] as Device
+  // Enough keys for a B-tree several levels deep.
+  for (let i = 0; i < 40; i++) await d.log.appendBatch(Array.from({ length: 10 }, (_, j) => ({ type: 'acquire' as const, name: `nodes/${i}-${j}`, owner: 'alice', ttlMs: null, ts: 1 })))
+  const blocks = countViewBlockReads(t, d)
+  t.ok((await d.log.lease('nodes/3-3', 'tip')) !== null, 'a lease read at one length')
+  const cold = blocks.reads
+  await d.log.append({ type: 'acquire', name: 'nodes/other', owner: 'bob', ttlMs: null, ts: 2 })
+  const before = blocks.reads
+  t.ok((await d.log.lease('nodes/3-3', 'tip')) !== null, 'the same lease read at the next length')
+  const warm = blocks.reads - before
+  t.comment(`view blocks read from storage: ${cold} at the first length, ${warm} at the next`)
+  t.ok(cold >= 3, 'the first read walks the tree from storage')
+  t.ok(warm <= 2, 'the next reads only the nodes the new op rewrote: the others are shared with the first snapshot')
+})
+
+/** Count the view's blocks read from storage by any session of its core (hyperbee reads through a snapshot session per batch). */
+function countViewBlockReads(t: { teardown(fn: () => void): void }, d: Device): { reads: number } {
+  const counter = { reads: 0 }
+  const viewCore = d.log.base.view.core as unknown as { key: Uint8Array }
+  const proto = Object.getPrototypeOf(viewCore) as { get: (this: { key: Uint8Array }, seq: number, opts?: unknown) => Promise<unknown> }
+  const get = proto.get
+  proto.get = function (seq, opts) {
+    if (b4a.equals(this.key, viewCore.key)) counter.reads++
+    return get.call(this, seq, opts)
+  }
+  t.teardown(() => {
+    proto.get = get
+  })
+  return counter
+}
