@@ -42,6 +42,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { copyFile, mkdir, writeFile } from 'node:fs/promises'
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
+import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { manualLatency, electionTrial, idleGrowth, type LatencySample, type TrialResult, type IdleResult } from './scenarios.js'
 import { idleDaemons, measureMemory, memoryChild, renderIdleDaemons, type IdleDaemonsResult, type MemoryResult } from './memory.js'
@@ -92,6 +93,31 @@ interface Options {
   flapMs: number
   etcdTrials: number
   etcdScenarios: EtcdScenario[]
+}
+
+const SWITCHES = ['--quick', '--no-swarm', '--no-etcd'] as const
+/** Flags of the child processes this bench starts (not for a user). */
+const CHILD_FLAGS = ['--child-memory', '--settle-ms']
+const usage = (): string => `usage: node dist/bench/election.js [--quick] [--only SECTION,...] [--no-swarm] [--no-etcd] [${TUNING_FLAGS.map((f) => `${f} N`).join('] [')}]
+  sections: ${SECTIONS.join(', ')}
+  aliases: ${Object.entries(ALIASES).map(([a, s]) => `${a} = ${s.join(',')}`).join('; ')}
+  (bench/election.ts's header says what each measures; npm run bench runs every section)`
+
+/** A flag this bench does not know is refused before anything starts (a typo once ran the whole 40-minute bench). */
+function checkArgs(args: string[]): void {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(usage())
+    process.exit(0)
+  }
+  const options: Record<string, { type: 'string' | 'boolean' }> = {}
+  for (const f of [...TUNING_FLAGS, ...CHILD_FLAGS, '--only']) options[f.slice(2)] = { type: 'string' }
+  for (const f of SWITCHES) options[f.slice(2)] = { type: 'boolean' }
+  try {
+    parseArgs({ args, options, strict: true, allowPositionals: false })
+  } catch (err) {
+    console.error(`${(err as Error).message}\n${usage()}`)
+    process.exit(2)
+  }
 }
 
 function argValue(args: string[], name: string): string | undefined {
@@ -263,6 +289,7 @@ function log(msg: string): void {
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2)
+  checkArgs(args)
   const child = argValue(args, '--child-memory')
   if (child !== undefined) {
     const ack = argValue(args, '--ack-ms')
