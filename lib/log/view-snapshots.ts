@@ -24,7 +24,8 @@
  * (a reorder, an order repair), so a truncation or a forgotten confirmed
  * point starts a new cache, and a snapshot opened before it neither reads
  * nor fills the new one (a read of a half-rewritten node must not reach a
- * later snapshot).
+ * later snapshot). It is the rule hyperbee keeps for the view's own tree,
+ * whose cache apply reads through: blocks by seq, dropped at a truncation.
  */
 import type Autobase from 'autobase'
 import { AutoleaseError } from '../errors.js'
