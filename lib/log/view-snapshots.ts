@@ -79,7 +79,7 @@ export class ViewSnapshots {
   /** Bumped at each truncation and forgotten confirmed point: a snapshot opened before shares nothing after. */
   private epoch = 0
   /** The node caches snapshots share in this epoch (the first snapshot's own, adopted). */
-  private shared: { epoch: number; keys: NodeCache; nodes: NodeCache } | null = null
+  private shared: { keys: NodeCache; nodes: NodeCache } | null = null
   /** Snapshots opened so far, and how many of them read through the shared cache (tests read them). */
   readonly stats = { opened: 0, sharing: 0 }
 
@@ -156,17 +156,21 @@ export class ViewSnapshots {
 
   /** The view was truncated (a reorder rewrites its tip): the tip snapshot and every shared node are void. */
   truncated(): void {
-    this.epoch++
-    this.shared = null
+    this.newEpoch()
     this.drop('tip')
   }
 
   /** The confirmed point was read from an order that was not the quorum's: nothing read so far is shared on. */
   forget(): void {
-    this.epoch++
-    this.shared = null
+    this.newEpoch()
     this.drop('confirmed')
     this.drop('tip')
+  }
+
+  /** Nothing shared so far is shared on (see the header). */
+  private newEpoch(): void {
+    this.epoch++
+    this.shared = null
   }
 
   /**
@@ -182,7 +186,7 @@ export class ViewSnapshots {
     this.stats.opened++
     const own = bee as unknown as BeeCaches
     if (!isNodeCache(own._keyCache) || !isNodeCache(own._nodeCache) || epoch !== this.epoch) return
-    if (this.shared === null) this.shared = { epoch, keys: own._keyCache, nodes: own._nodeCache }
+    this.shared ??= { keys: own._keyCache, nodes: own._nodeCache }
     const live = (): boolean => this.epoch === epoch
     // Past its epoch a snapshot still caches what it reads, for itself (a confirmed snapshot outlives a reorder of the tip).
     const through = (cache: NodeCache): NodeCache => {
