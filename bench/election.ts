@@ -14,6 +14,9 @@
  * - etcd (bench/etcd.ts): a 3-member etcd cluster, `etcdctl lock --ttl`, on
  *   the same scenarios with the same TTLs and trial counts, timed the same
  *   way (signal sent -> the successor's "I hold" line on its stdout).
+ * - loss (bench/loss.ts): the lossy-link nemesis (three real daemons in
+ *   network namespaces, 25 % loss on every link and on one device's), the
+ *   longest time without a holder in a fault of loss on every link.
  * - console (bench/console.ts): the web console's API on a real daemon
  *   holding 200 queue entries and full events/audit rings.
  * - in-process (everything in this process over the in-memory Mesh of
@@ -25,12 +28,14 @@
  *   flight), accepted there and applied on all three.
  *
  *   node dist/bench/election.js [--quick] [--only SECTION,...] [--no-swarm] [--no-etcd]
- *     sections: failover, handoff, rolling, claim, flap, webhooks-daemons, memory-daemons, console, etcd, latency, election, scaling, idle, memory, swarm, webhooks
+ *     sections: failover, handoff, rolling, claim, flap, webhooks-daemons, memory-daemons, loss, console, etcd, latency, election, scaling, idle, memory, swarm, webhooks
  *               (aliases: daemons = failover,handoff,rolling,claim,flap; in-process = latency,...,swarm)
  *     [--leases 2000,5000] [--real-trials 20] [--claims 120] [--flap-s 600] [--devices 3] [--etcd-trials N]
  *     [--lease-ms 2000] [--ack-ms N] [--idle-s 60] [--trials 10] [--trials-scale 5] [--samples 45] [--webhooks 5000]
- *     [--memory-min 5]  (memory-daemons: 3 real daemons idle at leaseMs 1000, RSS and storage bytes every minute;
- *                        the acceptance's 60 minutes: --only memory-daemons --memory-min 60, or dist/bench/memory.js)
+ *     [--memory-min 5]  (memory-daemons: 3 real daemons idle at the default lease (5 s), RSS, Pss and storage bytes
+ *                        every minute; issue 35's Pss rows at minutes 20 and 60: --only memory-daemons --memory-min 61)
+ *     [--loss-s 150]    (loss: the lossy-link nemesis, lossy-link faults only for this long, seed 3535; needs root;
+ *                        AUTOLEASE_UDX=auto in the environment runs its daemons on the patched UDX)
  *
  * Prints one table (autolease beside etcd, with ratios and targets) and
  * writes bench/results/<timestamp>[-quick].json; a full run of every
@@ -56,10 +61,12 @@ import { build, render, renderTargets, type Row, type ScalingResult, type Target
 import { fmt, mib, now, stats, table, type Stats } from './util.js'
 import { webhookThroughput, webhookThroughputDaemons, type WebhooksResult } from './webhooks.js'
 import { consoleApi, type ConsoleResult } from './console.js'
+import { lossNemesis, type LossResult } from './loss.js'
+import { DEFAULT_LEASE_MS } from '../lib/lease/config.js'
 
 const IN_PROCESS = ['latency', 'election', 'scaling', 'idle', 'memory', 'swarm', 'webhooks'] as const
 const REAL = ['failover', 'handoff', 'rolling', 'claim', 'flap'] as const
-const SECTIONS = [...REAL, 'webhooks-daemons', 'memory-daemons', 'console', 'etcd', ...IN_PROCESS] as const
+const SECTIONS = [...REAL, 'webhooks-daemons', 'memory-daemons', 'loss', 'console', 'etcd', ...IN_PROCESS] as const
 type Section = (typeof SECTIONS)[number]
 const ALIASES: Record<string, readonly Section[]> = { daemons: REAL, 'in-process': IN_PROCESS }
 
@@ -81,8 +88,10 @@ interface Options {
   /** Signed deliveries posted in the webhooks section. */
   webhooks: number
   memorySettleMs: number
-  /** The real-daemon idle memory row (memory-daemons): minutes of idle, at leaseMs 1000. */
+  /** The real-daemon idle memory row (memory-daemons): minutes of idle, at the default lease. */
   memoryMinutes: number
+  /** The loss row's nemesis run: seconds of lossy-link faults. */
+  lossS: number
   ackIntervalMs: number | undefined
   leasesMs: number[]
   /** Leases of the flap rows: always 2000 and 5000 (the target's), also in --quick. */
@@ -151,7 +160,7 @@ const QUICK_FLAP_S = 15
 const QUICK_LIMIT_S = 160
 const QUICK_SECTION_S: Record<string, number> = { election: 13, scaling: 22, latency: 12, idle: 15, memory: 14, swarm: 20, webhooks: 15 }
 
-const TUNING_FLAGS = ['--memory-min', '--leases', '--real-trials', '--claims', '--flap-s', '--devices', '--etcd-trials', '--lease-ms', '--ack-ms', '--idle-s', '--trials', '--trials-scale', '--samples', '--webhooks']
+const TUNING_FLAGS = ['--memory-min', '--loss-s', '--leases', '--real-trials', '--claims', '--flap-s', '--devices', '--etcd-trials', '--lease-ms', '--ack-ms', '--idle-s', '--trials', '--trials-scale', '--samples', '--webhooks']
 
 function parseOptions(args: string[]): Options {
   const quick = args.includes('--quick')
@@ -172,6 +181,8 @@ function parseOptions(args: string[]): Options {
   if (args.includes('--no-etcd')) only.delete('etcd')
   // --quick: the idle-memory row only when asked for by name (its minutes alone would take most of the 3 minutes).
   if (quick && !(list ?? '').split(',').some((w) => w.trim() === 'memory-daemons')) only.delete('memory-daemons')
+  // --quick: the loss row (a 150 s nemesis run) likewise only when asked for by name.
+  if (quick && !(list ?? '').split(',').some((w) => w.trim() === 'loss')) only.delete('loss')
   const leasesArg = argValue(args, '--leases')
   // --quick: the 2 s lease only (the 5 s one adds a group restart and a window per condition: over the 3-minute budget).
   const leasesMs = leasesArg === undefined ? (quick ? [2000] : [2000, 5000]) : leasesArg.split(',').map((x) => Number(x.trim()))
@@ -195,6 +206,7 @@ function parseOptions(args: string[]): Options {
     memorySettleMs: quick ? 1000 : 3000,
     // Issue 19's acceptance reads 30 and 60 minutes: --memory-min 60 (or node dist/bench/memory.js --minutes 60).
     memoryMinutes: numberArg(args, '--memory-min', quick ? 2 : 5),
+    lossS: numberArg(args, '--loss-s', 150),
     ackIntervalMs: argValue(args, '--ack-ms') === undefined ? undefined : numberArg(args, '--ack-ms', 200),
     leasesMs,
     flapLeasesMs: leasesArg === undefined ? [2000, 5000] : leasesMs,
@@ -219,6 +231,7 @@ interface Report {
   idle?: IdleResult[]
   memory?: MemoryResult[]
   memoryDaemons?: IdleDaemonsResult
+  loss?: LossResult
   bytesPerOp?: BytesPerOpResult
   swarm?: SwarmResult | { error: string }
   webhooks?: WebhooksResult
@@ -363,7 +376,7 @@ async function main(): Promise<void> {
         console:
           "3 real daemons, device 0 with --webhook-port and --http-port; the fake forge opens 200 labelled PRs whose signed webhooks fill device 0's queue (200 entries) and rings (events 100, audit 200); no forge config, so nothing leaves; signed in with a one-time code and its cookie, 200 sequential GETs of /api/console (every panel's data: what a page loads) and of /api/queue, each send -> last byte at the client (node fetch, keep-alive)",
         memory: 'in-process: fresh child process per N: process.memoryUsage() after forced GC, before opening and after N devices elected and idled; real daemons: VmRSS of each daemon after its idle window',
-        memoryDaemons: 'real daemons (memory-daemons): 3 `autolease start` processes started as README says (`autolease start`: the command gives the allocator variables; no probe, no node flags), idle at leaseMs 1000; every 60 s the daemon process\'s VmRSS (RssAnon / RssFile from /proc/<pid>/status), its Pss (smaps_rollup), and its storage directory\'s apparent bytes, RocksDB WAL included and apart'
+        memoryDaemons: 'real daemons (memory-daemons): 3 `autolease start` processes started as README says (`autolease start`: the command gives the allocator variables; no probe, no node flags), idle at the default lease (5 s; leaseMs 1000 before 2026-12-07); every 60 s the daemon process\'s VmRSS (RssAnon / RssFile from /proc/<pid>/status), its Pss (smaps_rollup), and its storage directory\'s apparent bytes, RocksDB WAL included and apart'
       }
     },
     summary: [],
@@ -626,13 +639,21 @@ async function main(): Promise<void> {
   await webhooksDaemonsSection()
   if (opts.only.has('memory-daemons')) {
     await section('memory-daemons (3 daemons idle, then bytes per op)', async () => {
-      const r = await attempt('memory-daemons', () => idleDaemons({ minutes: opts.memoryMinutes, leaseMs: 1000, everyS: 60, log }))
+      const r = await attempt('memory-daemons', () => idleDaemons({ minutes: opts.memoryMinutes, leaseMs: DEFAULT_LEASE_MS, everyS: 60, log }))
       if (r) {
         report.memoryDaemons = r
         for (const e of r.errors) report.errors.push(`memory-daemons: ${e}`)
       }
       const b = await attempt('bytes per op', () => bytesPerOp(opts.quick ? 30 : 100, log))
       if (b) report.bytesPerOp = b
+    })
+  }
+  if (opts.only.has('loss')) {
+    await section('loss (the lossy-link nemesis, 3 daemons)', async () => {
+      const stamp = startedAt.toISOString().replace(/[:.]/g, '-')
+      const outDir = fileURLToPath(new URL(`../../bench/results/${stamp}-loss/`, import.meta.url))
+      const r = await attempt('loss', () => lossNemesis({ durationS: opts.lossS, outDir, log }))
+      if (r) report.loss = r
     })
   }
   await consoleSection()
@@ -652,7 +673,9 @@ async function main(): Promise<void> {
     ...(report.scaling ? { scaling: report.scaling } : {}),
     ...(report.webhooks ? { webhooks: report.webhooks } : {}),
     ...(report.webhooksDaemons ? { webhooksDaemons: report.webhooksDaemons } : {}),
-    ...(report.console ? { console: report.console } : {})
+    ...(report.console ? { console: report.console } : {}),
+    ...(report.memoryDaemons ? { memoryDaemons: report.memoryDaemons } : {}),
+    ...(report.loss ? { loss: report.loss } : {})
   })
   report.table = built.rows
   report.targets = built.targets
@@ -673,6 +696,7 @@ async function main(): Promise<void> {
     if (report.webhooks === undefined) incomplete.push('the webhooks section did not finish')
     if (report.webhooksDaemons === undefined) incomplete.push('the webhooks-daemons section did not finish')
     if (report.memoryDaemons === undefined) incomplete.push('the memory-daemons section did not finish')
+    if (report.loss === undefined) incomplete.push('the loss section did not finish')
     if (report.console === undefined) incomplete.push('the console section did not finish')
   }
   report.meta.latest = incomplete.length === 0 ? 'written' : `not written: ${incomplete.join('; ')}`

@@ -9,7 +9,10 @@ import type { EtcdBenchResult, EtcdScenario } from './etcd.js'
 import type { TrialResult } from './scenarios.js'
 import type { WebhooksResult } from './webhooks.js'
 import type { ConsoleResult } from './console.js'
-import { fmt, stats, table } from './util.js'
+import type { LossResult } from './loss.js'
+import type { IdleDaemonsResult } from './memory.js'
+import { DEFAULT_LEASE_MS } from '../lib/lease/config.js'
+import { fmt, mib, stats, table } from './util.js'
 
 export interface Figures {
   n: number
@@ -100,6 +103,8 @@ export interface BuildInput {
   webhooks?: WebhooksResult
   webhooksDaemons?: WebhooksResult
   console?: ConsoleResult
+  memoryDaemons?: IdleDaemonsResult
+  loss?: LossResult
 }
 
 export function build(input: BuildInput): Built {
@@ -250,7 +255,74 @@ export function build(input: BuildInput): Built {
   if (input.webhooksDaemons) webhookRows(rows, target, input.webhooksDaemons)
   if (input.webhooks) webhookRows(rows, target, input.webhooks)
   if (input.console) consoleRows(rows, target, input.console)
+  if (input.memoryDaemons) memoryRows(rows, target, input.memoryDaemons)
+  if (input.loss) lossRows(rows, target, input.loss)
   return { rows, targets }
+}
+
+/** Each device's Pss (MiB) in the sample nearest `minute`, if one was taken within a minute and a half of it. */
+export function pssAt(r: IdleDaemonsResult, minute: number): Map<string, number> {
+  const out = new Map<string, number>()
+  for (const device of new Set(r.samples.map((s) => s.device))) {
+    let best: { d: number; pss: number } | null = null
+    for (const s of r.samples) {
+      if (s.device !== device || s.memory === null) continue
+      const d = Math.abs(s.minute - minute)
+      if (d <= 1.5 && (best === null || d < best.d)) best = { d, pss: mib(s.memory.pss) }
+    }
+    if (best !== null) out.set(device, best.pss)
+  }
+  return out
+}
+
+/**
+ * Issue 35's memory targets, per idle daemon at the lease the row ran at: Pss at most 50 MiB at minutes 20 and 60,
+ * and less than 2 MiB more at 60 than at 20. A run too short for a minute shows its last sample instead, unjudged.
+ */
+function memoryRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | 'judged'>) => boolean | null, r: IdleDaemonsResult): void {
+  const where = '3 daemons'
+  const lease = `lease ${r.leaseMs / 1000} s`
+  const judged = r.leaseMs === DEFAULT_LEASE_MS
+  let shown = false
+  const at = new Map<number, Map<string, number>>()
+  for (const m of [20, 60]) {
+    const pss = pssAt(r, m)
+    at.set(m, pss)
+    if (pss.size === 0) continue
+    shown = true
+    const f = figures([...pss.values()])
+    const met = judged ? target({ id: `idle-pss-${m}`, scenario: `idle, ${lease}`, pct: null, what: `daemon Pss at minute ${m} idle, ${lease}, the most of any daemon`, target: '<= 50 MiB', measured: f.max, unit: 'MiB', limit: 50, etcd: null, note: `${f.n} daemons` }) : null
+    rows.push({ where, metric: `daemon Pss at minute ${m} idle, ${lease}`, unit: 'MiB', autolease: f, etcd: null, ratio: null, target: judged ? '<= 50' : null, met })
+  }
+  const p20 = at.get(20)!
+  const p60 = at.get(60)!
+  const growth = [...p60].flatMap(([d, v]) => (p20.has(d) ? [v - p20.get(d)!] : []))
+  if (growth.length > 0) {
+    const f = figures(growth)
+    const met = judged ? target({ id: 'idle-pss-growth', scenario: `idle, ${lease}`, pct: null, what: `daemon Pss growth from minute 20 to 60 idle, ${lease}, the most of any daemon`, target: '<= 2 MiB', measured: f.max, unit: 'MiB', limit: 2, etcd: null, note: `${f.n} daemons` }) : null
+    rows.push({ where, metric: `  daemon Pss growth, minute 20 -> 60`, unit: 'MiB', autolease: f, etcd: null, ratio: null, target: judged ? '<= 2' : null, met })
+  }
+  if (!shown) {
+    const last = Math.max(...r.samples.map((s) => s.minute))
+    if (Number.isFinite(last)) {
+      const f = figures([...pssAt(r, last).values()])
+      rows.push({ where, metric: `daemon Pss at minute ${fmt(last, 0)} idle (the run's last; targets at 20 and 60), ${lease}`, unit: 'MiB', autolease: f, etcd: null, ratio: null, target: null, met: null })
+    }
+  }
+}
+
+/** Issue 35's loss target: at most 3 x leaseMs (6 s at 2 s) without a holder in any fault of 25 % loss on every link. */
+function lossRows(rows: Row[], target: (t: Omit<Target, 'met' | 'marginBy' | 'judged'>) => boolean | null, r: LossResult): void {
+  const udx = [...new Set(Object.values(r.udx).flat())].join(' / ') || 'not said'
+  const metric = `time without a holder in 25 % loss on every link (lossy-link nemesis, ${r.durationS} s, seed ${r.seed}; udx ${udx})`
+  const limit = 3 * r.leaseMs
+  if (r.notMeasured !== null) {
+    rows.push({ where: '3 daemons', metric: `${metric}: not measured (${r.notMeasured})`, unit: 'ms', autolease: null, etcd: null, ratio: null, target: `max <= ${limit}`, met: null })
+    return
+  }
+  const f = figures(r.noHolderMs)
+  const met = target({ id: 'loss-no-holder', scenario: '25 % loss on every link', pct: null, what: 'time without a holder in a fault of 25 % loss on every link, the longest', target: `<= ${limit} ms (3 x leaseMs)`, measured: f.max, unit: 'ms', limit, etcd: null, note: `${f.n} faults; udx ${udx}; ${r.violations} violations` })
+  rows.push({ where: '3 daemons', metric, unit: 'ms', autolease: f, etcd: null, ratio: null, target: `max <= ${limit}`, met })
 }
 
 /** Nearest-rank percentile (p in 0..1) of the values, null for none. */

@@ -289,7 +289,7 @@ export class Daemon extends ReadyResource {
     if (this.queueParts.secrets !== null && this.opts.webhookPort != null) await this.openWebhooks(log, this.queueParts.secrets, this.opts.webhookPort)
     if (this.opts.metricsPort != null) await this.openMetrics(log, elector, capabilities, this.opts.metricsPort)
     this.logger.info(
-      { key: encodeKey(log.key), self: log.self, name: group.name ?? null, leaseMs: this.config.leaseMs, socket: paths.socket, ...(this.queueParts.webhooks ? { webhookPort: this.queueParts.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
+      { key: encodeKey(log.key), self: log.self, name: group.name ?? null, leaseMs: this.config.leaseMs, udx: this.swarm!.transport, socket: paths.socket, ...(this.queueParts.webhooks ? { webhookPort: this.queueParts.webhooks.port } : {}), ...(this.console ? { console: this.console.url } : {}) },
       'started'
     )
   }

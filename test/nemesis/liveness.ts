@@ -65,6 +65,8 @@ export interface Liveness {
   targets: { failoverP95Ms: number; failoverMaxMs: number; rejoinP99Ms: number; noHolderAtLossMs: number }
   /** The measured figures against those targets (met / missed; 'no sample' when the run made none). */
   againstTargets: TargetVerdict[]
+  /** Per fault of 25 % loss on every link, in order: ms of it without a holder (the loss target's samples; the bench's loss row). */
+  noHolderAtLossMs: number[]
 }
 
 export interface TargetVerdict {
@@ -149,7 +151,8 @@ export function livenessOf(history: History, intervals: HolderInterval[], sample
   const unjudged = restarts.length - rejoin.length
   const rj = stat(rejoin.map((s) => s.rejoinMs ?? 60_000))
   const lossFaults = history.faults.filter((f) => f.kind === 'lossy-link' && f.detail.includes('every link'))
-  const loss = stat(lossFaults.map((f) => uncovered(intervals, f.time, Math.min(f.time + lossWindowMs(f.detail), end))))
+  const noHolderAtLossMs = lossFaults.map((f) => uncovered(intervals, f.time, Math.min(f.time + lossWindowMs(f.detail), end)))
+  const loss = stat(noHolderAtLossMs)
   const verdict = (n: number, ok: boolean): TargetVerdict['verdict'] => (n === 0 ? 'no sample' : ok ? 'met' : 'missed')
   const againstTargets: TargetVerdict[] = [
     {
@@ -174,7 +177,7 @@ export function livenessOf(history: History, intervals: HolderInterval[], sample
       verdict: verdict(loss.n, loss.max! <= targets.noHolderAtLossMs)
     }
   ]
-  return { leaseMs, byKind, targets, againstTargets }
+  return { leaseMs, byKind, targets, againstTargets, noHolderAtLossMs }
 }
 
 /** The loss's own duration from its fault detail ("... for N ms"), else 15 s. */

@@ -237,6 +237,7 @@ class Nemesis {
       generationOps: o.generationOps ?? null,
       leaseMs: o.leaseMs,
       network: net.mode,
+      udx: rig.transports(),
       outOfBound: o.outOfBound,
       skipped: this.skipped,
       ...report.summary,

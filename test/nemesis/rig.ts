@@ -79,6 +79,8 @@ export class Rig {
   private readonly cpu = new Map<number, { role: string; ms: number }>()
   private cpuTimer: NodeJS.Timeout | null = null
   private testnetPid = -1
+  /** Which UDX each device's daemons said they run on (their `started` line's `udx`), in start order, repeats dropped. */
+  private readonly udx = new Map<string, string[]>()
 
   private constructor(
     readonly o: RigOptions,
@@ -142,6 +144,14 @@ export class Rig {
     Cluster.writeConfig(config, { [TENANT]: [SECRET] }, { baseUrl: this.forge.url, token: 'nemesis-token', ...(o.forgeExtra ?? {}) })
     const cluster = (this.cluster = new Cluster(config, o.devices))
     for (const d of cluster.devices) d.on('bad-line', (why: string) => this.harnessErrors.push(why))
+    for (const d of cluster.devices) {
+      d.on('line', (json: Record<string, unknown>) => {
+        if (json.msg !== 'started') return
+        const label = typeof json.udx === 'string' ? json.udx : 'not said'
+        const seen = this.udx.get(d.name) ?? []
+        if (!seen.includes(label)) this.udx.set(d.name, [...seen, label])
+      })
+    }
     this.say(`forming ${o.devices} devices (${this.net.mode}${this.net.why === null ? '' : `: ${this.net.why}`})`)
     await cluster.form()
     for (const g of o.repos) {
@@ -187,6 +197,11 @@ export class Rig {
   }
 
   /** CPU seconds by role (sampled every 2 s: a process's last 2 s before it died are missing), and this process's. */
+  /** Per device, the UDX its daemons ran on (udx-transport.ts labels), as their `started` lines said. */
+  transports(): Record<string, string[]> {
+    return Object.fromEntries([...this.udx].sort(([a], [b]) => a.localeCompare(b)))
+  }
+
   cpuSeconds(): Record<string, number> {
     const out: Record<string, number> = {}
     for (const { role, ms } of this.cpu.values()) out[role] = (out[role] ?? 0) + ms / 1000

@@ -110,6 +110,7 @@ async function main(): Promise<number> {
   console.log('')
   console.log(formatReport(result.report))
   console.log(`faults by kind: ${Object.entries(s.faults).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k} ${v}`).join(', ')}`)
+  console.log(`udx: ${Object.entries(result.summary.udx as Record<string, string[]>).map(([d, l]) => `${d} ${l.join(' then ')}`).join(', ') || 'no started line seen'}`)
   if (result.history.run.skipped.length > 0) console.log(`left out: ${result.history.run.skipped.join('; ')}`)
   console.log('liveness (ms):')
   for (const l of formatLiveness(result.liveness)) console.log(l)
