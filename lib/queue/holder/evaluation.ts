@@ -144,7 +144,8 @@ async function merge(t: Tenure, config: RepoConfig, entry: QueueEntry, protected
   const pr = entry.prNumber
   // Several ready at once: the merges go in queue order. Waited for before the attempt and the checks below,
   // never between the fence and the send.
-  if (await t.order.turn(config.tenant, repo, entry)) t.logger.info({ repo, pr, epoch: t.epoch }, 'merging after the entries ahead in queue order')
+  const current = await t.reads.queue(config.tenant, repo, 'tip')
+  if (await t.order.turn(config.tenant, repo, entry, current)) t.logger.info({ repo, pr, epoch: t.epoch }, 'merging after the entries ahead in queue order')
   const before = await stillOpen(t, config)
   if (before !== null) return before
   const announced = await t.confirm({ type: 'attempt', tenant: config.tenant, repo, pr, sha: entry.prSha, action: 'merge' })

@@ -22,6 +22,12 @@
  * - It only orders: the waiting merge then re-reads the repo, announces its
  *   attempt and goes through its fence, asked by the forge as the last step
  *   before the send, as every mutation.
+ * - Compared as the queue is NOW: a merge's turn is judged with the queue
+ *   read just before it (`current`), and every evaluation of that queue in
+ *   flight is compared by its entry in that read, not by the one it read
+ *   when it started. An evaluation that started before its PR's hotfix
+ *   label was applied (the labels arrive one delivery each) recorded a
+ *   normal entry, and the normal PRs ready with it merged first.
  * - Bounded: a wait gives up after `maxWaitMs` (a guard against an
  *   evaluation that never ends; the order is then not kept, nothing else).
  *
@@ -57,9 +63,15 @@ export class MergeOrder {
     this.changed()
   }
 
-  /** Resolves once no evaluation of this queue ahead of `entry` may still merge (or after maxWaitMs); true when it waited. */
-  turn(tenant: string, repo: string, entry: QueueEntry): Promise<boolean> {
-    this.evaluating(tenant, repo, entry)
+  /**
+   * Resolves once no evaluation of this queue ahead of `entry` may still merge (or after maxWaitMs); true when it
+   * waited. `current`: the queue as read now; the entries in flight (this one included) are compared as it has them.
+   */
+  turn(tenant: string, repo: string, entry: QueueEntry, current: readonly QueueEntry[] = []): Promise<boolean> {
+    const now = new Map(current.map((e) => [e.prNumber, e]))
+    const queue = this.running.get(scope(tenant, repo))
+    if (queue !== undefined) for (const pr of queue.keys()) if (now.has(pr)) queue.set(pr, now.get(pr)!)
+    this.evaluating(tenant, repo, now.get(entry.prNumber) ?? entry)
     if (!this.blocked(tenant, repo, entry.prNumber)) return Promise.resolve(false)
     return new Promise<boolean>((resolve) => {
       const check = (): void => {

@@ -60,3 +60,17 @@ test('another queue never waits; a change of order while waiting is judged again
   bounded.evaluating('acme', 'acme/app', entry(1, 'hotfix'))
   t.is(await bounded.turn('acme', 'acme/app', entry(2, 'normal')), true, 'an evaluation ahead that never ends holds a merge only maxWaitMs')
 })
+
+test("a turn compares the evaluations in flight as the queue is now, not as each read it when it started", async (t) => {
+  const order = new MergeOrder(60_000)
+  // #3 started evaluating before its hotfix label was applied: it recorded a normal entry, queued after #1.
+  order.evaluating('acme', 'acme/app', entry(3, 'normal'))
+  const now = [entry(3, 'hotfix'), entry(1, 'normal')]
+  t.is(await order.turn('acme', 'acme/app', entry(1, 'normal')), false, 'judged by what #3 recorded, #1 would go at once')
+  order.done('acme', 'acme/app', 1)
+  const first = order.turn('acme', 'acme/app', entry(1, 'normal'), now)
+  t.absent(await settled(first), 'judged by the queue read now, #1 waits for the hotfix')
+  t.is(await order.turn('acme', 'acme/app', entry(3, 'normal'), now), false, 'and the hotfix, read as a hotfix, goes at once')
+  order.done('acme', 'acme/app', 3)
+  t.is(await first, true, 'then #1')
+})

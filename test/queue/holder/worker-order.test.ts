@@ -37,12 +37,25 @@ test('no up-to-date rule, three PRs ready at once: they merge in queue order, th
     [hotfix, first, second],
     'queue order: the hotfix first (priority), then by time queued'
   )
-  // The hotfix's gate read answers 1.5 s late: its evaluation ends last, but its merge must still go first.
-  const slow = (r: FakeRequestInfo): boolean => r.method === 'GET' && r.path.includes(sha('hf'))
-  t.teardown(g.fake.delay(1_500, slow))
+  // Three evaluations running together, the hotfix's the slowest: the normal PRs' gate reads wait until the
+  // hotfix's evaluation has reached its own (it is then in flight, so merges behind it wait for it), and the
+  // hotfix's gate read answers 1.5 s after theirs. Without the first hold the premise rested on the three
+  // check events arriving within a forge round trip of each other: beside two busy loops the normal PRs'
+  // evaluations once reached their merges before the hotfix's event was applied, which merge-order.ts
+  // documents as not ordered (an evaluation that has not started is not waited for).
+  const gateOf = (...shas: string[]) => (r: FakeRequestInfo): boolean => r.method === 'GET' && shas.some((s) => r.path.includes(s))
+  const normal = g.fake.hold(gateOf(sha('n1'), sha('n2')))
+  const slow = g.fake.hold(gateOf(sha('hf')))
+  t.teardown(() => {
+    normal()
+    slow()
+  })
   g.fake.setCheck(REPO, sha('hf'), 'ci', 'success')
   g.fake.setCheck(REPO, sha('n1'), 'ci', 'success')
   g.fake.setCheck(REPO, sha('n2'), 'ci', 'success')
+  await slow.reached()
+  normal()
+  setTimeout(slow, 1_500)
   await waitFor(() => [first, second, hotfix].every((n) => g.fake.pull(REPO, n).merged), 60_000, 'all three merged')
   const calls = g.fake.mutations().filter(isMerge).map((m) => m.pr)
   t.alike(calls, [hotfix, first, second], `merge calls in queue order (${calls.join(', ')})`)
