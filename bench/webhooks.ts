@@ -27,6 +27,7 @@ import { example, withHeadSha, withRepo } from '../test/helpers/webhook-helpers.
 import { closeRig, openRig, type Rig } from './harness.js'
 import { withDaemonGroup, type Daemon } from './daemons.js'
 import { cpuMs } from './procs.js'
+import { procMemory } from './memory.js'
 import { call } from '../lib/daemon/control-client.js'
 import type { DaemonStatus } from '../lib/daemon/daemon-status.js'
 import { storagePaths } from '../lib/daemon/storage-lock.js'
@@ -66,7 +67,12 @@ export interface WebhooksResult {
   teardownErrors: string[]
   /** What the figures say bounds the rate. */
   bound: string
+  /** Daemons only: each daemon's Pss (MiB) just before the burst and `afterS` after every delivery was applied everywhere. */
+  pssMiB?: { before: Array<number | null>; after: Array<number | null>; afterS: number }
 }
+
+/** Idle after a burst this long before its Pss is read again: past the heap bounds' quiet time (lib/daemon/heap-bounds.ts). */
+const PSS_AFTER_BURST_S = 30
 
 /** A check_run completed payload for the managed repo, at its own head SHA (distinct bodies, distinct events). */
 function payload(i: number): string {
@@ -272,11 +278,20 @@ export async function webhookThroughputDaemons(opts: { deliveries: number; concu
     }
     for (const d of group.devices) await waitUntil(async () => ((await call(socket(d), 'repo.list', {}, 10_000)) as unknown[]).length > 0 || null, 30_000, `the repo on ${d.name}`, 50)
     const target: Target = { url: `http://127.0.0.1:${port}/webhook/${TENANT}`, counts: () => Promise.all(group.devices.map(count)), appendMs: null, formationMs }
+    const pss = (): Array<number | null> => group.devices.map((d) => {
+      const m = procMemory(d.pid)
+      return m === null ? null : m.pss / 2 ** 20
+    })
+    const before = pss()
     const r = await drive(target, opts.deliveries, opts.concurrency ?? 32, opts.limitMs ?? 120_000, opts.log)
     const cpu = group.devices.map((d) => cpuMs(d.pid))
-    const bound = explainDaemons(r, cpu)
+    // What a burst leaves behind: the heap bounds lifted during it must give the memory back once idle.
+    await sleep(PSS_AFTER_BURST_S * 1000)
+    const pssMiB = { before, after: pss(), afterS: PSS_AFTER_BURST_S }
+    const mibs = (xs: Array<number | null>): string => xs.map((x) => (x === null ? '-' : x.toFixed(1))).join('/')
+    const bound = `${explainDaemons(r, cpu)}; Pss ${mibs(pssMiB.before)} MiB before the burst, ${mibs(pssMiB.after)} MiB ${PSS_AFTER_BURST_S} s after`
     opts.log(summary(r, bound))
-    return { ...r, where: 'daemons', teardownErrors: [], bound }
+    return { ...r, where: 'daemons', teardownErrors: [], bound, pssMiB }
   })
 }
 

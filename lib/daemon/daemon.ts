@@ -43,6 +43,7 @@ import ReadyResource from 'ready-resource'
 import { IntentLog } from '../intent-log.js'
 import { Swarm } from './swarm.js'
 import { chooseUdxTransport } from './udx-transport.js'
+import { BUSY_UPDATES_PER_S, heapBounds } from './heap-bounds.js'
 import { Elector } from '../lease/elector.js'
 import { systemClock } from '../util/clock.js'
 import { electionConfig, type ElectionConfig } from '../lease/config.js'
@@ -204,6 +205,9 @@ export class Daemon extends ReadyResource {
     this.log = log
     logIntentLogEvents(log, this.logger, (err) => this.fatal(err))
     log.on('stalled', (d: { stalledMs: number }) => (this.stall = { since: systemClock.now() - d.stalledMs, indexed: log.base.indexedLength }))
+    // A busy log lifts the old space's heap bounds until it is quiet again (a no-op where the CLI did not set them).
+    log.on('update', () => heapBounds.update())
+    heapBounds.onchange = (relaxed) => this.logger.info({ busyUpdatesPerS: BUSY_UPDATES_PER_S }, relaxed ? 'heap bounds lifted: the log is busy' : 'heap bounds set again: the log is quiet')
     await log.ready()
     this.queueParts.queue = new QueueReads(log)
     const names = new DeviceNames(log, group.name ?? null)
@@ -393,6 +397,8 @@ export class Daemon extends ReadyResource {
   }
 
   override async _close(): Promise<void> {
+    heapBounds.stop()
+    heapBounds.onchange = null
     if (this.queueParts.worker) await this.queueParts.worker.stop(0)
     if (this.metrics) await this.metrics.close()
     if (this.queueParts.webhooks) await this.queueParts.webhooks.close()

@@ -55,9 +55,7 @@
  * reports the daemons' RSS, so a node upgrade that ignores them shows.
  * Every CLI command gets them (they cost a short command nothing).
  */
-import { setFlagsFromString } from 'node:v8'
+import { heapBounds } from './heap-bounds.js'
 
-setFlagsFromString('--semi-space-growth-factor=1')
-setFlagsFromString('--heap-growing-percent=20')
-setFlagsFromString('--compact-on-every-full-gc')
-setFlagsFromString('--flush-baseline-code')
+// The flags themselves, and the old space's two lifted while the log is busy: heap-bounds.ts.
+heapBounds.bound()
