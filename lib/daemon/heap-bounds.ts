@@ -94,10 +94,13 @@ export class HeapBounds {
     this.onchange?.(true)
   }
 
-  /** Stops the quiet check (the daemon is closing); the flags stay as they are. */
+  /** Stops the quiet check (the daemon is closing) and sets lifted bounds again (no GC: the process is on its way out). */
   stop(): void {
     if (this.timer !== null) this.control.clearTimer(this.timer)
     this.timer = null
+    if (!this.relaxed) return
+    this.relaxed = false
+    for (const f of OLD_SPACE_BOUNDS) this.control.setFlags(f)
   }
 
   private arm(ms: number): void {

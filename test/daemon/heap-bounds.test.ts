@@ -67,7 +67,7 @@ test('a busy log lifts the old space bounds; quiet for QUIET_MS, they are set ag
   t.is(r.timers(), 0, 'no timer left armed once bounded again')
 })
 
-test('an idle rate never lifts them, and a process whose bounds were never set is left alone', (t) => {
+test('an idle rate never lifts them, a close sets them again, and a process whose bounds were never set is left alone', (t) => {
   const idle = rig()
   idle.bounds.bound()
   for (let s = 0; s < 60; s++) {
@@ -76,6 +76,16 @@ test('an idle rate never lifts them, and a process whose bounds were never set i
   }
   t.absent(idle.bounds.isRelaxed, `${BUSY_UPDATES_PER_S - 1} updates a second for a minute: bounded`)
   t.is(idle.timers(), 0, 'and no timer armed')
+
+  const closing = rig()
+  closing.bounds.bound()
+  for (let i = 0; i < BUSY_UPDATES_PER_S; i++) closing.bounds.update()
+  closing.bounds.stop()
+  t.absent(closing.bounds.isRelaxed, 'a daemon closing mid-burst sets the bounds again')
+  t.alike(closing.flags.slice(-2), ['--heap-growing-percent=20', '--compact-on-every-full-gc'])
+  t.is(closing.timers(), 0, 'and leaves no timer')
+  for (let i = 0; i < BUSY_UPDATES_PER_S; i++) closing.bounds.update()
+  t.ok(closing.bounds.isRelaxed, 'a later busy log lifts them again')
 
   const library = rig()
   for (let i = 0; i < 10 * BUSY_UPDATES_PER_S; i++) library.bounds.update()
