@@ -244,11 +244,11 @@ test('one PR is evaluated by one job at a time (a second event marks it dirty: e
   await release.reached()
   const before = g.lines.filter((l) => l.msg === 'evaluate' && l.pr === pr.number).length
   g.fake.setStatus(REPO, sha('serial'), 'lint', 'success')
-  await waitFor(async () => (await g.reads[h]!.events(TENANT, REPO, 'tip')).some((e) => e.eventType === 'status'), 10_000, 'the status event at the holder')
+  await waitFor(async () => (await g.reads[h]!.events(TENANT, REPO, 'tip')).some((e) => e.eventType === 'status'), 60_000, 'the status event at the holder')
   await new Promise((resolve) => setTimeout(resolve, 300))
   const during = g.lines.filter((l) => l.msg === 'evaluate' && l.pr === pr.number).length - before
   release()
-  await waitFor(() => g.lines.some((l) => l.msg === 'evaluate' && l.pr === pr.number && String(l.reason).startsWith('again after')), 10_000, 'the rerun')
+  await waitFor(() => g.lines.some((l) => l.msg === 'evaluate' && l.pr === pr.number && String(l.reason).startsWith('again after')), 60_000, 'the rerun')
   t.is(merges(g, pr.number).length, 1, 'one merge call')
   t.is(during, 0, 'no second evaluation while the first was in flight')
   t.is(g.lines.filter((l) => l.msg === 'evaluate' && l.pr === pr.number && String(l.reason).startsWith('again after')).length, 1, 'exactly one run after it')
