@@ -34,7 +34,7 @@ import { storagePaths } from '../lib/daemon/storage-lock.js'
 import { writeFile } from 'node:fs/promises'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
-import { now, sleep, stats, waitUntil, type Stats } from './util.js'
+import { mib, now, sleep, stats, waitUntil, type Stats } from './util.js'
 
 const TENANT = 'bench'
 const REPO = 'bench/app'
@@ -280,7 +280,7 @@ export async function webhookThroughputDaemons(opts: { deliveries: number; concu
     const target: Target = { url: `http://127.0.0.1:${port}/webhook/${TENANT}`, counts: () => Promise.all(group.devices.map(count)), appendMs: null, formationMs }
     const pss = (): Array<number | null> => group.devices.map((d) => {
       const m = procMemory(d.pid)
-      return m === null ? null : m.pss / 2 ** 20
+      return m === null ? null : mib(m.pss)
     })
     const before = pss()
     const r = await drive(target, opts.deliveries, opts.concurrency ?? 32, opts.limitMs ?? 120_000, opts.log)
