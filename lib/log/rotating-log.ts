@@ -491,10 +491,11 @@ export class RotatingLog extends ReadyResource {
     this.loop.kick()
   }
 
-  private async tick(): Promise<void> {
+  /** One step of the generations' manager; true while a step is under way (tick-loop.ts: the next tick is due soon even with no update). */
+  private async tick(): Promise<boolean> {
     const n = this.set.current
     const cur = this.set.cur
-    if (cur.versionAhead !== null || (await cur.groupApplyVersion('confirmed')) < GENERATIONS_VERSION) return
+    if (cur.versionAhead !== null || (await cur.groupApplyVersion('confirmed')) < GENERATIONS_VERSION) return false
     await this.set.refreshAuthors()
     await this.founding!.activate(cur)
     await this.register(n)
@@ -502,6 +503,7 @@ export class RotatingLog extends ReadyResource {
     const seal = await cur.value<SealRecord>(GEN_SEAL_KEY, 'confirmed')
     if (seal === null) return this.sealing.maybeSeal(n)
     await this.follow(n, seal)
+    return true
   }
 
   /** Once per generation this device is in: its keys for the next ones (also how the others see it arrived). */

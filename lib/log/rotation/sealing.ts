@@ -80,9 +80,15 @@ export class Sealing {
     return { ...seal, rosterOp: await cur.value<string>(ROSTER_OP_KEY, 'tip') }
   }
 
-  async maybeSeal(n: number): Promise<void> {
+  /**
+   * Seals generation n when its turn has come; true while a seal is under
+   * way (a reason holds, or a seal is at the tip): the turns and waits
+   * below are timed, so the manager looks again soon (tick-loop.ts).
+   */
+  async maybeSeal(n: number): Promise<boolean> {
     const cur = this.set.cur
-    if (!cur.isIndexer || (await cur.value(GEN_SEAL_KEY, 'tip')) !== null) return
+    if (!cur.isIndexer) return false
+    if ((await cur.value(GEN_SEAL_KEY, 'tip')) !== null) return true
     const now = this.env.clock.now()
     const record = (await this.family.sealTiming?.(cur)) ?? { holder: null, changedBy: null }
     if (record.changedBy !== this.signer.opId) this.signer = { opId: record.changedBy, at: now }
@@ -92,7 +98,7 @@ export class Sealing {
     const view = { now, ops, bytes, enteredAt: this.enteredAt, revocation: await this.revoked(cur) }
     if (sealReason(view, this.env.rotation) === null) {
       this.due = null
-      return
+      return false
     }
     if (this.due?.generation !== n) this.due = { generation: n, since: now }
     // From version 9 the seal names the roster it was decided on, read at the tip: everything in
@@ -111,17 +117,18 @@ export class Sealing {
     // The seal past twice the bound waits until each writer has lacked keys for NEW_WRITER_KEYS_MS here.
     for (const k of [...this.unkeyedSince.keys()]) if (!unkeyed.includes(k)) this.unkeyedSince.delete(k)
     for (const k of unkeyed) if (!this.unkeyedSince.has(k)) this.unkeyedSince.set(k, now)
-    if (!everyoneKeyed && !view.revocation && unkeyed.some((k) => now - this.unkeyedSince.get(k)! < NEW_WRITER_KEYS_MS)) return
+    if (!everyoneKeyed && !view.revocation && unkeyed.some((k) => now - this.unkeyedSince.get(k)! < NEW_WRITER_KEYS_MS)) return true
     const holder = record.holder
     const turn = sealTurn(this.set.identity, writers.filter((w) => w.indexer).map((w) => w.key), holder)
-    if (turn === null) return
+    if (turn === null) return true
     // The holder seals right after a renew of its was confirmed: the switch then has that renew's whole window.
-    if (turn === 0 && now - this.signer.at > this.env.rotation.staggerMs) return
+    if (turn === 0 && now - this.signer.at > this.env.rotation.staggerMs) return true
     const decision = decideSeal({ ...view, everyoneKeyed, turn, dueSince: this.due.since }, this.env.rotation)
-    if (decision.action !== 'seal') return
+    if (decision.action !== 'seal') return true
     await cur.append(op)
     this.env.hooks?.step?.('sealed', n)
     this.env.emit('sealed', { generation: n, attempt: 0, reason: decision.reason })
+    return true
   }
 
   /**
