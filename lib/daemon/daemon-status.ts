@@ -25,6 +25,8 @@ export type DaemonStatus = {
   writers: string[]
   indexers: string[]
   peers: number
+  /** Peers once connected here (by swarm key) that are not now: a device down, cut off or removed; the topic is looked up again while any is (swarm.ts). */
+  peersMissing: number
   /** This device's public key on the swarm: derived from its storage, the same on every start. */
   swarmKey: string
   /** Which UDX the swarm runs on: "patched (rto floor 200 ms)" or "stock (why)" (udx-transport.ts). */

@@ -41,7 +41,7 @@
 import b4a from 'b4a'
 import ReadyResource from 'ready-resource'
 import { IntentLog } from '../intent-log.js'
-import { Swarm } from './swarm.js'
+import { SWARM_KEY_PAIR, Swarm } from './swarm.js'
 import { chooseUdxTransport } from './udx-transport.js'
 import { BUSY_UPDATES_PER_S, heapBounds } from './heap-bounds.js'
 import { Elector } from '../lease/elector.js'
@@ -612,6 +612,7 @@ export class Daemon extends ReadyResource {
       writers: writers.map((w) => w.key),
       indexers: writers.filter((w) => w.indexer).map((w) => w.key),
       peers: this.swarm!.peers,
+      peersMissing: this.swarm!.missing,
       swarmKey: b4a.toString(this.swarm!.swarm.keyPair.publicKey, 'hex'),
       udx: this.swarm!.transport,
       writable: log.writable,
@@ -648,8 +649,6 @@ export function peerTimeoutMs(leaseMs: number): number {
   return Math.min(5_000, Math.max(3_000, leaseMs))
 }
 
-/** The name the daemon's swarm key pair is derived under, from the storage's primary key. */
-const SWARM_KEY_PAIR = 'autolease/swarm'
 
 async function orEmpty<T>(read: Promise<T[]>): Promise<T[]> {
   try {

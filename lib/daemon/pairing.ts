@@ -90,7 +90,7 @@ import { IntentLog } from '../intent-log.js'
 import type { LocalKey } from '../log/autobase-log.js'
 import { GenerationDirs } from './generation-dirs.js'
 import type { StoragePaths } from './storage-lock.js'
-import { Swarm } from './swarm.js'
+import { SWARM_KEY_PAIR, Swarm } from './swarm.js'
 import { AutoleaseError } from '../errors.js'
 
 /** The joiner's userData flag: it accepts being an indexer (without it, it joins as a writer whatever the invite grants). */
@@ -506,7 +506,9 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     await store.ready()
     local = await IntentLog.holdLocalKey(store)
     const self = local.key
-    swarm = new Swarm(replicator, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
+    // With the swarm key the daemon will have (derived from this storage), so the inviter knows it as the device that starts.
+    const keyPair = await store.createKeyPair(SWARM_KEY_PAIR)
+    swarm = new Swarm(replicator, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}), keyPair })
     const found = swarm
     await withinTime(swarm.ready(), left(), () => noAnswer(timeoutMs, found.peers))
     pairing = new BlindPairing(swarm.swarm, { poll: 1_000 })
@@ -557,7 +559,7 @@ export async function joinGroup(opts: JoinOptions): Promise<JoinResult> {
     store = null
     log = new IntentLog(gens, { key: paired.key })
     await log.ready()
-    swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}) })
+    swarm = new Swarm(log, { ...(opts.bootstrap ? { bootstrap: opts.bootstrap } : {}), ...(opts.host ? { host: opts.host } : {}), keyPair: await log.createKeyPair(SWARM_KEY_PAIR) })
     swarm.swarm.on('connection', () => debug('connection'))
     debug('log open, joining the group topic')
     await withinTime(swarm.ready(), left(), () => notWriter(timeoutMs))

@@ -47,6 +47,16 @@ export interface SwarmOptions {
 
 export const DEFAULT_PEER_TIMEOUT_MS = 10_000
 
+/**
+ * The name a device's swarm key pair derives under, from its storage's
+ * seed: the daemon and `join` (both of its swarms) use it, so the peers an
+ * inviter saw during a join are the device that then starts. With a random
+ * key per join swarm, every inviter counted the two join keys as known
+ * peers gone missing for good, and looked the topic up every 2 s for five
+ * minutes after each join, then every minute until it restarted.
+ */
+export const SWARM_KEY_PAIR = 'autolease/swarm'
+
 export interface Replicator {
   readonly discoveryKey: Uint8Array
   replicate(stream: SwarmConnection): unknown
@@ -158,6 +168,14 @@ export class Swarm extends ReadyResource {
   private watchMissing(): void {
     if (this.rediscoverMs <= 0 || this.discovery === null || this.closing !== null) return
     this.armRediscover(this.rediscoverMs / 2)
+  }
+
+  /** Peers once connected (by swarm key) that are not connected now: a device down, cut off, or removed. */
+  get missing(): number {
+    const connected = new Set([...this.swarm.connections].map((c) => b4a.toString(c.remotePublicKey, 'hex')))
+    let n = 0
+    for (const k of this.known) if (!connected.has(k)) n++
+    return n
   }
 
   /** A rediscovery check is armed (a known peer missing, or one just lost): none while everyone known is connected. */

@@ -24,8 +24,9 @@
  *
  * Acks: by the ack rule after every update (ack-policy.ts), and by the
  * confirmation watchdog while a real op stays unconfirmed
- * (confirmation-watchdog.ts); autobase's own timer (ackIntervalMs) is only
- * a backstop.
+ * (confirmation-watchdog.ts, checking at each change and each due
+ * instant: watchdog-timer.ts); autobase's own timer (ackIntervalMs) is
+ * only a backstop.
  *
  * The group's apply version is in the view (apply.ts): the log refuses to
  * open, or emits a VERSION_AHEAD error (once, and `versionAhead` says which
@@ -50,7 +51,8 @@ import { AutoleaseError } from '../errors.js'
 import { systemClock, type Clock } from '../util/clock.js'
 import { ReplicationWatchdog } from './replication-watchdog.js'
 import { AckPolicy, type AckHold } from './ack-policy.js'
-import { ConfirmationWatchdog, FORCE_ACK_MS, diagnose, type StallDiagnosis } from './confirmation-watchdog.js'
+import { ConfirmationWatchdog, diagnose, type StallDiagnosis } from './confirmation-watchdog.js'
+import { WatchdogTimer } from './watchdog-timer.js'
 import { ConfirmedLength } from './confirmed-length.js'
 import { OrderRepair, orderDivergedError } from './order-repair.js'
 import { READ_OPTS, RETRYABLE, ViewSnapshots, get, range, type ReadMode } from './view-snapshots.js'
@@ -132,7 +134,8 @@ export class AutobaseLog extends ReadyResource {
   readonly replication: ReplicationWatchdog
   private readonly acks: AckPolicy
   private readonly watchdog: ConfirmationWatchdog
-  private stallTimer: NodeJS.Timeout | null = null
+  /** When the watchdog checks: at each change and each due instant (watchdog-timer.ts). */
+  private readonly watchdogTimer: WatchdogTimer
   private readonly order: OrderRepair
   private readonly confirmed: ConfirmedLength
   private readonly snapshots: ViewSnapshots
@@ -183,10 +186,15 @@ export class AutobaseLog extends ReadyResource {
         closed,
         realPending: () => this.realPending,
         stalled: (report) => this.emit('stalled', report),
-        warning: (err) => this.emit('warning', err)
+        warning: (err) => this.emit('warning', err),
+        wake: () => this.watchdogTimer.soon()
       },
       opts.ackIntervalMs ?? 500
     )
+    this.watchdogTimer = new WatchdogTimer(this.clock, () => {
+      this.watchdogTimer.watch([...this.base.activeWriters].map((w) => w.core))
+      return this.watchdog.check()
+    })
     this.order = new OrderRepair({
       base: this.base,
       clock: this.clock,
@@ -218,12 +226,11 @@ export class AutobaseLog extends ReadyResource {
       await this.base.close()
       throw versionAhead(version)
     }
-    this.stallTimer = setInterval(() => this.watchdog.check(), FORCE_ACK_MS / 2)
-    this.stallTimer.unref()
+    this.watchdogTimer.soon()
   }
 
   override async _close(): Promise<void> {
-    if (this.stallTimer) clearInterval(this.stallTimer)
+    this.watchdogTimer.stop()
     this.snapshots.drop('tip')
     this.snapshots.drop('confirmed')
     await this.base.close()
@@ -568,6 +575,8 @@ export class AutobaseLog extends ReadyResource {
     // confirmed length is one system block, read once per indexed length.
     // Acks go on while this device's order is being repaired: they carry no order, only what it has seen.
     this.realPending = viewLength > (await this.confirmed.read())
+    // The watchdog looks at once: a real op left unconfirmed starts its stall now, one confirmed ends it.
+    this.watchdogTimer.soon()
     if (this.realPending && this.closing === null && this.base.ackable) await this.acks.ackHeads(viewLength, heads)
     await this.order.verify()
     if (viewLength !== this.lastViewLength && this.closing === null) {

@@ -52,6 +52,8 @@ export interface WatchdogHost {
   realPending(): boolean
   stalled(report: { stalledMs: number; forcedAcks: number } & StallDiagnosis): void
   warning(err: unknown): void
+  /** Check again soon (a forced ack ended): the next turn is timed from the check. */
+  wake?(): void
 }
 
 /** A real op unconfirmed this long with no indexing progress is reported ('stalled'), then again at each doubling. */
@@ -106,25 +108,37 @@ export class ConfirmationWatchdog {
     this.stallCheckMs = Math.max(250, ackIntervalMs)
   }
 
-  /** One check (every FORCE_ACK_MS / 2). */
-  check(): void {
+  /**
+   * One check. Returns when the next one is due (monotonic ms: a forced
+   * ack's turn, a stall report, a pending indexer's ack again, a poke of a
+   * lagging core), or null when nothing is timed: the caller checks then,
+   * and at once at every update and every append or block of a writer's
+   * core (watchdog-timer.ts). Deciding by the clock at each check, as
+   * before, a check at the due instant acts exactly when one on a fixed
+   * FORCE_ACK_MS / 2 grid would have acted next, or sooner.
+   */
+  check(): number | null {
     const { base, clock } = this.host
-    if (!this.host.closed()) this.host.replication.check(base.activeWriters)
+    let due = this.host.closed() ? null : this.host.replication.check(base.activeWriters)
+    const at = (t: number): void => void (due = Math.min(due ?? Infinity, t))
     // A writer promoted to indexer counts only once it has acked as one;
     // we measured a promotion that never completed while the group was
     // otherwise idle. autobase's ack() is a no-op for plain writers and
     // always writes for a pending indexer.
     const now = clock.now()
-    if (base.writable && !base.ackable && !this.host.closed() && now - this.pendingAckAt >= this.stallCheckMs) {
-      this.pendingAckAt = now
-      base.ack().catch((err: unknown) => {
-        if (!this.host.closed()) this.host.warning(err)
-      })
+    if (base.writable && !base.ackable && !this.host.closed()) {
+      if (now - this.pendingAckAt >= this.stallCheckMs) {
+        this.pendingAckAt = now
+        base.ack().catch((err: unknown) => {
+          if (!this.host.closed()) this.host.warning(err)
+        })
+      }
+      at(this.pendingAckAt + this.stallCheckMs)
     }
     const indexed = base.indexedLength
     if (!this.host.realPending() || indexed !== this.stalled.indexed) {
       this.stalled = { indexed, since: now, nudges: 0, reported: 0 }
-      return
+      if (!this.host.realPending()) return due
     }
     // Said once per doubling of the stall (2 s, 4 s, 8 s, ...): what each writer holds and what the DAG waits on.
     const stalledMs = now - this.stalled.since
@@ -133,10 +147,17 @@ export class ConfirmationWatchdog {
       this.stalled.reported = Math.floor(Math.log2(stalledMs / STALL_REPORT_MS)) + 1
       this.host.stalled({ stalledMs: Math.round(stalledMs), forcedAcks: this.stalled.nudges, ...diagnose(base) })
     }
-    if (this.nudging || this.host.closed() || !base.ackable) return
+    if (this.host.closed()) return null
+    at(this.stalled.since + STALL_REPORT_MS * 2 ** this.stalled.reported)
+    // A forced ack in flight: its end checks again (host.wake).
+    if (this.nudging || !base.ackable) return due
     const turn = nudgeTurn(this.host.self(), indexerKeys(base))
-    if (turn === null) return
-    if (now - this.stalled.since < nudgeAt(this.stalled.nudges, turn)) return
+    if (turn === null) return due
+    const nudgeDue = this.stalled.since + nudgeAt(this.stalled.nudges, turn)
+    if (now < nudgeDue) {
+      at(nudgeDue)
+      return due
+    }
     this.nudging = true
     this.stalled.nudges++
     this.forcedAcks++
@@ -147,7 +168,9 @@ export class ConfirmationWatchdog {
       })
       .finally(() => {
         this.nudging = false
+        this.host.wake?.()
       })
+    return due
   }
 }
 

@@ -117,10 +117,16 @@ export class ReplicationWatchdog {
     this.pokeMs = opts.pokeMs ?? 500
   }
 
-  /** Look at every writer's core once (call it on a timer). */
-  check(writers: Iterable<WatchedWriter>): void {
+  /**
+   * Look at every writer's core once. Returns when the next poke is due
+   * (monotonic ms) if no progress comes before, or null with no core
+   * lagging: the caller checks again then, and at every append or block
+   * of a writer's core.
+   */
+  check(writers: Iterable<WatchedWriter>): number | null {
     const now = this.clock.now()
     const seen = new Set<string>()
+    let due: number | null = null
     for (const w of writers) {
       const core = w.core
       if (core.key === null) continue
@@ -135,10 +141,15 @@ export class ReplicationWatchdog {
       if (lag === undefined || lag.contiguous !== core.contiguousLength || lag.length !== core.length) {
         this.lagging.set(key, { contiguous: core.contiguousLength, length: core.length, since: now })
         this.upgrades.delete(key) // progress (or a new lag): re-asks start over
+        due = Math.min(due ?? Infinity, now + this.pokeMs)
         continue
       }
-      if (now - lag.since < this.pokeMs) continue
+      if (now - lag.since < this.pokeMs) {
+        due = Math.min(due ?? Infinity, lag.since + this.pokeMs)
+        continue
+      }
       lag.since = now
+      due = Math.min(due ?? Infinity, now + this.pokeMs)
       this.pokes++
       const last = needsLength ? this.reaskUpgrade(key, core) : new Set<CorePeer>()
       const order = [...core.peers].sort((p, q) => Number(last.has(p)) - Number(last.has(q)))
@@ -153,6 +164,7 @@ export class ReplicationWatchdog {
       this.lagging.delete(key)
       this.upgrades.delete(key)
     }
+    return due
   }
 
   /**

@@ -110,6 +110,13 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
   t.ok(text.stdout.split('\n').includes(`udx       ${chooseUdxTransport(process.env).label}`), 'status says which UDX runs')
   const swarmKeys = settled.map((s) => s!.swarmKey)
   t.is(new Set(swarmKeys).size, 3, 'each device has its own swarm key')
+  // join's swarms use the key the daemon then starts with: the inviter misses no peer it saw during the joins
+  // (with a random key per join swarm it counted each as a device gone missing and kept looking the topic up).
+  const missing = await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.peers >= 2 && x.peersMissing === 0), 30_000, 'no device missing a peer it once had').then(
+    () => null,
+    (err: Error) => err.message
+  )
+  t.is(missing, null, 'every device: every peer it was ever connected to is connected (peersMissing 0)')
 
   // A second start on a busy storage fails at once, clearly.
   const busy = await cli(['start', '--storage', dirs[0]!, ...net], 15_000)

@@ -145,7 +145,7 @@ export async function waitStatuses(dirs: string[], fn: (s: Array<Status | null>)
       what
     )
   } catch (err) {
-    const seen = last.map((s) => (s ? `${s.self.slice(0, 6)}:${s.role}:e${s.lease.epoch}:h=${(s.lease.holder ?? '-').slice(0, 6)}:w${s.writers.length}:i${s.indexers.length}:p${s.peers}` : 'down'))
+    const seen = last.map((s) => (s ? `${s.self.slice(0, 6)}:${s.role}:e${s.lease.epoch}:h=${(s.lease.holder ?? '-').slice(0, 6)}:w${s.writers.length}:i${s.indexers.length}:p${s.peers}:m${s.peersMissing}` : 'down'))
     throw new Error(`${(err as Error).message}; last seen ${seen.join(' ')}`)
   }
   return last

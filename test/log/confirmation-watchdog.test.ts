@@ -80,3 +80,73 @@ test('the watchdog forces its acks at those times while nothing is indexed, and 
   await run(again + 1_000)
   t.alike(forcedAt.map((at) => at - again), [250, 625], 'indexing moved: the rounds start over at the fast pace')
 })
+
+test('each check says when the next is due: a forced ack at its turn, the stall report, nothing while no real op waits', async (t) => {
+  const clock = new ManualClock()
+  const self = 'aa'.repeat(32)
+  const keys = [self, 'bb'.repeat(32), 'cc'.repeat(32)]
+  let pending = false
+  let appended = 0
+  const base = {
+    writable: true,
+    ackable: true,
+    indexedLength: 10,
+    activeWriters: [],
+    linearizer: null,
+    system: { indexers: keys.map((k) => ({ key: b4a.from(k, 'hex') })), heads: [] },
+    append: async () => {
+      appended++
+    },
+    ack: async () => {}
+  } as { writable: boolean; ackable: boolean; [k: string]: unknown }
+  let woken = 0
+  const host: WatchdogHost = {
+    base: base as unknown as WatchdogHost['base'],
+    self: () => self,
+    clock,
+    replication: new ReplicationWatchdog(clock),
+    closed: () => false,
+    realPending: () => pending,
+    stalled: () => {},
+    warning: (err) => t.fail(String(err)),
+    wake: () => void woken++
+  }
+  const dog = new ConfirmationWatchdog(host, 500)
+  t.is(dog.check(), null, 'no real op unconfirmed, no core lagging: nothing is due')
+  pending = true
+  const start = clock.now()
+  t.is(dog.check(), start + FORCE_ACK_MS, 'a real op left unconfirmed: the first forced ack (rank 0) is due 250 ms later')
+  clock.advance(100)
+  t.is(dog.check(), start + FORCE_ACK_MS, 'still then, at a check in between')
+  clock.advance(FORCE_ACK_MS - 100)
+  dog.check()
+  t.is(appended, 1, 'checked at that instant: the forced ack goes')
+  await new Promise((resolve) => setImmediate(resolve))
+  t.is(woken, 1, 'its end asks for a check')
+  t.is(dog.check(), start + nudgeAt(1, { rank: 0, of: 3 }), "the next due is rank 0's next turn")
+  base.ackable = false
+  base.writable = false
+  t.is(dog.check(), start + 2_000, 'not an indexer: no turn of its own, the stall report at 2 s is due')
+  base.writable = true
+  const at = clock.now()
+  t.is(dog.check(), at + 500, 'a writer whose promotion is pending: its ack again stallCheckMs later is due first')
+  pending = false
+  base.writable = false
+  t.is(dog.check(), null, 'confirmed: nothing is due')
+})
+
+test('the replication watchdog says when its next poke of a lagging core is due', (t) => {
+  const clock = new ManualClock()
+  const dog = new ReplicationWatchdog(clock, { pokeMs: 500 })
+  const core = { key: b4a.alloc(32, 1), length: 5, contiguousLength: 3, peers: [] as never[] }
+  t.is(dog.check([{ core: { ...core, contiguousLength: 5 } }]), null, 'no core lagging: nothing is due')
+  const start = clock.now()
+  t.is(dog.check([{ core }]), start + 500, 'a block missing: a poke is due pokeMs later')
+  clock.advance(200)
+  t.is(dog.check([{ core }]), start + 500, 'still then')
+  clock.advance(300)
+  t.is(dog.check([{ core }]), start + 1_000, 'poked: the next one pokeMs after it')
+  t.is(dog.pokes, 1, 'one poke')
+  clock.advance(100)
+  t.is(dog.check([{ core: { ...core, contiguousLength: 4 } }]), start + 1_100, 'progress: pokeMs from now')
+})

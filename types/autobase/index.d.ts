@@ -90,6 +90,9 @@ declare module 'autobase' {
       readonly peers: ReadonlyArray<HypercorePeer>
       /** One block, decoded as autobase's oplog message (its `node.value` is what was appended; null for an ack). */
       get(index: number, opts?: { wait?: boolean }): Promise<{ node: { value: Uint8Array | null } } | null>
+      /** A hypercore session's events: 'append' when its length grows (here or by an upgrade), 'download' per block stored from a peer. */
+      on(event: 'append' | 'download', fn: () => void): unknown
+      off(event: 'append' | 'download', fn: () => void): unknown
     }
     readonly length: number
     readonly available: number

@@ -47,6 +47,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
     writers: string[]
     indexers: string[]
     peers: number
+    peersMissing?: number
     udx?: string
     generation?: { number: number; sealed: { next: number } | null; retained: number[]; readOnly?: Array<{ generation: number; dir: string }> }
     disk?: { bytes: number }
@@ -67,7 +68,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   out(`epoch     ${s.lease.epoch}${s.lease.confirmed ? '' : ' (a newer record is pending)'}`)
   out(`expires   ${inSeconds(s.lease.expiresInMs)}`)
   out(`writers   ${s.writers.length} (${s.indexers.length} indexers)`)
-  out(`peers     ${s.peers}`)
+  out(`peers     ${s.peers}${s.peersMissing ? ` (${s.peersMissing} once connected missing: looking them up again)` : ''}`)
   if (s.udx) out(`udx       ${s.udx}`)
   if (s.generation) {
     const g = s.generation

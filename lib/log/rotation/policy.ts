@@ -35,7 +35,7 @@ export interface RotationConfig {
   retentionMs: number
   /** The step between indexers' turns to seal. */
   staggerMs: number
-  /** How often the log checks when nothing happens. */
+  /** How often the log checks when nothing happens while a step is under way (tick-loop.ts; idle, every 10 s). */
   checkMs: number
 }
 
