@@ -1,14 +1,14 @@
 /**
  * The generations' manager loop (lib/log/rotation/tick-loop.ts): an update
  * gets a tick at once; with nothing new the next tick is due checkMs after
- * a tick that left a step under way and IDLE_CHECK_MS after one that did
+ * a tick that left a step under way and IDLE_TICK_MS after one that did
  * not (an idle group woke every second for a tick that read a dozen view
  * keys and found nothing to do); a tick stuck on its log is still reported
  * with no update coming. The test reads the armed cadence, never a
  * wall-clock window.
  */
 import test from 'brittle'
-import { IDLE_CHECK_MS, TickLoop } from '../../lib/log/rotation/tick-loop.js'
+import { IDLE_TICK_MS, TickLoop } from '../../lib/log/rotation/tick-loop.js'
 import { ManualClock, systemClock, type Clock } from '../../lib/util/clock.js'
 
 const CHECK_MS = 40
@@ -50,18 +50,18 @@ function rig(clock: Clock = new ManualClock()): { loop: TickLoop; clock: Clock; 
 
 const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-test('nothing under way: the next tick with no update is IDLE_CHECK_MS away; an update ticks at once', async (t) => {
+test('nothing under way: the next tick with no update is IDLE_TICK_MS away; an update ticks at once', async (t) => {
   const r = rig()
   t.teardown(() => r.loop.stop())
   r.loop.start(CHECK_MS)
   await settle()
   t.is(r.ticks(), 1, 'a tick at the start')
-  t.is(r.loop.armedMs, IDLE_CHECK_MS, `then one ${IDLE_CHECK_MS} ms later, not every ${CHECK_MS} ms`)
+  t.is(r.loop.armedMs, IDLE_TICK_MS, `then one ${IDLE_TICK_MS} ms later, not every ${CHECK_MS} ms`)
   ;(r.clock as ManualClock).advance(1_000)
   r.loop.kick()
   await settle()
   t.is(r.ticks(), 2, 'an update: a tick at once')
-  t.is(r.loop.armedMs, IDLE_CHECK_MS, 'and the idle cadence again')
+  t.is(r.loop.armedMs, IDLE_TICK_MS, 'and the idle cadence again')
 })
 
 test('a step under way: the next tick is checkMs away until the step is done', async (t) => {
@@ -79,7 +79,7 @@ test('a step under way: the next tick is checkMs away until the step is done', a
   await new Promise((resolve) => setTimeout(resolve, 60))
   r.loop.kick()
   await settle()
-  t.is(r.loop.armedMs, IDLE_CHECK_MS, 'done: the idle cadence')
+  t.is(r.loop.armedMs, IDLE_TICK_MS, 'done: the idle cadence')
 })
 
 test('a tick that fails is tried again at checkMs', async (t) => {

@@ -3,7 +3,7 @@
  * register keys, tend the generations kept), run at every update of a
  * generation's log, at most one per TICK_GAP_MS, and with nothing new
  * `checkMs` after the last tick while a step is under way (the tick says
- * so: a seal due or known, a switch in progress), IDLE_CHECK_MS otherwise.
+ * so: a seal due or known, a switch in progress), IDLE_TICK_MS otherwise.
  *
  * Invariants: ticks never overlap (an update during a tick gets a tick of
  * its own after it, never dropped), and a storm of updates costs one tick
@@ -14,7 +14,7 @@
  * (turns to seal, a founder's time-out); what starts one with no update
  * (a generation's age or disk size, a kept generation's retention) is
  * bounded in days or by a size that only appends grow, so an idle group
- * pays no tick of its own beyond one per IDLE_CHECK_MS (it had one a
+ * pays no tick of its own beyond one per IDLE_TICK_MS (it had one a
  * second, reading a dozen view keys each).
  */
 import { AutoleaseError } from '../../errors.js'
@@ -25,7 +25,7 @@ const TICK_GAP_MS = 50
 /** A tick running this long is reported (once per tick): the manager is waiting on its log. */
 const TICK_SLOW_MS = 30_000
 /** With no step under way, a tick comes at least this often without an update (see the header). */
-export const IDLE_CHECK_MS = 10_000
+export const IDLE_TICK_MS = 10_000
 /** How long stop waits for a tick in progress before the logs under it close. */
 const CLOSE_TICK_WAIT_MS = 5_000
 
@@ -138,7 +138,7 @@ export class TickLoop {
       }
     } finally {
       this.ticking = false
-      this.arm(underway ? this.checkMs : Math.max(this.checkMs, IDLE_CHECK_MS))
+      this.arm(underway ? this.checkMs : Math.max(this.checkMs, IDLE_TICK_MS))
       if (this.again) {
         this.again = false
         this.kick()
