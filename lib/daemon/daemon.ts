@@ -649,7 +649,6 @@ export function peerTimeoutMs(leaseMs: number): number {
   return Math.min(5_000, Math.max(3_000, leaseMs))
 }
 
-
 async function orEmpty<T>(read: Promise<T[]>): Promise<T[]> {
   try {
     return await read

@@ -68,7 +68,7 @@ async function cmdStatus(f: { storage: string; json?: boolean }): Promise<number
   out(`epoch     ${s.lease.epoch}${s.lease.confirmed ? '' : ' (a newer record is pending)'}`)
   out(`expires   ${inSeconds(s.lease.expiresInMs)}`)
   out(`writers   ${s.writers.length} (${s.indexers.length} indexers)`)
-  out(`peers     ${s.peers}${s.peersMissing ? ` (${s.peersMissing} once connected missing: looking them up again)` : ''}`)
+  out(`peers     ${s.peers}${s.peersMissing ? ` (${s.peersMissing} seen before missing: looking for them)` : ''}`)
   if (s.udx) out(`udx       ${s.udx}`)
   if (s.generation) {
     const g = s.generation
