@@ -112,7 +112,7 @@ test('three daemons: invite, election, run, SIGKILL failover, SIGTERM handoff, r
   t.is(new Set(swarmKeys).size, 3, 'each device has its own swarm key')
   // join's swarms use the key the daemon then starts with: the inviter misses no peer it saw during the joins
   // (with a random key per join swarm it counted each as a device gone missing and kept looking the topic up).
-  const missing = await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.peers >= 2 && x.peersMissing === 0), 30_000, 'no device missing a peer it once had').then(
+  const missing = await waitStatuses(dirs, (s) => s.every((x) => x !== null && x.peers >= 2 && x.peersMissing === 0), 60_000, 'no device missing a peer it once had').then(
     () => null,
     (err: Error) => err.message
   )
