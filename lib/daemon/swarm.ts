@@ -170,9 +170,14 @@ export class Swarm extends ReadyResource {
     this.armRediscover(this.rediscoverMs / 2)
   }
 
+  /** The swarm keys (hex) connected now. */
+  private connectedKeys(): Set<string> {
+    return new Set([...this.swarm.connections].map((c) => b4a.toString(c.remotePublicKey, 'hex')))
+  }
+
   /** Peers once connected (by swarm key) that are not connected now: a device down, cut off, or removed. */
   get missing(): number {
-    const connected = new Set([...this.swarm.connections].map((c) => b4a.toString(c.remotePublicKey, 'hex')))
+    const connected = this.connectedKeys()
     let n = 0
     for (const k of this.known) if (!connected.has(k)) n++
     return n
@@ -209,7 +214,7 @@ export class Swarm extends ReadyResource {
    */
   private rediscover(now: number): void {
     if (this.discovery === null || this.closing !== null) return
-    const connected = new Set([...this.swarm.connections].map((c) => b4a.toString(c.remotePublicKey, 'hex')))
+    const connected = this.connectedKeys()
     // Alone counts too: a first lookup can end before a peer announced, and nothing dials again until the refresh.
     const missing = connected.size === 0 || [...this.known].some((k) => !connected.has(k))
     if (!missing) {

@@ -13,6 +13,26 @@ import { ManualClock } from '../../lib/util/clock.js'
 import { ConfirmationWatchdog, FORCE_ACK_MS, nudgeAt, type WatchdogHost } from '../../lib/log/confirmation-watchdog.js'
 import { ReplicationWatchdog } from '../../lib/log/replication-watchdog.js'
 
+/** Enough of an autobase for the watchdog: rank 0 of three indexers, writable and ackable; its appends counted. */
+function stubBase(): { base: { writable: boolean; ackable: boolean; indexedLength: number; [k: string]: unknown }; self: string; appended: { n: number } } {
+  const self = 'aa'.repeat(32)
+  const keys = [self, 'bb'.repeat(32), 'cc'.repeat(32)]
+  const appended = { n: 0 }
+  const base = {
+    writable: true,
+    ackable: true,
+    indexedLength: 10,
+    activeWriters: [],
+    linearizer: null,
+    system: { indexers: keys.map((k) => ({ key: b4a.from(k, 'hex') })), heads: [] },
+    append: async () => {
+      appended.n++
+    },
+    ack: async () => {}
+  }
+  return { base, self, appended }
+}
+
 test("forced acks: one indexer per turn, by rank; the first round as before, then each round's turns twice as far apart, up to 16 times", (t) => {
   const of = 3
   const at = (nudges: number, rank: number): number => nudgeAt(nudges, { rank, of })
@@ -28,21 +48,7 @@ test("forced acks: one indexer per turn, by rank; the first round as before, the
 
 test('the watchdog forces its acks at those times while nothing is indexed, and starts over once something is', async (t) => {
   const clock = new ManualClock()
-  const self = 'aa'.repeat(32)
-  const keys = [self, 'bb'.repeat(32), 'cc'.repeat(32)]
-  let appended = 0
-  const base = {
-    writable: true,
-    ackable: true,
-    indexedLength: 10,
-    activeWriters: [],
-    linearizer: null,
-    system: { indexers: keys.map((k) => ({ key: b4a.from(k, 'hex') })), heads: [] },
-    append: async () => {
-      appended++
-    },
-    ack: async () => {}
-  }
+  const { base, self, appended } = stubBase()
   const host: WatchdogHost = {
     base: base as unknown as WatchdogHost['base'],
     self: () => self,
@@ -58,10 +64,10 @@ test('the watchdog forces its acks at those times while nothing is indexed, and 
   const run = async (untilMs: number): Promise<void> => {
     while (clock.now() < untilMs) {
       clock.advance(FORCE_ACK_MS / 2)
-      const before = appended
+      const before = appended.n
       dog.check()
       await new Promise((resolve) => setImmediate(resolve))
-      if (appended > before) forcedAt.push(clock.now())
+      if (appended.n > before) forcedAt.push(clock.now())
     }
   }
   dog.check() // the stall begins here
@@ -83,22 +89,8 @@ test('the watchdog forces its acks at those times while nothing is indexed, and 
 
 test('each check says when the next is due: a forced ack at its turn, the stall report, nothing while no real op waits', async (t) => {
   const clock = new ManualClock()
-  const self = 'aa'.repeat(32)
-  const keys = [self, 'bb'.repeat(32), 'cc'.repeat(32)]
+  const { base, self, appended } = stubBase()
   let pending = false
-  let appended = 0
-  const base = {
-    writable: true,
-    ackable: true,
-    indexedLength: 10,
-    activeWriters: [],
-    linearizer: null,
-    system: { indexers: keys.map((k) => ({ key: b4a.from(k, 'hex') })), heads: [] },
-    append: async () => {
-      appended++
-    },
-    ack: async () => {}
-  } as { writable: boolean; ackable: boolean; [k: string]: unknown }
   let woken = 0
   const host: WatchdogHost = {
     base: base as unknown as WatchdogHost['base'],
@@ -120,7 +112,7 @@ test('each check says when the next is due: a forced ack at its turn, the stall 
   t.is(dog.check(), start + FORCE_ACK_MS, 'still then, at a check in between')
   clock.advance(FORCE_ACK_MS - 100)
   dog.check()
-  t.is(appended, 1, 'checked at that instant: the forced ack goes')
+  t.is(appended.n, 1, 'checked at that instant: the forced ack goes')
   await new Promise((resolve) => setImmediate(resolve))
   t.is(woken, 1, 'its end asks for a check')
   t.is(dog.check(), start + nudgeAt(1, { rank: 0, of: 3 }), "the next due is rank 0's next turn")

@@ -13,7 +13,7 @@ import { ManualClock, systemClock, type Clock } from '../../lib/util/clock.js'
 
 const CHECK_MS = 40
 
-function rig(clock: Clock = new ManualClock()): { loop: TickLoop; clock: Clock; ticks: () => number; underway: (v: boolean) => void; hang: () => () => void; warnings: string[] } {
+function rig(clock: Clock = new ManualClock(), failing?: () => Promise<boolean>): { loop: TickLoop; clock: Clock; ticks: () => number; underway: (v: boolean) => void; hang: () => () => void; warnings: string[] } {
   let ticks = 0
   let underway = false
   let hanging: Promise<void> | null = null
@@ -24,6 +24,7 @@ function rig(clock: Clock = new ManualClock()): { loop: TickLoop; clock: Clock; 
     closed: () => false,
     tick: async () => {
       ticks++
+      if (failing !== undefined) return failing()
       if (hanging !== null) await hanging
       return underway
     },
@@ -87,24 +88,14 @@ test('a step under way: the next tick is checkMs away until the step is done', a
 })
 
 test('a tick that fails is tried again at checkMs', async (t) => {
-  const clock = new ManualClock()
-  const warnings: string[] = []
-  const loop = new TickLoop({
-    clock,
-    runs: () => true,
-    closed: () => false,
-    tick: async () => {
-      throw Object.assign(new Error('a storage race'), { code: 'SESSION_CLOSED' })
-    },
-    current: () => 0,
-    warning: (err) => void warnings.push((err as Error).message),
-    error: (err) => void warnings.push(`error: ${(err as Error).message}`)
+  const r = rig(new ManualClock(), async () => {
+    throw Object.assign(new Error('a storage race'), { code: 'SESSION_CLOSED' })
   })
-  t.teardown(() => loop.stop())
-  loop.start(CHECK_MS)
+  t.teardown(() => r.loop.stop())
+  r.loop.start(CHECK_MS)
   await settle()
-  t.alike(warnings, ['a storage race'], 'said as a warning')
-  t.is(loop.armedMs, CHECK_MS, 'and retried at checkMs')
+  t.alike(r.warnings, ['a storage race'], 'said as a warning')
+  t.is(r.loop.armedMs, CHECK_MS, 'and retried at checkMs')
 })
 
 test('a tick stuck on its log is looked at every checkMs and reported, with no update coming', async (t) => {
